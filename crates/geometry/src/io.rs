@@ -1,0 +1,422 @@
+//! The narrow I/O traits every writer and reader is generic over, and the in-memory
+//! [`SparseImage`] that holds a whole disk image as an extent map.
+
+use std::collections::BTreeMap;
+
+/// Something bytes can be written to at absolute offsets: an image in memory, a file, a device.
+pub trait BlockSink {
+    /// The backend's own error.
+    type Error: core::error::Error + Send + Sync + 'static;
+    /// Total length in bytes; writes must stay inside it.
+    fn len(&self) -> u64;
+    /// Writes `data` at `offset`.
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), Self::Error>;
+    /// True when the sink has length 0.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Something bytes can be read from at absolute offsets.
+pub trait BlockSource {
+    /// The backend's own error.
+    type Error: core::error::Error + Send + Sync + 'static;
+    /// Total length in bytes.
+    fn len(&self) -> u64;
+    /// Fills `buf` from `offset`; reading past the end is an error.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Self::Error>;
+    /// True when the source has length 0.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// An access outside the bounds of an in-memory sink or source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("access of {len} bytes at offset {offset} is outside the {size}-byte image")]
+pub struct OutOfBounds {
+    /// Offset of the access.
+    pub offset: u64,
+    /// Length of the access.
+    pub len: u64,
+    /// Size of the image.
+    pub size: u64,
+}
+
+fn range_check(offset: u64, len: usize, size: u64) -> Result<(u64, u64), OutOfBounds> {
+    let len64 = u64::try_from(len).unwrap_or(u64::MAX);
+    let err = OutOfBounds {
+        offset,
+        len: len64,
+        size,
+    };
+    let end = offset.checked_add(len64).ok_or(err)?;
+    if end > size {
+        return Err(err);
+    }
+    Ok((offset, end))
+}
+
+impl BlockSink for Vec<u8> {
+    type Error = OutOfBounds;
+    fn len(&self) -> u64 {
+        self.as_slice().len() as u64
+    }
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), OutOfBounds> {
+        let (start, end) = range_check(offset, data.len(), BlockSink::len(self))?;
+        let (start, end) = (to_usize(start), to_usize(end));
+        if let Some(dst) = self.get_mut(start..end) {
+            dst.copy_from_slice(data);
+        }
+        Ok(())
+    }
+}
+
+impl BlockSource for [u8] {
+    type Error = OutOfBounds;
+    fn len(&self) -> u64 {
+        <[u8]>::len(self) as u64
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), OutOfBounds> {
+        let (start, end) = range_check(offset, buf.len(), BlockSource::len(self))?;
+        if let Some(src) = self.get(to_usize(start)..to_usize(end)) {
+            buf.copy_from_slice(src);
+        }
+        Ok(())
+    }
+}
+
+impl BlockSource for Vec<u8> {
+    type Error = OutOfBounds;
+    fn len(&self) -> u64 {
+        self.as_slice().len() as u64
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), OutOfBounds> {
+        self.as_slice().read_at(offset, buf)
+    }
+}
+
+impl<T: BlockSource + ?Sized> BlockSource for &T {
+    type Error = T::Error;
+    fn len(&self) -> u64 {
+        (**self).len()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Self::Error> {
+        (**self).read_at(offset, buf)
+    }
+}
+
+fn to_usize(v: u64) -> usize {
+    usize::try_from(v).unwrap_or(usize::MAX)
+}
+
+/// Granularity at which all-zero writes into holes are dropped (keeps images sparse).
+const ZERO_GRAIN: usize = 4096;
+
+/// A disk image held as a map of non-overlapping, non-adjacent data extents; everything
+/// else is a hole that reads as zeros. A 64 GiB image holding 20 MiB of data costs about
+/// 20 MiB. Writes of all-zero 4 KiB blocks into holes are not stored.
+///
+/// ```
+/// use blockwise_geometry::{BlockSink, BlockSource, SparseImage};
+/// let mut img = SparseImage::new(1 << 30);
+/// img.write_at(4096, b"hello").unwrap();
+/// let mut buf = [0u8; 5];
+/// img.read_at(4096, &mut buf).unwrap();
+/// assert_eq!(&buf, b"hello");
+/// assert_eq!(img.data_bytes(), 5);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SparseImage {
+    size: u64,
+    extents: BTreeMap<u64, Vec<u8>>,
+}
+
+impl SparseImage {
+    /// An image of `size` bytes, all hole.
+    #[must_use]
+    pub fn new(size: u64) -> Self {
+        SparseImage {
+            size,
+            extents: BTreeMap::new(),
+        }
+    }
+
+    /// The image size in bytes.
+    #[must_use]
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Bytes actually stored (the sum of extent lengths).
+    #[must_use]
+    pub fn data_bytes(&self) -> u64 {
+        self.extents.values().map(|v| v.len() as u64).sum()
+    }
+
+    /// The data extents in offset order: `(offset, bytes)`.
+    pub fn extents(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+        self.extents.iter().map(|(&o, v)| (o, v.as_slice()))
+    }
+
+    /// True when no byte of `[offset, end)` is stored.
+    fn is_hole(&self, offset: u64, end: u64) -> bool {
+        if let Some((&o, v)) = self.extents.range(..end).next_back() {
+            if o + v.len() as u64 > offset {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Stores `data` at `offset`, merging with overlapping and adjacent extents.
+    fn store(&mut self, offset: u64, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        let end = offset + data.len() as u64;
+        // Fast path: overwrite inside one extent, or append to the one ending exactly here.
+        if let Some((&o, v)) = self.extents.range_mut(..=offset).next_back() {
+            let v_end = o + v.len() as u64;
+            let next_starts_after = self
+                .extents
+                .range(offset.saturating_add(1)..)
+                .next()
+                .is_none_or(|(&n, _)| n > end);
+            if let Some((_, v)) = self.extents.range_mut(..=offset).next_back() {
+                let rel = to_usize(offset - o);
+                if end <= v_end {
+                    if let Some(dst) = v.get_mut(rel..rel + data.len()) {
+                        dst.copy_from_slice(data);
+                    }
+                    return;
+                }
+                if offset <= v_end && next_starts_after {
+                    v.truncate(rel);
+                    v.extend_from_slice(data);
+                    return;
+                }
+            }
+        }
+        // General path: collect every extent touching [offset, end] and merge.
+        let touching: Vec<u64> = self
+            .extents
+            .range(..=end)
+            .rev()
+            .take_while(|(&o, v)| o + v.len() as u64 >= offset)
+            .map(|(&o, _)| o)
+            .collect();
+        let mut new_start = offset;
+        let mut new_end = end;
+        for &o in &touching {
+            let l = self.extents.get(&o).map_or(0, |v| v.len() as u64);
+            new_start = new_start.min(o);
+            new_end = new_end.max(o + l);
+        }
+        let mut merged = vec![0u8; to_usize(new_end - new_start)];
+        for o in touching {
+            if let Some(v) = self.extents.remove(&o) {
+                let rel = to_usize(o - new_start);
+                if let Some(dst) = merged.get_mut(rel..rel + v.len()) {
+                    dst.copy_from_slice(&v);
+                }
+            }
+        }
+        let rel = to_usize(offset - new_start);
+        if let Some(dst) = merged.get_mut(rel..rel + data.len()) {
+            dst.copy_from_slice(data);
+        }
+        self.extents.insert(new_start, merged);
+    }
+}
+
+impl BlockSink for SparseImage {
+    type Error = OutOfBounds;
+    fn len(&self) -> u64 {
+        self.size
+    }
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), OutOfBounds> {
+        range_check(offset, data.len(), self.size)?;
+        // Split into runs: zero blocks landing in holes are skipped.
+        let mut pos = 0usize;
+        let mut run_start = 0usize;
+        while pos < data.len() {
+            let abs = offset + pos as u64;
+            let to_grain = ZERO_GRAIN - to_usize(abs % ZERO_GRAIN as u64);
+            let chunk_end = (pos + to_grain).min(data.len());
+            let chunk = data.get(pos..chunk_end).unwrap_or_default();
+            let skip = chunk.iter().all(|&b| b == 0) && self.is_hole(abs, abs + chunk.len() as u64);
+            if skip {
+                if run_start < pos {
+                    let run = data.get(run_start..pos).unwrap_or_default();
+                    self.store(offset + run_start as u64, run);
+                }
+                run_start = chunk_end;
+            }
+            pos = chunk_end;
+        }
+        if run_start < data.len() {
+            let run = data.get(run_start..).unwrap_or_default();
+            self.store(offset + run_start as u64, run);
+        }
+        Ok(())
+    }
+}
+
+impl BlockSource for SparseImage {
+    type Error = OutOfBounds;
+    fn len(&self) -> u64 {
+        self.size
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), OutOfBounds> {
+        let (start, end) = range_check(offset, buf.len(), self.size)?;
+        buf.fill(0);
+        let first = self
+            .extents
+            .range(..=start)
+            .next_back()
+            .map_or(start, |(&o, _)| o);
+        for (&o, v) in self.extents.range(first..end) {
+            let v_end = o + v.len() as u64;
+            let s = o.max(start);
+            let e = v_end.min(end);
+            if s >= e {
+                continue;
+            }
+            let src = v.get(to_usize(s - o)..to_usize(e - o)).unwrap_or_default();
+            if let Some(dst) = buf.get_mut(to_usize(s - start)..to_usize(e - start)) {
+                dst.copy_from_slice(src);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A window of `len` bytes at `offset` onto another sink: a partition, seen by its filesystem
+/// writer as if it started at 0.
+#[derive(Debug)]
+pub struct SubSink<'a, S: BlockSink + ?Sized> {
+    inner: &'a mut S,
+    offset: u64,
+    len: u64,
+}
+
+/// Errors of a [`SubSink`] or [`SubSource`]: outside the window, or the backend's own.
+#[derive(Debug, thiserror::Error)]
+pub enum WindowError<E: core::error::Error + 'static> {
+    /// The access leaves the window.
+    #[error(transparent)]
+    OutOfBounds(#[from] OutOfBounds),
+    /// The backend failed.
+    #[error(transparent)]
+    Inner(E),
+}
+
+impl<'a, S: BlockSink + ?Sized> SubSink<'a, S> {
+    /// A window onto `inner`. The window must lie inside `inner`.
+    pub fn new(inner: &'a mut S, offset: u64, len: u64) -> Result<Self, OutOfBounds> {
+        range_check(offset, to_usize(len), inner.len())?;
+        Ok(SubSink { inner, offset, len })
+    }
+
+    /// Where the window starts in the parent.
+    #[must_use]
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+}
+
+impl<S: BlockSink + ?Sized> BlockSink for SubSink<'_, S> {
+    type Error = WindowError<S::Error>;
+    fn len(&self) -> u64 {
+        self.len
+    }
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), Self::Error> {
+        range_check(offset, data.len(), self.len)?;
+        self.inner
+            .write_at(self.offset + offset, data)
+            .map_err(WindowError::Inner)
+    }
+}
+
+/// A read-only window of `len` bytes at `offset` onto another source.
+#[derive(Debug, Clone, Copy)]
+pub struct SubSource<'a, S: BlockSource + ?Sized> {
+    inner: &'a S,
+    offset: u64,
+    len: u64,
+}
+
+impl<'a, S: BlockSource + ?Sized> SubSource<'a, S> {
+    /// A window onto `inner`; it must lie inside `inner`.
+    pub fn new(inner: &'a S, offset: u64, len: u64) -> Result<Self, OutOfBounds> {
+        range_check(offset, to_usize(len), inner.len())?;
+        Ok(SubSource { inner, offset, len })
+    }
+}
+
+impl<S: BlockSource + ?Sized> BlockSource for SubSource<'_, S> {
+    type Error = WindowError<S::Error>;
+    fn len(&self) -> u64 {
+        self.len
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Self::Error> {
+        range_check(offset, buf.len(), self.len)?;
+        self.inner
+            .read_at(self.offset + offset, buf)
+            .map_err(WindowError::Inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn zero_writes_into_holes_are_not_stored() {
+        let mut img = SparseImage::new(1 << 20);
+        img.write_at(0, &[0u8; 65536]).unwrap();
+        assert_eq!(img.data_bytes(), 0);
+        img.write_at(100, &[1, 2, 3]).unwrap();
+        img.write_at(101, &[0]).unwrap();
+        let mut b = [9u8; 4];
+        img.read_at(99, &mut b).unwrap();
+        assert_eq!(b, [0, 1, 0, 3]);
+        assert!(img.write_at((1 << 20) - 1, &[1, 2]).is_err());
+    }
+
+    #[test]
+    fn subsink_is_a_window() {
+        let mut img = SparseImage::new(1 << 20);
+        let mut sub = SubSink::new(&mut img, 4096, 8192).unwrap();
+        sub.write_at(0, b"x").unwrap();
+        assert!(sub.write_at(8192, b"y").is_err());
+        let mut b = [0u8; 1];
+        img.read_at(4096, &mut b).unwrap();
+        assert_eq!(&b, b"x");
+    }
+
+    proptest! {
+        #[test]
+        fn sparse_matches_dense(writes in prop::collection::vec((0u64..20_000, prop::collection::vec(any::<u8>(), 0..6000)), 0..30)) {
+            let size = 30_000u64;
+            let mut dense = vec![0u8; size as usize];
+            let mut sparse = SparseImage::new(size);
+            for (off, data) in &writes {
+                let r1 = BlockSink::write_at(&mut dense, *off, data);
+                let r2 = sparse.write_at(*off, data);
+                prop_assert_eq!(r1.is_ok(), r2.is_ok());
+            }
+            let mut out = vec![0u8; size as usize];
+            sparse.read_at(0, &mut out).unwrap();
+            prop_assert_eq!(out, dense);
+            // Extents never touch or overlap.
+            let mut last_end = None;
+            for (o, v) in sparse.extents() {
+                if let Some(e) = last_end { prop_assert!(o > e); }
+                last_end = Some(o + v.len() as u64);
+            }
+        }
+    }
+}

@@ -1,0 +1,590 @@
+//! The planner: [`Spec`] → [`Plan`], pure arithmetic. Every partition starts on a multiple of
+//! the erase block from the start of the disk and its size is rounded up to the erase block.
+
+use serde::{Serialize, Serializer};
+
+use crate::fsplan::FsPlan;
+use crate::guid::{derive_u64, Guid};
+use crate::spec::{DiskId, FsKind, SizeSpec, Spec, SpecError, TableKind};
+use crate::types::{resolve, PartType};
+use crate::units::{alignment_of, format_size, round_down, round_up, SectorSize};
+
+/// Size of a GPT partition entry array: 128 entries of 128 bytes.
+pub const GPT_ENTRY_ARRAY_BYTES: u64 = 128 * 128;
+
+/// The partition table part of a plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TablePlan {
+    /// `mbr`, `gpt` or `none`.
+    #[serde(serialize_with = "ser_display")]
+    pub kind: TableKind,
+    /// MBR signature (`0x…`) or GPT disk GUID; `None` for a bare filesystem.
+    #[serde(serialize_with = "ser_disk_id")]
+    pub disk_id: Option<DiskId>,
+}
+
+fn ser_display<T: core::fmt::Display, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+fn ser_disk_id<S: Serializer>(v: &Option<DiskId>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        None => s.serialize_none(),
+        Some(DiskId::Mbr(n)) => s.collect_str(&format_args!("0x{n:08x}")),
+        Some(DiskId::Gpt(g)) => s.collect_str(g),
+    }
+}
+
+fn ser_fs<S: Serializer>(v: &FsKind, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(v.as_str())
+}
+
+/// GPT geometry: where the primary and backup structures live (in logical sectors).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct GptPlan {
+    /// Sectors of the entry array (32 @512, 4 @4096).
+    pub entry_sectors: u64,
+    /// First usable LBA (2 + entry_sectors).
+    pub first_usable_lba: u64,
+    /// Last usable LBA (just before the backup entry array).
+    pub last_usable_lba: u64,
+    /// LBA of the backup entry array.
+    pub backup_entries_lba: u64,
+    /// LBA of the backup header (the last LBA of the disk).
+    pub backup_header_lba: u64,
+}
+
+/// The MBR extended partition that holds logical partitions 5, 6, …
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ExtendedPlan {
+    /// Start of the extended partition (= the first EBR), bytes.
+    pub start_bytes: u64,
+    /// Size of the extended partition, bytes.
+    pub size_bytes: u64,
+}
+
+/// One planned partition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PartitionPlan {
+    /// Partition number as the OS sees it: 1–4 primary, 5… logical, 0 = bare filesystem.
+    pub index: u32,
+    /// Index into `Spec::partitions` (0-based).
+    #[serde(skip)]
+    pub spec_index: usize,
+    /// Absolute start.
+    pub start_bytes: u64,
+    /// Size.
+    pub size_bytes: u64,
+    /// MBR type byte or GPT type GUID.
+    #[serde(rename = "type")]
+    pub type_: PartType,
+    /// GPT partition name.
+    pub name: Option<String>,
+    /// Bootable flag.
+    pub bootable: bool,
+    /// GPT unique partition GUID.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guid: Option<Guid>,
+    /// What the spec puts in it.
+    #[serde(serialize_with = "ser_fs")]
+    pub content: FsKind,
+    /// A logical partition inside the MBR extended partition.
+    pub logical: bool,
+    /// Where this logical partition's EBR lives, bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ebr_bytes: Option<u64>,
+    /// Start (and filesystem, if planned) on erase-block boundaries.
+    pub aligned: bool,
+    /// Largest power of two dividing the start.
+    pub alignment_bytes: u64,
+    /// The filesystem geometry, filled in by the FAT and ext4 planners.
+    pub filesystem: Option<FsPlan>,
+}
+
+impl PartitionPlan {
+    /// Start in logical sectors.
+    #[must_use]
+    pub fn start_lba(&self, s: SectorSize) -> u64 {
+        self.start_bytes / s.bytes_u64()
+    }
+
+    /// Size in logical sectors.
+    #[must_use]
+    pub fn size_sectors(&self, s: SectorSize) -> u64 {
+        self.size_bytes / s.bytes_u64()
+    }
+
+    /// The exclusive end, bytes.
+    #[must_use]
+    pub fn end_bytes(&self) -> u64 {
+        self.start_bytes.saturating_add(self.size_bytes)
+    }
+}
+
+/// A complete disk layout: what `blockwise plan` prints and `blockwise build` writes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    /// Total image size.
+    pub size_bytes: u64,
+    /// Device logical sector size.
+    pub sector_bytes: SectorSize,
+    /// Erase block E.
+    pub erase_block_bytes: u64,
+    /// Partition table.
+    pub table: TablePlan,
+    /// Partitions in disk order.
+    pub partitions: Vec<PartitionPlan>,
+    /// The MBR extended partition, when there are more than four partitions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extended: Option<ExtendedPlan>,
+    /// GPT structure locations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpt: Option<GptPlan>,
+    /// Every partition and filesystem aligned.
+    pub aligned: bool,
+}
+
+impl Plan {
+    /// Recomputes every `aligned` flag from starts and filesystem plans.
+    pub fn refresh_aligned(&mut self) {
+        let e = self.erase_block_bytes;
+        for p in &mut self.partitions {
+            let fs_ok = match &p.filesystem {
+                Some(FsPlan::Fat(f)) => f.aligned,
+                Some(FsPlan::Ext4(x)) => x.aligned,
+                Some(FsPlan::Other(o)) => o.aligned.unwrap_or(true),
+                None => true,
+            };
+            p.aligned = p.start_bytes % e == 0 && fs_ok;
+        }
+        self.aligned = self.partitions.iter().all(|p| p.aligned);
+    }
+}
+
+fn gpt_entry_sectors(s: SectorSize) -> u64 {
+    GPT_ENTRY_ARRAY_BYTES / s.bytes_u64()
+}
+
+/// Derives the MBR disk signature from the seed (never 0: Windows rewrites a zero signature).
+#[must_use]
+pub fn derive_mbr_signature(seed: u64) -> u32 {
+    let v = derive_u64(seed, "mbr-disk-signature", 0);
+    let s = u32::try_from(v & 0xffff_ffff).unwrap_or(1);
+    if s == 0 {
+        1
+    } else {
+        s
+    }
+}
+
+fn pkey(i: usize, k: &str) -> String {
+    format!("partition[{}].{k}", i + 1)
+}
+
+/// Plans the layout. The filesystem slots are left empty for the FAT/ext4 planners.
+///
+/// ```
+/// use blockwise_geometry::{plan, Spec};
+/// let spec = Spec::from_toml(r#"
+///     [image]
+///     size = "1GiB"
+///     [[partition]]
+///     fs = "none"
+///     size = "256MiB"
+///     [[partition]]
+///     fs = "none"
+///     size = "fill"
+/// "#).unwrap();
+/// let p = plan(&spec).unwrap();
+/// assert_eq!(p.partitions[0].start_bytes, 4 << 20);
+/// assert_eq!(p.partitions[1].start_bytes, 260 << 20);
+/// ```
+pub fn plan(spec: &Spec) -> Result<Plan, SpecError> {
+    spec.validate()?;
+    let img = &spec.image;
+    let s = img.sector_size;
+    let sb = s.bytes_u64();
+    let e = img.erase_block;
+    let n = spec.partitions.len();
+    let overflow = |key: String| SpecError::new(key, "size arithmetic overflows 64 bits");
+
+    if img.table == TableKind::None {
+        let p = spec.partitions.first().ok_or_else(|| SpecError::new("partition", "missing"))?;
+        let req = match p.size {
+            SizeSpec::Bytes(b) => Some(b),
+            SizeSpec::Fill => None,
+            SizeSpec::Source => return Err(unresolved_source(0)),
+        };
+        let size = match (img.size, req) {
+            (Some(sz), Some(r)) if r > sz => {
+                return Err(SpecError::new(
+                    "image.size",
+                    format!(
+                        "{} is smaller than partition[1].size ({}): {} more needed",
+                        format_size(sz),
+                        format_size(r),
+                        format_size(r - sz)
+                    ),
+                ))
+            }
+            (Some(sz), _) => sz,
+            (None, Some(r)) => round_up(r, sb).ok_or_else(|| overflow(pkey(0, "size")))?,
+            (None, None) => return Err(SpecError::new(pkey(0, "size"), "\"fill\" needs image.size")),
+        };
+        let mut plan = Plan {
+            size_bytes: size,
+            sector_bytes: s,
+            erase_block_bytes: e,
+            table: TablePlan {
+                kind: TableKind::None,
+                disk_id: None,
+            },
+            partitions: vec![PartitionPlan {
+                index: 0,
+                spec_index: 0,
+                start_bytes: 0,
+                size_bytes: size,
+                type_: resolve(TableKind::None, p.fs, None).map_err(|r| SpecError::new(pkey(0, "type"), r))?,
+                name: None,
+                bootable: false,
+                guid: None,
+                content: p.fs,
+                logical: false,
+                ebr_bytes: None,
+                aligned: true,
+                alignment_bytes: alignment_of(0).min(largest_pow2_le(size)),
+                filesystem: None,
+            }],
+            extended: None,
+            gpt: None,
+            aligned: true,
+        };
+        plan.refresh_aligned();
+        return Ok(plan);
+    }
+
+    let gpt = img.table == TableKind::Gpt;
+    let head_bytes = if gpt { (2 + gpt_entry_sectors(s)) * sb } else { sb };
+    let tail_bytes = if gpt { (1 + gpt_entry_sectors(s)) * sb } else { 0 };
+    let first = match img.first_partition {
+        Some(fp) => {
+            if fp < head_bytes {
+                return Err(SpecError::new(
+                    "image.first-partition",
+                    format!("{} leaves no room for the {} partition table ({} needed)", format_size(fp), img.table, format_size(head_bytes)),
+                ));
+            }
+            fp
+        }
+        None => round_up(head_bytes.max(e), e).ok_or_else(|| overflow("image.first-partition".into()))?,
+    };
+    let use_extended = !gpt && n > 4;
+
+    let mut parts = Vec::with_capacity(n);
+    let mut cursor = first;
+    let mut ext_start = None;
+    for (i, p) in spec.partitions.iter().enumerate() {
+        let logical = use_extended && i >= 3;
+        let mut ebr = None;
+        if logical {
+            // Each logical partition is preceded by one erase block that holds its EBR, so
+            // both the EBR and the partition start on erase-block boundaries.
+            ext_start.get_or_insert(cursor);
+            ebr = Some(cursor);
+            cursor = cursor.checked_add(e).ok_or_else(|| overflow(pkey(i, "size")))?;
+        }
+        let start = cursor;
+        let size = match p.size {
+            SizeSpec::Bytes(b) => round_up(b, e).ok_or_else(|| overflow(pkey(i, "size")))?,
+            SizeSpec::Source => return Err(unresolved_source(i)),
+            SizeSpec::Fill => {
+                let disk = img.size.unwrap_or(0);
+                let usable_end = round_down(disk.saturating_sub(tail_bytes), e);
+                if usable_end <= start {
+                    return Err(SpecError::new(
+                        "image.size",
+                        format!(
+                            "{} leaves nothing for partition[{}] (\"fill\"), which would start at {}: at least {} more needed",
+                            format_size(disk),
+                            i + 1,
+                            format_size(start),
+                            format_size(start + e + tail_bytes - disk.min(start + e + tail_bytes))
+                        ),
+                    ));
+                }
+                usable_end - start
+            }
+        };
+        let index = if !use_extended {
+            i + 1
+        } else if i < 3 {
+            i + 1
+        } else {
+            i + 2
+        };
+        let index = u32::try_from(index).unwrap_or(u32::MAX);
+        let type_ = resolve(img.table, p.fs, p.type_.as_deref()).map_err(|r| SpecError::new(pkey(i, "type"), r))?;
+        parts.push(PartitionPlan {
+            index,
+            spec_index: i,
+            start_bytes: start,
+            size_bytes: size,
+            type_,
+            name: if gpt { p.name.clone().or_else(|| p.label.clone()) } else { None },
+            bootable: p.bootable,
+            guid: gpt.then(|| Guid::derive(img.seed, "gpt-partition", i as u64)),
+            content: p.fs,
+            logical,
+            ebr_bytes: ebr,
+            aligned: true,
+            alignment_bytes: alignment_of(start),
+            filesystem: None,
+        });
+        cursor = start.checked_add(size).ok_or_else(|| overflow(pkey(i, "size")))?;
+    }
+    let end = cursor;
+    let size = match img.size {
+        Some(disk) => {
+            let need = end.checked_add(tail_bytes).ok_or_else(|| overflow("image.size".into()))?;
+            if need > disk {
+                return Err(SpecError::new(
+                    "image.size",
+                    format!(
+                        "the layout needs {} ({} bytes{}) but image.size is {}: {} more needed",
+                        format_size(need),
+                        need,
+                        if gpt { ", including the backup GPT" } else { "" },
+                        format_size(disk),
+                        format_size(need - disk)
+                    ),
+                ));
+            }
+            disk
+        }
+        None => {
+            let tail = if gpt { round_up(tail_bytes, e).ok_or_else(|| overflow("image.size".into()))? } else { 0 };
+            end.checked_add(tail).ok_or_else(|| overflow("image.size".into()))?
+        }
+    };
+
+    let extended = ext_start.map(|start| ExtendedPlan {
+        start_bytes: start,
+        size_bytes: end - start,
+    });
+
+    if !gpt {
+        // MBR stores LBAs and counts as u32.
+        let limit = (1u64 << 32) * sb;
+        let over = parts
+            .iter()
+            .find(|p| p.end_bytes() > limit)
+            .map(|p| (p.spec_index, p.end_bytes()));
+        if let Some((i, pend)) = over {
+            return Err(SpecError::new(
+                pkey(i, "size"),
+                format!(
+                    "the partition ends at {}, past the MBR limit of {} with {}-byte sectors; use table = \"gpt\"{}",
+                    format_size(pend),
+                    format_size(limit),
+                    s,
+                    if s == SectorSize::S512 { " (or sector-size = 4096 if the device has 4 KiB sectors)" } else { "" }
+                ),
+            ));
+        }
+    }
+
+    let gpt_plan = gpt.then(|| {
+        let total = size / sb;
+        let es = gpt_entry_sectors(s);
+        GptPlan {
+            entry_sectors: es,
+            first_usable_lba: 2 + es,
+            last_usable_lba: total - 2 - es,
+            backup_entries_lba: total - 1 - es,
+            backup_header_lba: total - 1,
+        }
+    });
+
+    let disk_id = match (img.table, img.disk_id) {
+        (_, Some(id)) => id,
+        (TableKind::Gpt, None) => DiskId::Gpt(Guid::derive(img.seed, "gpt-disk", 0)),
+        _ => DiskId::Mbr(derive_mbr_signature(img.seed)),
+    };
+
+    let mut plan = Plan {
+        size_bytes: size,
+        sector_bytes: s,
+        erase_block_bytes: e,
+        table: TablePlan {
+            kind: img.table,
+            disk_id: Some(disk_id),
+        },
+        partitions: parts,
+        extended,
+        gpt: gpt_plan,
+        aligned: true,
+    };
+    plan.refresh_aligned();
+    Ok(plan)
+}
+
+fn unresolved_source(i: usize) -> SpecError {
+    SpecError::new(
+        pkey(i, "size"),
+        "missing; give a size, or plan through the image builder, which takes the size of source",
+    )
+}
+
+fn largest_pow2_le(v: u64) -> u64 {
+    if v == 0 {
+        1
+    } else {
+        1 << (63 - v.leading_zeros())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{ImageSpec, PartitionSpec};
+    use proptest::prelude::*;
+
+    fn spec(table: TableKind, size: Option<u64>, e: u64, s: SectorSize, parts: &[SizeSpec]) -> Spec {
+        Spec {
+            image: ImageSpec {
+                size,
+                erase_block: e,
+                sector_size: s,
+                table,
+                ..ImageSpec::default()
+            },
+            partitions: parts.iter().map(|&sz| PartitionSpec::new(FsKind::None, sz)).collect(),
+        }
+    }
+
+    fn check(sp: &Spec, starts: &[u64], sizes: &[u64]) {
+        let p = plan(sp).unwrap();
+        let got: Vec<u64> = p.partitions.iter().map(|p| p.start_bytes).collect();
+        assert_eq!(got, starts);
+        let got: Vec<u64> = p.partitions.iter().map(|p| p.size_bytes).collect();
+        assert_eq!(got, sizes);
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn issue_example_layout() {
+        let sp = spec(TableKind::Mbr, Some(1024 * MIB), 4 * MIB, SectorSize::S512, &[SizeSpec::Bytes(256 * MIB), SizeSpec::Fill]);
+        check(&sp, &[4 * MIB, 260 * MIB], &[256 * MIB, 764 * MIB]);
+        let sp = spec(TableKind::Gpt, Some(1024 * MIB), 4 * MIB, SectorSize::S512, &[SizeSpec::Bytes(256 * MIB), SizeSpec::Fill]);
+        check(&sp, &[4 * MIB, 260 * MIB], &[256 * MIB, 760 * MIB]);
+        let p = plan(&sp).unwrap();
+        let g = p.gpt.unwrap();
+        assert_eq!(g.backup_header_lba, 2 * 1024 * 1024 - 1);
+        assert_eq!(g.backup_entries_lba, 2 * 1024 * 1024 - 33);
+    }
+
+    #[test]
+    fn sizes_round_up_and_total_is_computed() {
+        let sp = spec(TableKind::Mbr, None, 4 * MIB, SectorSize::S512, &[SizeSpec::Bytes(MIB), SizeSpec::Bytes(5 * MIB)]);
+        check(&sp, &[4 * MIB, 8 * MIB], &[4 * MIB, 8 * MIB]);
+        assert_eq!(plan(&sp).unwrap().size_bytes, 16 * MIB);
+        let sp = spec(TableKind::Gpt, None, 4 * MIB, SectorSize::S512, &[SizeSpec::Bytes(MIB)]);
+        assert_eq!(plan(&sp).unwrap().size_bytes, 12 * MIB);
+    }
+
+    #[test]
+    fn extended_partitions_are_aligned() {
+        let parts = [SizeSpec::Bytes(MIB); 6];
+        let sp = spec(TableKind::Mbr, None, 4 * MIB, SectorSize::S512, &parts);
+        let p = plan(&sp).unwrap();
+        let idx: Vec<u32> = p.partitions.iter().map(|p| p.index).collect();
+        assert_eq!(idx, [1, 2, 3, 5, 6, 7]);
+        let ext = p.extended.unwrap();
+        assert_eq!(ext.start_bytes, 16 * MIB);
+        for q in &p.partitions[3..] {
+            assert_eq!(q.start_bytes % (4 * MIB), 0);
+            assert_eq!(q.ebr_bytes.unwrap() % (4 * MIB), 0);
+            assert_eq!(q.ebr_bytes.unwrap() + 4 * MIB, q.start_bytes);
+        }
+        assert_eq!(ext.start_bytes + ext.size_bytes, p.size_bytes);
+    }
+
+    #[test]
+    fn errors() {
+        let sp = spec(TableKind::Mbr, Some(64 * MIB), 4 * MIB, SectorSize::S512, &[SizeSpec::Bytes(64 * MIB)]);
+        let e = plan(&sp).unwrap_err();
+        assert_eq!(e.key, "image.size");
+        assert!(e.reason.contains("4 MiB more needed"), "{e}");
+        let sp = spec(TableKind::Mbr, Some(3 << 40), 4 * MIB, SectorSize::S512, &[SizeSpec::Fill]);
+        let e = plan(&sp).unwrap_err();
+        assert!(e.reason.contains("use table = \"gpt\""), "{e}");
+        let sp = spec(TableKind::Mbr, Some(3 << 40), 4 * MIB, SectorSize::S4096, &[SizeSpec::Fill]);
+        assert!(plan(&sp).is_ok());
+    }
+
+    fn arb_spec() -> impl Strategy<Value = Spec> {
+        (
+            prop_oneof![Just(TableKind::Mbr), Just(TableKind::Gpt), Just(TableKind::None)],
+            prop_oneof![Just(SectorSize::S512), Just(SectorSize::S4096)],
+            12u32..=24,
+            prop::collection::vec(1u64..(64 * MIB), 1..10),
+            any::<bool>(),
+            prop::option::of(0u64..(2048 * MIB)),
+        )
+            .prop_map(|(table, s, eshift, sizes, fill, disk)| {
+                let mut parts: Vec<SizeSpec> = sizes.into_iter().map(SizeSpec::Bytes).collect();
+                if table == TableKind::None {
+                    parts.truncate(1);
+                }
+                if fill {
+                    if let Some(l) = parts.last_mut() {
+                        *l = SizeSpec::Fill;
+                    }
+                }
+                let disk = disk.map(|d| round_down(d, s.bytes_u64()).max(s.bytes_u64()));
+                spec(table, disk, (1u64 << eshift).max(s.bytes_u64()), s, &parts)
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn plans_are_aligned_ordered_and_inside(sp in arb_spec()) {
+            match plan(&sp) {
+                Err(e) => prop_assert!(!e.key.is_empty() && !e.reason.is_empty()),
+                Ok(p) => {
+                    let e = p.erase_block_bytes;
+                    let mut prev_end = 0;
+                    for (q, ps) in p.partitions.iter().zip(&sp.partitions) {
+                        prop_assert_eq!(q.start_bytes % e, 0);
+                        prop_assert!(q.start_bytes >= prev_end);
+                        if sp.image.table != TableKind::None {
+                            prop_assert!(q.start_bytes > 0);
+                        }
+                        prop_assert!(q.end_bytes() <= p.size_bytes);
+                        if let SizeSpec::Bytes(b) = ps.size { prop_assert!(q.size_bytes >= b); }
+                        prev_end = q.end_bytes();
+                    }
+                    if let Some(g) = p.gpt {
+                        let sb = p.sector_bytes.bytes_u64();
+                        prop_assert!(prev_end <= (g.last_usable_lba + 1) * sb);
+                        prop_assert_eq!(g.backup_header_lba, p.size_bytes / sb - 1);
+                        prop_assert!(p.partitions[0].start_bytes >= g.first_usable_lba * sb);
+                    }
+                    prop_assert!(p.aligned);
+                }
+            }
+        }
+
+        #[test]
+        fn random_toml_never_panics(text in "\\PC{0,200}") {
+            let _ = Spec::from_toml(&text).map(|s| plan(&s));
+        }
+
+        #[test]
+        fn random_partition_keys_never_panic(size in "[0-9a-zA-Z. ]{0,12}", fs in "[a-z0-9]{0,6}", e in "[0-9a-zA-Z]{0,6}") {
+            let text = format!("[image]\nerase-block = \"{e}\"\nsize = \"1GiB\"\n[[partition]]\nfs = \"{fs}\"\nsize = \"{size}\"\n");
+            if let Ok(s) = Spec::from_toml(&text) { let _ = plan(&s); }
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! An in-memory description of a directory tree to put into a filesystem. Metadata lives
+//! here; file *contents* are read on demand through [`ContentSource`], so memory grows with
+//! the number of files, not their size. The image crate builds a `Tree` from a host
+//! directory (plus the spec's `[[partition.entry]]` overrides); the bindings can build one
+//! from memory.
+
+/// Index of a node in [`Tree::nodes`]. The root directory is node 0.
+pub type NodeId = usize;
+
+/// File metadata.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Meta {
+    /// Permission bits including setuid/setgid/sticky (`0o7777` mask), without the file type.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Modification time, seconds since the Unix epoch.
+    pub mtime: i64,
+    /// Nanoseconds part of the modification time.
+    pub mtime_nsec: u32,
+    /// Extended attributes, sorted by name: `(full name like "security.capability", value)`.
+    pub xattrs: Vec<(String, Vec<u8>)>,
+}
+
+/// What a node is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    /// A directory; children sorted by name (byte order).
+    Dir {
+        /// Child node ids.
+        children: Vec<NodeId>,
+    },
+    /// A regular file.
+    File {
+        /// Size in bytes.
+        size: u64,
+        /// Handle passed to [`ContentSource::read_at`].
+        content: u64,
+        /// Byte ranges `[start, end)` that hold data, ascending; `None` = the whole file.
+        /// Everything else is a hole (reads as zeros; filesystems that can, keep it sparse).
+        data_ranges: Option<Vec<(u64, u64)>>,
+        /// Nodes with the same `Some(link)` are hard links to one file (one inode on ext4,
+        /// copies on FAT).
+        link: Option<u64>,
+    },
+    /// A symbolic link.
+    Symlink {
+        /// Target, stored verbatim.
+        target: String,
+    },
+    /// A character device.
+    CharDev {
+        /// Major number.
+        major: u32,
+        /// Minor number.
+        minor: u32,
+    },
+    /// A block device.
+    BlockDev {
+        /// Major number.
+        major: u32,
+        /// Minor number.
+        minor: u32,
+    },
+    /// A named pipe.
+    Fifo,
+    /// A Unix socket.
+    Socket,
+}
+
+/// One file, directory or special file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Node {
+    /// Name inside the parent (empty for the root).
+    pub name: String,
+    /// Parent id (the root is its own parent).
+    pub parent: NodeId,
+    /// Kind and kind-specific data.
+    pub kind: NodeKind,
+    /// Metadata.
+    pub meta: Meta,
+}
+
+/// A whole tree. `nodes[0]` is the root directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tree {
+    /// All nodes; children are referenced by index.
+    pub nodes: Vec<Node>,
+}
+
+impl Default for Tree {
+    fn default() -> Self {
+        Tree::new(Meta {
+            mode: 0o755,
+            ..Meta::default()
+        })
+    }
+}
+
+impl Tree {
+    /// A tree holding only a root directory with `meta`.
+    #[must_use]
+    pub fn new(meta: Meta) -> Self {
+        Tree {
+            nodes: vec![Node {
+                name: String::new(),
+                parent: 0,
+                kind: NodeKind::Dir {
+                    children: Vec::new(),
+                },
+                meta,
+            }],
+        }
+    }
+
+    /// Adds a node under `parent` (which must be a directory), keeping children sorted.
+    /// Returns `None` if `parent` is not a directory or the name exists already.
+    pub fn add(&mut self, parent: NodeId, name: &str, kind: NodeKind, meta: Meta) -> Option<NodeId> {
+        let id = self.nodes.len();
+        let pos = {
+            let children = self.children(parent)?;
+            match children.binary_search_by(|&c| {
+                self.nodes.get(c).map_or("", |n| n.name.as_str()).as_bytes().cmp(name.as_bytes())
+            }) {
+                Ok(_) => return None,
+                Err(p) => p,
+            }
+        };
+        if let Some(Node {
+            kind: NodeKind::Dir { children },
+            ..
+        }) = self.nodes.get_mut(parent)
+        {
+            children.insert(pos, id);
+        }
+        self.nodes.push(Node {
+            name: name.to_string(),
+            parent,
+            kind,
+            meta,
+        });
+        Some(id)
+    }
+
+    /// Children of a directory, `None` for other nodes.
+    #[must_use]
+    pub fn children(&self, id: NodeId) -> Option<&[NodeId]> {
+        match self.nodes.get(id).map(|n| &n.kind) {
+            Some(NodeKind::Dir { children }) => Some(children),
+            _ => None,
+        }
+    }
+
+    /// Looks up a child by exact name.
+    #[must_use]
+    pub fn child(&self, dir: NodeId, name: &str) -> Option<NodeId> {
+        self.children(dir)?
+            .iter()
+            .copied()
+            .find(|&c| self.nodes.get(c).is_some_and(|n| n.name == name))
+    }
+
+    /// Resolves an absolute path like `/etc/shadow` (no symlinks followed).
+    #[must_use]
+    pub fn lookup(&self, path: &str) -> Option<NodeId> {
+        let mut cur = 0;
+        for comp in path.split('/').filter(|c| !c.is_empty()) {
+            cur = self.child(cur, comp)?;
+        }
+        Some(cur)
+    }
+
+    /// The absolute path of a node, for error messages.
+    #[must_use]
+    pub fn path(&self, id: NodeId) -> String {
+        let mut parts = Vec::new();
+        let mut cur = id;
+        let mut guard = 0;
+        while cur != 0 && guard < 4096 {
+            match self.nodes.get(cur) {
+                Some(n) => {
+                    parts.push(n.name.as_str());
+                    cur = n.parent;
+                }
+                None => break,
+            }
+            guard += 1;
+        }
+        parts.reverse();
+        format!("/{}", parts.join("/"))
+    }
+
+    /// Total bytes of regular-file content (hard links counted once).
+    #[must_use]
+    pub fn content_bytes(&self) -> u64 {
+        let mut seen = std::collections::BTreeSet::new();
+        self.nodes
+            .iter()
+            .filter_map(|n| match &n.kind {
+                NodeKind::File { size, link, .. } => {
+                    if let Some(l) = link {
+                        if !seen.insert(*l) {
+                            return None;
+                        }
+                    }
+                    Some(*size)
+                }
+                _ => None,
+            })
+            .sum()
+    }
+}
+
+/// Reading file contents failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("reading file content #{content}: {message}")]
+pub struct ContentError {
+    /// The content handle.
+    pub content: u64,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// Where file contents come from: host files (image crate), memory (tests, bindings).
+pub trait ContentSource {
+    /// Fills `buf` with the bytes of content `content` at `offset`. Reading past the
+    /// file's size is an error.
+    fn read_at(&self, content: u64, offset: u64, buf: &mut [u8]) -> Result<(), ContentError>;
+}
+
+/// In-memory contents: handle `i` is `self[i]`.
+impl ContentSource for Vec<Vec<u8>> {
+    fn read_at(&self, content: u64, offset: u64, buf: &mut [u8]) -> Result<(), ContentError> {
+        let err = |m: &str| ContentError {
+            content,
+            message: m.to_string(),
+        };
+        let data = usize::try_from(content)
+            .ok()
+            .and_then(|i| self.get(i))
+            .ok_or_else(|| err("no such content"))?;
+        let start = usize::try_from(offset).map_err(|_| err("offset out of range"))?;
+        let end = start.checked_add(buf.len()).ok_or_else(|| err("offset out of range"))?;
+        let src = data.get(start..end).ok_or_else(|| err("read past the end"))?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_and_lookup() {
+        let mut t = Tree::default();
+        let etc = t
+            .add(0, "etc", NodeKind::Dir { children: vec![] }, Meta::default())
+            .unwrap();
+        let f = t
+            .add(
+                etc,
+                "passwd",
+                NodeKind::File {
+                    size: 3,
+                    content: 0,
+                    data_ranges: None,
+                    link: None,
+                },
+                Meta::default(),
+            )
+            .unwrap();
+        assert!(t.add(etc, "passwd", NodeKind::Fifo, Meta::default()).is_none());
+        assert_eq!(t.lookup("/etc/passwd"), Some(f));
+        assert_eq!(t.path(f), "/etc/passwd");
+        let content = vec![b"abc".to_vec()];
+        let mut b = [0u8; 2];
+        content.read_at(0, 1, &mut b).unwrap();
+        assert_eq!(&b, b"bc");
+        assert!(content.read_at(0, 2, &mut b).is_err());
+    }
+}

@@ -1,0 +1,1 @@
+//! blockwise façade.
