@@ -1,0 +1,1 @@
+//! Oracle tests for ext4 (filled in by its issue).

@@ -1,0 +1,1 @@
+//! Oracle tests for fat (filled in by its issue).

@@ -1,0 +1,1 @@
+//! Oracle tests for verify (filled in by its issue).
