@@ -1,0 +1,448 @@
+//! MBR and EBR: building (through `mbrman`) and parsing (by hand, safe on hostile bytes).
+//!
+//! ```text
+//! 0x000  440  boot code
+//! 0x1B8    4  disk signature (LE)
+//! 0x1BC    2  0x0000
+//! 0x1BE 4×16  entries: status, CHS first[3], type, CHS last[3], LBA first u32, count u32
+//! 0x1FE    2  55 AA
+//! ```
+
+use std::io::Cursor;
+
+use blockwise_geometry::{BlockSource, DiskId, PartType, Plan, SectorSize, TableKind};
+use mbrman::{MBRHeader, MBRPartitionEntry, CHS};
+
+use crate::chs;
+use crate::error::{Corrupt, Error};
+
+/// Offset of the first partition entry.
+pub const ENTRIES_OFFSET: usize = 0x1be;
+/// Most EBRs a chain may have before the parser gives up.
+pub const MAX_EBR_CHAIN: usize = 128;
+
+/// One 16-byte MBR/EBR entry, as stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct MbrEntry {
+    /// 0x80 bootable, 0x00 not.
+    pub status: u8,
+    /// CHS of the first sector.
+    pub first_chs: [u8; 3],
+    /// System ID.
+    pub type_: u8,
+    /// CHS of the last sector.
+    pub last_chs: [u8; 3],
+    /// First LBA (relative to the EBR for logical partitions).
+    pub start_lba: u32,
+    /// Sector count.
+    pub sectors: u32,
+}
+
+impl MbrEntry {
+    /// Type 0 marks an unused entry.
+    #[must_use]
+    pub fn is_used(&self) -> bool {
+        self.type_ != 0
+    }
+
+    /// 0x05, 0x0F, 0x85: an extended partition.
+    #[must_use]
+    pub fn is_extended(&self) -> bool {
+        matches!(self.type_, 0x05 | 0x0f | 0x85)
+    }
+
+    /// Decodes 16 bytes.
+    #[must_use]
+    pub fn from_bytes(b: &[u8; 16]) -> Self {
+        let [status, c0, c1, c2, type_, l0, l1, l2, s0, s1, s2, s3, n0, n1, n2, n3] = *b;
+        MbrEntry {
+            status,
+            first_chs: [c0, c1, c2],
+            type_,
+            last_chs: [l0, l1, l2],
+            start_lba: u32::from_le_bytes([s0, s1, s2, s3]),
+            sectors: u32::from_le_bytes([n0, n1, n2, n3]),
+        }
+    }
+
+    /// Encodes to 16 bytes.
+    #[must_use]
+    pub fn to_bytes(&self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[0] = self.status;
+        b[1..4].copy_from_slice(&self.first_chs);
+        b[4] = self.type_;
+        b[5..8].copy_from_slice(&self.last_chs);
+        b[8..12].copy_from_slice(&self.start_lba.to_le_bytes());
+        b[12..16].copy_from_slice(&self.sectors.to_le_bytes());
+        b
+    }
+}
+
+/// A parsed MBR sector.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mbr {
+    /// Disk signature at 0x1B8.
+    pub disk_signature: u32,
+    /// The four entries, slot 1 first (unused ones included).
+    pub entries: [MbrEntry; 4],
+}
+
+impl Mbr {
+    /// Used entries with their slot number (1–4).
+    pub fn used(&self) -> impl Iterator<Item = (u8, &MbrEntry)> {
+        (1u8..).zip(self.entries.iter()).filter(|(_, e)| e.is_used())
+    }
+
+    /// A GPT protective MBR: an 0xEE entry and nothing else.
+    #[must_use]
+    pub fn is_protective(&self) -> bool {
+        let used: Vec<_> = self.used().collect();
+        used.len() == 1 && used.iter().all(|(_, e)| e.type_ == 0xee)
+    }
+
+    /// An 0xEE entry alongside real ones (non-standard "hybrid MBR").
+    #[must_use]
+    pub fn is_hybrid(&self) -> bool {
+        self.used().any(|(_, e)| e.type_ == 0xee) && self.used().count() > 1
+    }
+
+    /// The first extended entry, if any.
+    #[must_use]
+    pub fn extended(&self) -> Option<(u8, &MbrEntry)> {
+        self.used().find(|(_, e)| e.is_extended())
+    }
+}
+
+/// Parses an MBR (or EBR) from the first 512 bytes of `bytes`. `offset` is where the sector
+/// lives on the disk, for messages. Status bytes other than 0x00/0x80 are `Corrupt::Status`.
+pub fn parse_mbr(bytes: &[u8], offset: u64) -> Result<Mbr, Corrupt> {
+    let sector: &[u8; 512] = bytes
+        .get(..512)
+        .and_then(|s| s.try_into().ok())
+        .ok_or(Corrupt::Truncated {
+            what: "MBR",
+            offset,
+            needed: 512,
+            len: u64::try_from(bytes.len()).unwrap_or(u64::MAX),
+        })?;
+    let (sig_a, sig_b) = (sector[510], sector[511]);
+    if (sig_a, sig_b) != (0x55, 0xaa) {
+        return Err(Corrupt::BootSignature {
+            what: "MBR",
+            offset,
+            found: sig_a,
+            found2: sig_b,
+        });
+    }
+    let disk_signature = u32::from_le_bytes([sector[0x1b8], sector[0x1b9], sector[0x1ba], sector[0x1bb]]);
+    let mut entries = [MbrEntry::default(); 4];
+    for (i, e) in entries.iter_mut().enumerate() {
+        let at = ENTRIES_OFFSET + i * 16;
+        let raw: [u8; 16] = sector
+            .get(at..at + 16)
+            .and_then(|s| s.try_into().ok())
+            .unwrap_or([0; 16]);
+        *e = MbrEntry::from_bytes(&raw);
+        if e.is_used() && e.status != 0 && e.status != 0x80 {
+            return Err(Corrupt::Status {
+                slot: u8::try_from(i + 1).unwrap_or(0),
+                offset: offset + at as u64,
+                value: e.status,
+            });
+        }
+    }
+    Ok(Mbr {
+        disk_signature,
+        entries,
+    })
+}
+
+/// Reads and parses LBA 0 of `src`.
+pub fn read_mbr<S: BlockSource + ?Sized>(src: &S) -> Result<Mbr, Error<S::Error>> {
+    let len = src.len();
+    if len < 512 {
+        return Err(Corrupt::Truncated {
+            what: "MBR",
+            offset: 0,
+            needed: 512,
+            len,
+        }
+        .into());
+    }
+    let mut buf = [0u8; 512];
+    src.read_at(0, &mut buf).map_err(Error::Io)?;
+    Ok(parse_mbr(&buf, 0)?)
+}
+
+/// A logical partition found by walking the EBR chain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Logical {
+    /// Partition number (5, 6, …).
+    pub number: u32,
+    /// LBA of its EBR.
+    pub ebr_lba: u64,
+    /// The EBR's first entry, as stored (start relative to the EBR).
+    pub entry: MbrEntry,
+    /// Absolute first LBA.
+    pub start_lba: u64,
+    /// Sector count.
+    pub sectors: u64,
+}
+
+/// The result of walking an EBR chain: what was found, and what stopped the walk early.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct LogicalChain {
+    /// Logical partitions in chain order.
+    pub partitions: Vec<Logical>,
+    /// Why the walk stopped before the end, if it did.
+    pub problem: Option<Corrupt>,
+}
+
+/// Walks the EBR chain of `mbr`'s extended partition. The walk is bounded: every next EBR
+/// must lie strictly after the previous one and inside both the extended partition and the
+/// disk, and at most [`MAX_EBR_CHAIN`] EBRs are read.
+pub fn read_logical<S: BlockSource + ?Sized>(
+    src: &S,
+    sector: SectorSize,
+    mbr: &Mbr,
+) -> Result<LogicalChain, S::Error> {
+    let mut chain = LogicalChain::default();
+    let Some((_, ext)) = mbr.extended() else {
+        return Ok(chain);
+    };
+    let sb = sector.bytes_u64();
+    let disk_sectors = src.len() / sb;
+    let ext_start = u64::from(ext.start_lba);
+    let ext_end = ext_start.saturating_add(u64::from(ext.sectors)).min(disk_sectors);
+    let mut ebr = ext_start;
+    let mut previous = 0u64;
+    let mut number = 5u32;
+    for _ in 0..MAX_EBR_CHAIN {
+        if ebr >= ext_end || ebr == 0 {
+            chain.problem = Some(Corrupt::EbrOutside { lba: ebr });
+            return Ok(chain);
+        }
+        let mut buf = [0u8; 512];
+        src.read_at(ebr * sb, &mut buf)?;
+        let parsed = match parse_mbr(&buf, ebr * sb) {
+            Ok(m) => m,
+            Err(Corrupt::BootSignature { offset, found, found2, .. }) => {
+                chain.problem = Some(Corrupt::BootSignature {
+                    what: "EBR",
+                    offset,
+                    found,
+                    found2,
+                });
+                return Ok(chain);
+            }
+            Err(e) => {
+                chain.problem = Some(e);
+                return Ok(chain);
+            }
+        };
+        let [first, next, ..] = parsed.entries;
+        if first.is_used() {
+            chain.partitions.push(Logical {
+                number,
+                ebr_lba: ebr,
+                entry: first,
+                start_lba: ebr.saturating_add(u64::from(first.start_lba)),
+                sectors: u64::from(first.sectors),
+            });
+            number = number.saturating_add(1);
+        }
+        if !next.is_used() {
+            return Ok(chain);
+        }
+        let next_lba = ext_start.saturating_add(u64::from(next.start_lba));
+        if next_lba <= ebr {
+            chain.problem = Some(Corrupt::EbrLoop {
+                lba: next_lba,
+                previous: ebr,
+            });
+            return Ok(chain);
+        }
+        previous = ebr;
+        ebr = next_lba;
+    }
+    let _ = previous;
+    chain.problem = Some(Corrupt::EbrChainTooLong { max: MAX_EBR_CHAIN });
+    Ok(chain)
+}
+
+fn to_chs(bytes: [u8; 3]) -> CHS {
+    let (c, h, s) = chs::decode(bytes);
+    CHS::new(c, h, s)
+}
+
+fn entry(status: u8, type_: u8, start: u64, count: u64, rel_base: u64) -> Result<MBRPartitionEntry, String> {
+    let rel = start
+        .checked_sub(rel_base)
+        .ok_or_else(|| format!("LBA {start} lies before its base {rel_base}"))?;
+    let starting_lba = u32::try_from(rel).map_err(|_| format!("LBA {rel} does not fit an MBR entry (32 bits)"))?;
+    let sectors = u32::try_from(count).map_err(|_| format!("{count} sectors do not fit an MBR entry (32 bits)"))?;
+    let last = start.saturating_add(count).saturating_sub(1);
+    Ok(MBRPartitionEntry {
+        boot: status,
+        first_chs: to_chs(chs::encode(start)),
+        sys: type_,
+        last_chs: to_chs(chs::encode(last)),
+        starting_lba,
+        sectors,
+    })
+}
+
+fn header_bytes(h: &MBRHeader) -> Result<Vec<u8>, String> {
+    let mut cur = Cursor::new(vec![0u8; 512]);
+    h.write_into(&mut cur).map_err(|e| format!("mbrman: {e}"))?;
+    let mut v = cur.into_inner();
+    v.truncate(512);
+    Ok(v)
+}
+
+/// The sectors an MBR-table plan writes: `(byte offset, 512 bytes)` for the MBR and each EBR.
+/// For a GPT plan, the protective MBR.
+pub fn mbr_sectors(plan: &Plan) -> Result<Vec<(u64, Vec<u8>)>, String> {
+    let sb = plan.sector_bytes.bytes_u64();
+    let disk_sectors = plan.size_bytes / sb;
+    let signature = match plan.table.disk_id {
+        Some(DiskId::Mbr(s)) => s,
+        _ => 0,
+    };
+    let mut hdr = MBRHeader::new(signature.to_le_bytes());
+    let mut out = Vec::new();
+    match plan.table.kind {
+        TableKind::None => return Ok(out),
+        TableKind::Gpt => {
+            let count = (disk_sectors - 1).min(u64::from(u32::MAX));
+            let mut e = entry(0, 0xee, 1, count, 0)?;
+            e.first_chs = to_chs(chs::encode(1));
+            e.last_chs = to_chs([0xff, 0xff, 0xff]);
+            if let Some(slot) = hdr.get_mut(1) {
+                *slot = e;
+            }
+            out.push((0, header_bytes(&hdr)?));
+            return Ok(out);
+        }
+        TableKind::Mbr => {}
+    }
+    let type_byte = |t: PartType| match t {
+        PartType::Mbr(b) => Ok(b),
+        PartType::Gpt(_) => Err("a GPT type in an MBR plan".to_string()),
+    };
+    let mut slot = 1usize;
+    for p in plan.partitions.iter().filter(|p| !p.logical) {
+        let e = entry(
+            if p.bootable { 0x80 } else { 0 },
+            type_byte(p.type_)?,
+            p.start_bytes / sb,
+            p.size_bytes / sb,
+            0,
+        )?;
+        let s = hdr.get_mut(slot).ok_or("more than four primary partitions")?;
+        *s = e;
+        slot += 1;
+    }
+    if let Some(ext) = &plan.extended {
+        let ext_start = ext.start_bytes / sb;
+        let e = entry(0, 0x0f, ext_start, ext.size_bytes / sb, 0)?;
+        let s = hdr.get_mut(slot).ok_or("no MBR slot left for the extended partition")?;
+        *s = e;
+        let logicals: Vec<_> = plan.partitions.iter().filter(|p| p.logical).collect();
+        for (i, p) in logicals.iter().enumerate() {
+            let ebr = p.ebr_bytes.ok_or("logical partition without an EBR")? / sb;
+            let mut ebr_hdr = MBRHeader::new([0; 4]);
+            let first = entry(if p.bootable { 0x80 } else { 0 }, type_byte(p.type_)?, p.start_bytes / sb, p.size_bytes / sb, ebr)?;
+            if let Some(s) = ebr_hdr.get_mut(1) {
+                *s = first;
+            }
+            if let Some(next) = logicals.get(i + 1) {
+                let next_ebr = next.ebr_bytes.ok_or("logical partition without an EBR")? / sb;
+                let next_end = next.end_bytes() / sb;
+                let link = entry(0, 0x05, next_ebr, next_end - next_ebr, ext_start)?;
+                // CHS of the link describe the absolute position.
+                if let Some(s) = ebr_hdr.get_mut(2) {
+                    *s = link;
+                }
+            }
+            out.push((ebr * sb, header_bytes(&ebr_hdr)?));
+        }
+    }
+    out.insert(0, (0, header_bytes(&hdr)?));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn entry_round_trip() {
+        let e = MbrEntry {
+            status: 0x80,
+            first_chs: [0x20, 0x21, 0],
+            type_: 0x0c,
+            last_chs: [0xfe, 0xff, 0xff],
+            start_lba: 2048,
+            sectors: 524_288,
+        };
+        assert_eq!(MbrEntry::from_bytes(&e.to_bytes()), e);
+    }
+
+    #[test]
+    fn bad_status_and_signature() {
+        let mut s = [0u8; 512];
+        assert!(matches!(parse_mbr(&s, 0), Err(Corrupt::BootSignature { .. })));
+        s[510] = 0x55;
+        s[511] = 0xaa;
+        s[0x1be] = 0x12;
+        s[0x1be + 4] = 0x83;
+        assert_eq!(
+            parse_mbr(&s, 0),
+            Err(Corrupt::Status {
+                slot: 1,
+                offset: 0x1be,
+                value: 0x12
+            })
+        );
+        assert!(matches!(parse_mbr(&s[..100], 0), Err(Corrupt::Truncated { .. })));
+    }
+
+    #[test]
+    fn looping_ebr_chain_is_bounded() {
+        let sb = 512usize;
+        let mut disk = vec![0u8; sb * 64];
+        let set = |disk: &mut Vec<u8>, lba: usize, slot: usize, e: MbrEntry| {
+            let at = lba * sb + ENTRIES_OFFSET + slot * 16;
+            disk[at..at + 16].copy_from_slice(&e.to_bytes());
+            disk[lba * sb + 510] = 0x55;
+            disk[lba * sb + 511] = 0xaa;
+        };
+        let ext = MbrEntry { type_: 0x0f, start_lba: 8, sectors: 50, ..MbrEntry::default() };
+        set(&mut disk, 0, 0, ext);
+        let logical = MbrEntry { type_: 0x83, start_lba: 1, sectors: 2, ..MbrEntry::default() };
+        // EBR at 8 links to 16, 16 links back to 8.
+        set(&mut disk, 8, 0, logical);
+        set(&mut disk, 8, 1, MbrEntry { type_: 0x05, start_lba: 8, sectors: 3, ..MbrEntry::default() });
+        set(&mut disk, 16, 0, logical);
+        set(&mut disk, 16, 1, MbrEntry { type_: 0x05, start_lba: 0, sectors: 3, ..MbrEntry::default() });
+        let mbr = read_mbr(disk.as_slice()).unwrap();
+        let chain = read_logical(disk.as_slice(), SectorSize::S512, &mbr).unwrap();
+        assert_eq!(chain.partitions.len(), 2);
+        assert_eq!(chain.problem, Some(Corrupt::EbrLoop { lba: 8, previous: 16 }));
+    }
+
+    proptest! {
+        #[test]
+        fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..4096), fix in any::<bool>()) {
+            let mut bytes = bytes;
+            if fix && bytes.len() >= 512 { bytes[510] = 0x55; bytes[511] = 0xaa; }
+            if let Ok(m) = parse_mbr(&bytes, 0) {
+                let _ = read_logical(bytes.as_slice(), SectorSize::S512, &m);
+                let _ = read_logical(bytes.as_slice(), SectorSize::S4096, &m);
+            }
+        }
+    }
+}
