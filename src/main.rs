@@ -1,1 +1,26 @@
-fn main() {}
+//! The `blockwise` command line.
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    cli::install_panic_hook();
+    let args = match cli::Cli::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match cli::run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("blockwise: {}", cli::one_line(&e));
+            ExitCode::from(cli::exit_code(&e))
+        }
+    }
+}

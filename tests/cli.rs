@@ -1,0 +1,167 @@
+//! The CLI contract: exit codes, one-line errors, no panics, nothing half-written.
+
+mod common;
+
+use common::{blockwise, tempdir, write_file};
+
+/// Runs `build SPEC -o OUT` and checks: exit 2, one line on stderr naming `needle`, no panic
+/// text, no output (or temp) file left.
+fn bad_build(spec: &str, needle: &str) {
+    let dir = tempdir();
+    let spec_path = write_file(dir.path(), "bad.toml", spec);
+    let out = dir.path().join("out.img");
+    let o = blockwise(["build".as_ref(), spec_path.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "more than one line: {err}");
+    assert!(err.contains(needle), "{needle:?} not in {err:?}");
+    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left.len(), 1, "files left behind: {left:?}");
+}
+
+#[test]
+fn oversized_layout() {
+    bad_build(
+        "[image]\nsize = \"64MiB\"\n[[partition]]\nfs = \"none\"\nsize = \"64MiB\"\n",
+        "image.size: the layout needs 68 MiB",
+    );
+}
+
+#[test]
+fn bad_unit() {
+    bad_build("[image]\nsize = \"4XB\"\n[[partition]]\nfs = \"none\"\nsize = 1\n", "image.size: \"4XB\" has an unknown unit");
+}
+
+#[test]
+fn fill_twice() {
+    bad_build(
+        "[image]\nsize = \"1GiB\"\n[[partition]]\nfs = \"none\"\nsize = \"fill\"\n[[partition]]\nfs = \"none\"\nsize = \"fill\"\n",
+        "partition[1].size: \"fill\" is only allowed on the last partition",
+    );
+}
+
+#[test]
+fn unknown_key() {
+    bad_build(
+        "[image]\nsize = \"1GiB\"\nerase_block = \"4MiB\"\n[[partition]]\nfs = \"none\"\nsize = \"1MiB\"\n",
+        "image.erase_block: unknown key (did you mean \"erase-block\"?)",
+    );
+}
+
+#[test]
+fn missing_raw_source() {
+    bad_build(
+        "[image]\nsize = \"1GiB\"\n[[partition]]\nfs = \"raw\"\nsource = \"nope.bin\"\n",
+        "partition[1].source: \"nope.bin\" cannot be read",
+    );
+}
+
+#[test]
+fn mbr_limit_suggests_gpt() {
+    bad_build("[image]\nsize = \"3TiB\"\n[[partition]]\nfs = \"none\"\nsize = \"fill\"\n", "use table = \"gpt\"");
+}
+
+#[test]
+fn invalid_toml() {
+    bad_build("[image\nsize = 1\n", "(toml)");
+}
+
+#[test]
+fn raw_source_is_copied_and_sized() {
+    let dir = tempdir();
+    let payload: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8 + 1).collect();
+    std::fs::write(dir.path().join("u-boot.bin"), &payload).unwrap();
+    let spec = write_file(
+        dir.path(),
+        "raw.toml",
+        "[image]\nerase-block = \"128KiB\"\n[[partition]]\nfs = \"raw\"\nsource = \"u-boot.bin\"\n[[partition]]\nfs = \"none\"\nsize = \"1MiB\"\n",
+    );
+    let out = dir.path().join("raw.img");
+    let o = blockwise(["build".as_ref(), spec.as_os_str(), "-o".as_ref(), out.as_os_str(), "--json".as_ref()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let p0 = &v["partitions"][0];
+    assert_eq!(p0["start_bytes"], 128 * 1024);
+    // 300000 bytes round up to three 128 KiB erase blocks.
+    assert_eq!(p0["size_bytes"], 3 * 128 * 1024);
+    let img = std::fs::read(&out).unwrap();
+    assert_eq!(&img[128 * 1024..128 * 1024 + payload.len()], &payload[..]);
+    assert_eq!(v["partitions"][1]["start_bytes"], 4 * 128 * 1024);
+}
+
+#[test]
+fn raw_source_larger_than_partition() {
+    let dir = tempdir();
+    std::fs::write(dir.path().join("big.bin"), vec![1u8; 200_000]).unwrap();
+    let spec = "[image]\nerase-block = \"64KiB\"\n[[partition]]\nfs = \"raw\"\nsource = \"big.bin\"\nsize = \"64KiB\"\n";
+    let spec_path = write_file(dir.path(), "s.toml", spec);
+    let out = dir.path().join("o.img");
+    let o = blockwise(["build".as_ref(), spec_path.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("partition[1].source: the source is larger"));
+    assert!(!out.exists());
+}
+
+#[test]
+fn plan_flag_form_json() {
+    let o = blockwise([
+        "plan", "--size", "8GiB", "--erase-block", "8MiB", "--table", "gpt", "--partition", "none:256MiB", "--partition", "none:fill", "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["erase_block_bytes"], 8 << 20);
+    assert_eq!(v["table"]["kind"], "gpt");
+    let p = v["partitions"].as_array().unwrap();
+    assert_eq!(p[0]["start_bytes"], 8 << 20);
+    assert_eq!(p[0]["aligned"], true);
+    assert_eq!(p[0]["alignment_bytes"], 8 << 20);
+    assert_eq!(p[1]["start_bytes"], 264 << 20);
+    assert_eq!(v["aligned"], true);
+}
+
+#[test]
+fn plan_flag_errors_name_the_flag() {
+    let o = blockwise(["plan", "--size", "1GiB", "--partition", "fat32:4XB"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--partition #1"), "{err}");
+    let o = blockwise(["plan", "--size", "1GiB", "--partition", "none:fill", "--partition", "none:fill"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("only allowed on the last partition"));
+    let o = blockwise(["plan"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = blockwise(["frobnicate"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn human_plan_lists_sectors() {
+    let o = blockwise(["plan", "--size", "1GiB", "--partition", "none:256MiB", "--partition", "none:fill"]);
+    assert!(o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("8192") && out.contains("532480"), "{out}");
+    assert!(out.contains("aligned:"), "{out}");
+}
+
+#[test]
+fn bmap_is_written_and_consistent() {
+    let dir = tempdir();
+    let spec = write_file(dir.path(), "b.toml", "[image]\ntable = \"gpt\"\nsize = \"64MiB\"\n[[partition]]\nfs = \"none\"\nsize = \"fill\"\n");
+    let out = dir.path().join("b.img");
+    let bmap = dir.path().join("b.img.bmap");
+    let o = blockwise(["build".as_ref(), spec.as_os_str(), "-o".as_ref(), out.as_os_str(), "--bmap".as_ref(), bmap.as_os_str()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&bmap).unwrap();
+    assert!(text.contains("<BlocksCount> 16384 </BlocksCount>"), "{text}");
+    // Protective MBR + primary GPT (block 0..=4) and the backup at the end are mapped.
+    assert!(text.contains("> 0-4 <"), "{text}");
+    assert!(text.contains("16379-16383"), "{text}");
+    if common::have("bmaptool") {
+        let copy = dir.path().join("copy.img");
+        std::fs::File::create(&copy).unwrap().set_len(64 << 20).unwrap();
+        let o = common::run("bmaptool", &["copy", "--bmap", bmap.to_str().unwrap(), out.to_str().unwrap(), copy.to_str().unwrap()]);
+        assert!(o.status.success(), "bmaptool: {}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(&out).unwrap());
+    }
+}

@@ -130,6 +130,10 @@ const ZERO_GRAIN: usize = 4096;
 pub struct SparseImage {
     size: u64,
     extents: BTreeMap<u64, Vec<u8>>,
+    /// Ranges `start → end` that were written with zeros while they were holes: not stored,
+    /// but "mapped" (a device writer or a .bmap must still write them, since on a used card
+    /// a hole keeps whatever was there before).
+    zero_writes: BTreeMap<u64, u64>,
 }
 
 impl SparseImage {
@@ -139,6 +143,7 @@ impl SparseImage {
         SparseImage {
             size,
             extents: BTreeMap::new(),
+            zero_writes: BTreeMap::new(),
         }
     }
 
@@ -157,6 +162,39 @@ impl SparseImage {
     /// The data extents in offset order: `(offset, bytes)`.
     pub fn extents(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
         self.extents.iter().map(|(&o, v)| (o, v.as_slice()))
+    }
+
+    /// Every range that was written, data or zeros, merged and sorted: `(start, end)`.
+    /// This is what must reach a device; everything else may keep its old contents.
+    #[must_use]
+    pub fn mapped_ranges(&self) -> Vec<(u64, u64)> {
+        let mut all: Vec<(u64, u64)> = self
+            .extents
+            .iter()
+            .map(|(&o, v)| (o, o + v.len() as u64))
+            .chain(self.zero_writes.iter().map(|(&s, &e)| (s, e)))
+            .collect();
+        all.sort_unstable();
+        let mut out: Vec<(u64, u64)> = Vec::with_capacity(all.len());
+        for (s, e) in all {
+            match out.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => out.push((s, e)),
+            }
+        }
+        out
+    }
+
+    fn note_zero_write(&mut self, start: u64, end: u64) {
+        // Merge with a range ending exactly at `start` (the common sequential case).
+        if let Some((&s, e)) = self.zero_writes.range_mut(..=start).next_back() {
+            if *e >= start {
+                *e = (*e).max(end);
+                let _ = s;
+                return;
+            }
+        }
+        self.zero_writes.insert(start, end);
     }
 
     /// True when no byte of `[offset, end)` is stored.
@@ -247,6 +285,7 @@ impl BlockSink for SparseImage {
             let chunk = data.get(pos..chunk_end).unwrap_or_default();
             let skip = chunk.iter().all(|&b| b == 0) && self.is_hole(abs, abs + chunk.len() as u64);
             if skip {
+                self.note_zero_write(abs, abs + chunk.len() as u64);
                 if run_start < pos {
                     let run = data.get(run_start..pos).unwrap_or_default();
                     self.store(offset + run_start as u64, run);
@@ -384,6 +423,7 @@ mod tests {
         img.read_at(99, &mut b).unwrap();
         assert_eq!(b, [0, 1, 0, 3]);
         assert!(img.write_at((1 << 20) - 1, &[1, 2]).is_err());
+        assert_eq!(img.mapped_ranges(), vec![(0, 65536)]);
     }
 
     #[test]

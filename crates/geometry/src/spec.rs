@@ -103,7 +103,9 @@ impl FsKind {
         )
     }
 
-    fn parse(s: &str) -> Option<Self> {
+    /// Parses the spec spelling (`fat32`, `ext4`, …), case-insensitively.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
         Some(match s.to_ascii_lowercase().as_str() {
             "fat" | "vfat" => FsKind::FatAuto,
             "fat12" => FsKind::Fat12,

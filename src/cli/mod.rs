@@ -1,0 +1,80 @@
+//! Argument parsing, dispatch, exit codes and output helpers. The only place that knows clap,
+//! anyhow and the terminal.
+
+mod plan;
+mod verify;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit code for bad usage, bad specs and unreadable input.
+pub const EXIT_USAGE: u8 = 2;
+
+/// Flash-aligned disk images built in userspace; alignment reports for any image or device.
+#[derive(Debug, Parser)]
+#[command(name = "blockwise", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    cmd: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the aligned layout a spec (or flags) would produce, without writing anything.
+    Plan(plan::PlanArgs),
+    /// Build an image file from a spec.
+    Build(plan::BuildArgs),
+    /// Check the alignment and consistency of an image or block device (never writes).
+    Verify(verify::VerifyArgs),
+}
+
+/// Runs the command.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.cmd {
+        Command::Plan(a) => plan::run_plan(&a),
+        Command::Build(a) => plan::run_build(&a),
+        Command::Verify(a) => verify::run(&a),
+    }
+}
+
+/// The error and its causes on one line.
+pub fn one_line(e: &anyhow::Error) -> String {
+    let mut s = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !s.contains(&c) {
+            s.push_str(": ");
+            s.push_str(&c);
+        }
+    }
+    s.replace('\n', " ")
+}
+
+/// Exit code for an error: 3 for device write failures (tagged by the writer), else 2.
+pub fn exit_code(e: &anyhow::Error) -> u8 {
+    if e.chain().any(|c| c.downcast_ref::<DeviceFailure>().is_some()) {
+        3
+    } else {
+        EXIT_USAGE
+    }
+}
+
+/// Marks an error as a device write/read-back failure (exit code 3).
+#[derive(Debug, thiserror::Error)]
+#[error("device failure")]
+pub struct DeviceFailure;
+
+/// No command ever prints a Rust panic: a bug becomes one line and exit code 101.
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown".into());
+        let at = info.location().map(|l| format!(" ({}:{})", l.file(), l.line())).unwrap_or_default();
+        eprintln!("blockwise: internal error: {msg}{at}; this is a bug, please report it");
+    }));
+}

@@ -1,0 +1,327 @@
+//! `blockwise plan` and `blockwise build`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context as _};
+use blockwise_geometry::{
+    format_size, FsKind, FsPlan, ImageSpec, PartitionSpec, Plan, SectorSize, SizeSpec, Spec,
+    SpecError, TableKind,
+};
+use blockwise_image::{SpecFile, build, plan_file, write_bmap, write_image_file};
+
+/// Arguments of `blockwise plan`.
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// Spec file (TOML). Alternatively describe the layout with the flags below.
+    pub spec: Option<PathBuf>,
+    #[command(flatten)]
+    pub flags: LayoutFlags,
+    /// Print JSON (the same fields as `verify --json`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The flag form of a spec.
+#[derive(Debug, clap::Args, Default)]
+pub struct LayoutFlags {
+    /// Image size, e.g. 8GiB (needed with a `fill` partition).
+    #[arg(long)]
+    pub size: Option<String>,
+    /// Erase block, e.g. 4MiB (default 4MiB).
+    #[arg(long)]
+    pub erase_block: Option<String>,
+    /// Logical sector size: 512 or 4096.
+    #[arg(long)]
+    pub sector_size: Option<String>,
+    /// Partition table: mbr, gpt or none.
+    #[arg(long)]
+    pub table: Option<String>,
+    /// Start of the first partition (multiple of the erase block).
+    #[arg(long)]
+    pub first_partition: Option<String>,
+    /// Seed for disk IDs and UUIDs.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// A partition as FS:SIZE, e.g. fat32:256MiB or ext4:fill; repeat in disk order.
+    #[arg(long = "partition", value_name = "FS:SIZE")]
+    pub partitions: Vec<String>,
+}
+
+impl LayoutFlags {
+    fn any(&self) -> bool {
+        self.size.is_some()
+            || self.erase_block.is_some()
+            || self.sector_size.is_some()
+            || self.table.is_some()
+            || self.first_partition.is_some()
+            || self.seed.is_some()
+            || !self.partitions.is_empty()
+    }
+
+    /// Builds a spec from the flags; errors name the flag.
+    fn to_spec(&self) -> Result<Spec, SpecError> {
+        let size = |flag: &str, v: &Option<String>| -> Result<Option<u64>, SpecError> {
+            v.as_deref()
+                .map(|t| blockwise_geometry::parse_size(t).map_err(|e| SpecError::new(flag, e.to_string())))
+                .transpose()
+        };
+        let d = ImageSpec::default();
+        let sector_size = match size("--sector-size", &self.sector_size)? {
+            None => d.sector_size,
+            Some(n) => SectorSize::from_bytes(n).ok_or_else(|| SpecError::new("--sector-size", format!("{n}: must be 512 or 4096")))?,
+        };
+        let table = match self.table.as_deref() {
+            None => d.table,
+            Some("mbr" | "dos" | "msdos") => TableKind::Mbr,
+            Some("gpt") => TableKind::Gpt,
+            Some("none") => TableKind::None,
+            Some(t) => return Err(SpecError::new("--table", format!("{t:?}: must be mbr, gpt or none"))),
+        };
+        let image = ImageSpec {
+            size: size("--size", &self.size)?,
+            erase_block: size("--erase-block", &self.erase_block)?.unwrap_or(d.erase_block),
+            sector_size,
+            table,
+            first_partition: size("--first-partition", &self.first_partition)?,
+            seed: self.seed.unwrap_or(d.seed),
+            ..d
+        };
+        let mut partitions = Vec::new();
+        for (i, p) in self.partitions.iter().enumerate() {
+            let key = format!("--partition #{} ({p:?})", i + 1);
+            let (fs, sz) = p
+                .split_once(':')
+                .ok_or_else(|| SpecError::new(&key, "expected FS:SIZE, e.g. fat32:256MiB or ext4:fill"))?;
+            let fs = FsKind::parse(fs)
+                .ok_or_else(|| SpecError::new(&key, format!("{fs:?}: must be one of fat12, fat16, fat32, fat, ext4, none")))?;
+            if fs == FsKind::Raw {
+                return Err(SpecError::new(&key, "raw partitions need a source file; use a spec file"));
+            }
+            let size = if sz.eq_ignore_ascii_case("fill") {
+                SizeSpec::Fill
+            } else {
+                SizeSpec::Bytes(blockwise_geometry::parse_size(sz).map_err(|e| SpecError::new(&key, e.to_string()))?)
+            };
+            partitions.push(PartitionSpec::new(fs, size));
+        }
+        let spec = Spec { image, partitions };
+        spec.validate().map_err(|e| {
+            // Keys of the flag form read better as flags.
+            let key = e
+                .key
+                .replace("image.", "--")
+                .replace("partition[", "--partition #")
+                .replace("].", " ")
+                .replace(']', "");
+            SpecError::new(key, e.reason)
+        })?;
+        Ok(spec)
+    }
+}
+
+fn load(spec: Option<&Path>, flags: &LayoutFlags) -> anyhow::Result<SpecFile> {
+    match (spec, flags.any()) {
+        (Some(_), true) => bail!("give either a spec file or layout flags, not both"),
+        (Some(p), false) => {
+            if !p.exists() {
+                bail!("{}: no such spec file", p.display());
+            }
+            Ok(SpecFile::load(p)?)
+        }
+        (None, true) => Ok(SpecFile::new(flags.to_spec()?, PathBuf::from("."))),
+        (None, false) => bail!("give a spec file, or flags like --size 8GiB --partition fat32:256MiB --partition ext4:fill"),
+    }
+}
+
+/// JSON of a plan, in the shape of the verify report.
+fn plan_json(plan: &Plan, source: &str, extra: Option<serde_json::Value>) -> anyhow::Result<String> {
+    let mut v = serde_json::to_value(plan)?;
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("source".into(), source.into());
+        obj.insert("findings".into(), serde_json::Value::Array(Vec::new()));
+        if let Some(serde_json::Value::Object(extra)) = extra {
+            obj.extend(extra);
+        }
+    }
+    Ok(serde_json::to_string_pretty(&v)?)
+}
+
+/// The human table.
+pub fn human_plan(plan: &Plan) -> String {
+    let sb = plan.sector_bytes.bytes_u64();
+    let mut s = String::new();
+    let table = match (plan.table.kind, plan.table.disk_id) {
+        (TableKind::None, _) => "no partition table (bare filesystem)".to_string(),
+        (k, Some(blockwise_geometry::DiskId::Mbr(id))) => format!("{} table, disk id 0x{id:08x}", k.as_str().to_uppercase()),
+        (k, Some(blockwise_geometry::DiskId::Gpt(g))) => format!("{} table, disk GUID {g}", k.as_str().to_uppercase()),
+        (k, None) => format!("{} table", k.as_str().to_uppercase()),
+    };
+    let _ = writeln!(
+        s,
+        "Disk: {} ({} bytes, {} sectors of {} B), {table}, erase block {}",
+        format_size(plan.size_bytes),
+        plan.size_bytes,
+        plan.size_bytes / sb,
+        sb,
+        format_size(plan.erase_block_bytes)
+    );
+    if let Some(g) = &plan.gpt {
+        let _ = writeln!(
+            s,
+            "GPT: usable LBAs {}..{}, backup entries at LBA {}, backup header at LBA {} (last LBA)",
+            g.first_usable_lba, g.last_usable_lba, g.backup_entries_lba, g.backup_header_lba
+        );
+    }
+    if let Some(e) = &plan.extended {
+        let _ = writeln!(
+            s,
+            "Extended partition: start sector {} ({}), {}; each logical partition's EBR sits one erase block before it",
+            e.start_bytes / sb,
+            format_size(e.start_bytes),
+            format_size(e.size_bytes)
+        );
+    }
+    let _ = writeln!(s);
+    let type_name = |p: &blockwise_geometry::PartitionPlan| {
+        let ty = match p.type_ {
+            blockwise_geometry::PartType::Gpt(g) => match blockwise_geometry::types::gpt_type_name(g) {
+                Some(n) => format!("{g} ({n})"),
+                None => g.to_string(),
+            },
+            t => t.to_string(),
+        };
+        format!("{ty}{}", if p.bootable { " *" } else { "" })
+    };
+    let tw = plan.partitions.iter().map(|p| type_name(p).len()).max().unwrap_or(4).max(4);
+    let _ = writeln!(
+        s,
+        "{:>3} {:>12} {:>12} {:>12} {:>12}  {:<tw$} {:<7} {:>9}  {}",
+        "#", "start sector", "sectors", "start", "size", "type", "content", "alignment", "ok"
+    );
+    for p in &plan.partitions {
+        let align = if p.start_bytes == 0 { "-".to_string() } else { format_size(p.alignment_bytes) };
+        let _ = writeln!(
+            s,
+            "{:>3} {:>12} {:>12} {:>12} {:>12}  {:<tw$} {:<7} {:>9}  {}",
+            p.index,
+            p.start_bytes / sb,
+            p.size_bytes / sb,
+            format_size(p.start_bytes),
+            format_size(p.size_bytes),
+            type_name(p),
+            p.content.as_str(),
+            align,
+            if p.aligned { "yes" } else { "NO" }
+        );
+    }
+    for p in &plan.partitions {
+        match &p.filesystem {
+            Some(FsPlan::Fat(f)) => {
+                let _ = writeln!(
+                    s,
+                    "\npartition {} {}: {} B sectors, {} clusters of {}, {} reserved sectors, {} FAT(s) of {} sectors; FAT at {} ({}), data at {} ({})",
+                    p.index, f.kind, f.sector_bytes, f.cluster_count, format_size(u64::from(f.cluster_bytes)),
+                    f.reserved_sectors, f.fat_count, f.fat_sectors,
+                    f.fat_start_bytes, format_size(f.fat_start_bytes), f.data_start_bytes, format_size(f.data_start_bytes)
+                );
+                for n in &f.notes {
+                    let _ = writeln!(s, "  - {n}");
+                }
+            }
+            Some(FsPlan::Ext4(x)) => {
+                let _ = writeln!(
+                    s,
+                    "\npartition {} {}: {} blocks of {} B, {} inodes, stride {}, stripe width {}{}{}",
+                    p.index, x.kind, x.blocks, x.block_bytes, x.inodes, x.stride, x.stripe_width,
+                    x.journal_start_bytes.map(|j| format!(", journal at {} ({})", j, format_size(j))).unwrap_or_default(),
+                    x.inode_table_start_bytes.map(|j| format!(", first inode table at {} ({})", j, format_size(j))).unwrap_or_default(),
+                );
+                if !x.features.is_empty() {
+                    let _ = writeln!(s, "  features: {}", x.features.join(" "));
+                }
+                for n in &x.notes {
+                    let _ = writeln!(s, "  - {n}");
+                }
+            }
+            _ => {}
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\n{}",
+        if plan.aligned {
+            format!("aligned: every partition and filesystem region starts on a {} boundary", format_size(plan.erase_block_bytes))
+        } else {
+            "NOT aligned: see the rows marked NO".to_string()
+        }
+    );
+    s
+}
+
+/// `blockwise plan`.
+pub fn run_plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
+    let mut sf = load(a.spec.as_deref(), &a.flags)?;
+    let plan = plan_file(&mut sf)?;
+    let source = a.spec.as_ref().map_or_else(|| "(flags)".to_string(), |p| p.display().to_string());
+    if a.json {
+        println!("{}", plan_json(&plan, &source, None)?);
+    } else {
+        print!("{}", human_plan(&plan));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Arguments of `blockwise build`.
+#[derive(Debug, clap::Args)]
+pub struct BuildArgs {
+    /// Spec file (TOML).
+    pub spec: PathBuf,
+    /// Output image (written to a temp file next to it, then renamed).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Also write a bmaptool block map.
+    #[arg(long, value_name = "FILE")]
+    pub bmap: Option<PathBuf>,
+    /// Print the plan of the built image as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `blockwise build`.
+pub fn run_build(a: &BuildArgs) -> anyhow::Result<ExitCode> {
+    if !a.spec.exists() {
+        bail!("{}: no such spec file", a.spec.display());
+    }
+    let mut sf = SpecFile::load(&a.spec)?;
+    let work_dir = a.output.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+    let built = build(&mut sf, &work_dir)?;
+    for w in &built.warnings {
+        eprintln!("blockwise: warning: {w}");
+    }
+    write_image_file(&built.image, &a.output).with_context(|| format!("writing {}", a.output.display()))?;
+    if let Some(b) = &a.bmap {
+        if let Err(e) = write_bmap(&built.image, b) {
+            let _ = std::fs::remove_file(&a.output);
+            return Err(anyhow::Error::new(e).context(format!("writing {}", b.display())));
+        }
+    }
+    if a.json {
+        let extra = serde_json::json!({
+            "output": a.output.display().to_string(),
+            "data_bytes": built.image.data_bytes(),
+            "warnings": built.warnings,
+        });
+        println!("{}", plan_json(&built.plan, &a.spec.display().to_string(), Some(extra))?);
+    } else {
+        print!("{}", human_plan(&built.plan));
+        println!(
+            "wrote {} ({}, {} of data)",
+            a.output.display(),
+            format_size(built.plan.size_bytes),
+            format_size(built.image.data_bytes())
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
