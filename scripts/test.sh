@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every test of the workspace. Installs the oracle tools the tests compare against
+# (sfdisk, sgdisk, fsck.fat, mtools, e2fsprogs, losetup, blkid, bmaptool) when they are
+# missing and we are root. In CI (CI set) a missing oracle is a failure, not a skip.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+for pair in sfdisk:fdisk sgdisk:gdisk fsck.fat:dosfstools mcopy:mtools e2fsck:e2fsprogs \
+            losetup:mount blkid:util-linux bmaptool:bmap-tools xxd:xxd xz:xz-utils bzip2:bzip2; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
+done
+if [ "${#need[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing oracle tools: ${need[*]}" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    echo "missing oracle tools (tests that need them will be skipped): ${need[*]}" >&2
+  fi
+fi
+
+if [ -n "${CI:-}" ]; then
+  export DISKIMG_REQUIRE_ORACLES=1
+fi
+cargo test --workspace --all-targets "$@"
+cargo test --workspace --doc
