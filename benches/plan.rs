@@ -6,9 +6,17 @@ use criterion::{criterion_group, criterion_main, Criterion};
 
 fn hundred_partition_gpt() -> Spec {
     let mut partitions: Vec<PartitionSpec> = (0..99)
-        .map(|i| PartitionSpec::new(blockwise_geometry::FsKind::None, SizeSpec::Bytes((i + 1) << 20)))
+        .map(|i| {
+            PartitionSpec::new(
+                blockwise_geometry::FsKind::None,
+                SizeSpec::Bytes((i + 1) << 20),
+            )
+        })
         .collect();
-    partitions.push(PartitionSpec::new(blockwise_geometry::FsKind::None, SizeSpec::Fill));
+    partitions.push(PartitionSpec::new(
+        blockwise_geometry::FsKind::None,
+        SizeSpec::Fill,
+    ));
     Spec {
         image: ImageSpec {
             size: Some(64 << 30),
@@ -21,13 +29,23 @@ fn hundred_partition_gpt() -> Spec {
 
 fn bench(c: &mut Criterion) {
     let spec = hundred_partition_gpt();
-    c.bench_function("plan 100-partition GPT", |b| b.iter(|| plan(std::hint::black_box(&spec)).map(|p| p.size_bytes)));
-    let text = (0..100).fold(String::from("[image]\ntable = \"gpt\"\nsize = \"64GiB\"\n"), |mut s, i| {
-        s.push_str(&format!("[[partition]]\nfs = \"none\"\nsize = \"{}MiB\"\n", i + 1));
-        s
+    c.bench_function("plan 100-partition GPT", |b| {
+        b.iter(|| plan(std::hint::black_box(&spec)).map(|p| p.size_bytes))
     });
+    let text = (0..100).fold(
+        String::from("[image]\ntable = \"gpt\"\nsize = \"64GiB\"\n"),
+        |mut s, i| {
+            s.push_str(&format!(
+                "[[partition]]\nfs = \"none\"\nsize = \"{}MiB\"\n",
+                i + 1
+            ));
+            s
+        },
+    );
     c.bench_function("parse + plan 100-partition GPT spec", |b| {
-        b.iter(|| Spec::from_toml(std::hint::black_box(&text)).map(|s| plan(&s).map(|p| p.size_bytes)))
+        b.iter(|| {
+            Spec::from_toml(std::hint::black_box(&text)).map(|s| plan(&s).map(|p| p.size_bytes))
+        })
     });
 }
 

@@ -10,13 +10,28 @@ fn bad_build(spec: &str, needle: &str) {
     let dir = tempdir();
     let spec_path = write_file(dir.path(), "bad.toml", spec);
     let out = dir.path().join("out.img");
-    let o = blockwise(["build".as_ref(), spec_path.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    let o = blockwise([
+        "build".as_ref(),
+        spec_path.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "stderr: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "more than one line: {err}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "more than one line: {err}"
+    );
     assert!(err.contains(needle), "{needle:?} not in {err:?}");
-    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"), "{err}");
-    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(
+        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(left.len(), 1, "files left behind: {left:?}");
 }
 
@@ -30,7 +45,10 @@ fn oversized_layout() {
 
 #[test]
 fn bad_unit() {
-    bad_build("[image]\nsize = \"4XB\"\n[[partition]]\nfs = \"none\"\nsize = 1\n", "image.size: \"4XB\" has an unknown unit");
+    bad_build(
+        "[image]\nsize = \"4XB\"\n[[partition]]\nfs = \"none\"\nsize = 1\n",
+        "image.size: \"4XB\" has an unknown unit",
+    );
 }
 
 #[test]
@@ -59,7 +77,10 @@ fn missing_raw_source() {
 
 #[test]
 fn mbr_limit_suggests_gpt() {
-    bad_build("[image]\nsize = \"3TiB\"\n[[partition]]\nfs = \"none\"\nsize = \"fill\"\n", "use table = \"gpt\"");
+    bad_build(
+        "[image]\nsize = \"3TiB\"\n[[partition]]\nfs = \"none\"\nsize = \"fill\"\n",
+        "use table = \"gpt\"",
+    );
 }
 
 #[test]
@@ -78,7 +99,13 @@ fn raw_source_is_copied_and_sized() {
         "[image]\nerase-block = \"128KiB\"\n[[partition]]\nfs = \"raw\"\nsource = \"u-boot.bin\"\n[[partition]]\nfs = \"none\"\nsize = \"1MiB\"\n",
     );
     let out = dir.path().join("raw.img");
-    let o = blockwise(["build".as_ref(), spec.as_os_str(), "-o".as_ref(), out.as_os_str(), "--json".as_ref()]);
+    let o = blockwise([
+        "build".as_ref(),
+        spec.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        "--json".as_ref(),
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let p0 = &v["partitions"][0];
@@ -97,16 +124,34 @@ fn raw_source_larger_than_partition() {
     let spec = "[image]\nerase-block = \"64KiB\"\n[[partition]]\nfs = \"raw\"\nsource = \"big.bin\"\nsize = \"64KiB\"\n";
     let spec_path = write_file(dir.path(), "s.toml", spec);
     let out = dir.path().join("o.img");
-    let o = blockwise(["build".as_ref(), spec_path.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    let o = blockwise([
+        "build".as_ref(),
+        spec_path.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("partition[1].source: the source is larger"));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("partition[1].source: the source is larger")
+    );
     assert!(!out.exists());
 }
 
 #[test]
 fn plan_flag_form_json() {
     let o = blockwise([
-        "plan", "--size", "8GiB", "--erase-block", "8MiB", "--table", "gpt", "--partition", "none:256MiB", "--partition", "none:fill", "--json",
+        "plan",
+        "--size",
+        "8GiB",
+        "--erase-block",
+        "8MiB",
+        "--table",
+        "gpt",
+        "--partition",
+        "none:256MiB",
+        "--partition",
+        "none:fill",
+        "--json",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -126,7 +171,15 @@ fn plan_flag_errors_name_the_flag() {
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--partition #1"), "{err}");
-    let o = blockwise(["plan", "--size", "1GiB", "--partition", "none:fill", "--partition", "none:fill"]);
+    let o = blockwise([
+        "plan",
+        "--size",
+        "1GiB",
+        "--partition",
+        "none:fill",
+        "--partition",
+        "none:fill",
+    ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("only allowed on the last partition"));
     let o = blockwise(["plan"]);
@@ -137,7 +190,15 @@ fn plan_flag_errors_name_the_flag() {
 
 #[test]
 fn human_plan_lists_sectors() {
-    let o = blockwise(["plan", "--size", "1GiB", "--partition", "none:256MiB", "--partition", "none:fill"]);
+    let o = blockwise([
+        "plan",
+        "--size",
+        "1GiB",
+        "--partition",
+        "none:256MiB",
+        "--partition",
+        "none:fill",
+    ]);
     assert!(o.status.success());
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("8192") && out.contains("532480"), "{out}");
@@ -150,18 +211,44 @@ fn bmap_is_written_and_consistent() {
     let spec = write_file(dir.path(), "b.toml", "[image]\ntable = \"gpt\"\nsize = \"64MiB\"\n[[partition]]\nfs = \"none\"\nsize = \"fill\"\n");
     let out = dir.path().join("b.img");
     let bmap = dir.path().join("b.img.bmap");
-    let o = blockwise(["build".as_ref(), spec.as_os_str(), "-o".as_ref(), out.as_os_str(), "--bmap".as_ref(), bmap.as_os_str()]);
+    let o = blockwise([
+        "build".as_ref(),
+        spec.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        "--bmap".as_ref(),
+        bmap.as_os_str(),
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = std::fs::read_to_string(&bmap).unwrap();
-    assert!(text.contains("<BlocksCount> 16384 </BlocksCount>"), "{text}");
+    assert!(
+        text.contains("<BlocksCount> 16384 </BlocksCount>"),
+        "{text}"
+    );
     // Protective MBR + primary GPT (block 0..=4) and the backup at the end are mapped.
     assert!(text.contains("> 0-4 <"), "{text}");
     assert!(text.contains("16379-16383"), "{text}");
     if common::have("bmaptool") {
         let copy = dir.path().join("copy.img");
-        std::fs::File::create(&copy).unwrap().set_len(64 << 20).unwrap();
-        let o = common::run("bmaptool", &["copy", "--bmap", bmap.to_str().unwrap(), out.to_str().unwrap(), copy.to_str().unwrap()]);
-        assert!(o.status.success(), "bmaptool: {}", String::from_utf8_lossy(&o.stderr));
+        std::fs::File::create(&copy)
+            .unwrap()
+            .set_len(64 << 20)
+            .unwrap();
+        let o = common::run(
+            "bmaptool",
+            &[
+                "copy",
+                "--bmap",
+                bmap.to_str().unwrap(),
+                out.to_str().unwrap(),
+                copy.to_str().unwrap(),
+            ],
+        );
+        assert!(
+            o.status.success(),
+            "bmaptool: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(&out).unwrap());
     }
 }

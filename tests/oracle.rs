@@ -11,14 +11,27 @@ use serde_json::Value;
 fn build(dir: &Path, name: &str, spec: &str) -> std::path::PathBuf {
     let spec_path = write_file(dir, &format!("{name}.toml"), spec);
     let out = dir.join(format!("{name}.img"));
-    let o = blockwise(["build".as_ref(), spec_path.as_os_str(), "-o".as_ref(), out.as_os_str()]);
-    assert!(o.status.success(), "build failed: {}", String::from_utf8_lossy(&o.stderr));
+    let o = blockwise([
+        "build".as_ref(),
+        spec_path.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert!(
+        o.status.success(),
+        "build failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     out
 }
 
 fn sfdisk_json(dev: &Path) -> Value {
     let o = run("sfdisk", &["--json", dev.to_str().unwrap()]);
-    assert!(o.status.success(), "sfdisk --json: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "sfdisk --json: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
@@ -27,7 +40,13 @@ fn starts_sizes_types(v: &Value) -> Vec<(u64, u64, String)> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| (p["start"].as_u64().unwrap(), p["size"].as_u64().unwrap(), p["type"].as_str().unwrap().to_string()))
+        .map(|p| {
+            (
+                p["start"].as_u64().unwrap(),
+                p["size"].as_u64().unwrap(),
+                p["type"].as_str().unwrap().to_string(),
+            )
+        })
         .collect()
 }
 
@@ -59,7 +78,10 @@ fn mbr_layout_matches_sfdisk() {
     assert_eq!(v["partitiontable"]["id"], "0x5452574f");
     assert_eq!(
         starts_sizes_types(&v),
-        vec![(8192, 524_288, "c".to_string()), (532_480, 1_564_672, "83".to_string())]
+        vec![
+            (8192, 524_288, "c".to_string()),
+            (532_480, 1_564_672, "83".to_string())
+        ]
     );
     assert_eq!(v["partitiontable"]["partitions"][0]["bootable"], true);
     let o = run("sfdisk", &["--verify", img.to_str().unwrap()]);
@@ -77,10 +99,18 @@ fn mbr_entries_are_byte_identical_to_sfdisk() {
     let dir = tempdir();
     let ours = build(dir.path(), "ours", MBR_SPEC);
     let reference = dir.path().join("ref.img");
-    std::fs::File::create(&reference).unwrap().set_len(1 << 30).unwrap();
+    std::fs::File::create(&reference)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
     let script = "label: dos\nlabel-id: 0x5452574f\nstart=8192, size=524288, type=c, bootable\nstart=532480, size=1564672, type=83\n";
     let mut child = std::process::Command::new("sfdisk")
-        .args(["--no-reread", "--no-tell-kernel", "-q", reference.to_str().unwrap()])
+        .args([
+            "--no-reread",
+            "--no-tell-kernel",
+            "-q",
+            reference.to_str().unwrap(),
+        ])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .spawn()
@@ -90,7 +120,11 @@ fn mbr_entries_are_byte_identical_to_sfdisk() {
     let a = std::fs::read(&ours).unwrap();
     let b = std::fs::read(&reference).unwrap();
     // Disk signature, the four entries and 55 AA.
-    assert_eq!(a[0x1b8..0x200], b[0x1b8..0x200], "MBR differs from sfdisk's");
+    assert_eq!(
+        a[0x1b8..0x200],
+        b[0x1b8..0x200],
+        "MBR differs from sfdisk's"
+    );
 }
 
 #[test]
@@ -99,30 +133,52 @@ fn gpt_is_valid_deterministic_and_backup_on_last_lba() {
         return;
     }
     let dir = tempdir();
-    let spec = MBR_SPEC.replace("disk-id = \"0x5452574f\"", "table = \"gpt\"\nseed = 7").replace("\"fat32\"", "\"esp\"");
+    let spec = MBR_SPEC
+        .replace("disk-id = \"0x5452574f\"", "table = \"gpt\"\nseed = 7")
+        .replace("\"fat32\"", "\"esp\"");
     let a = build(dir.path(), "a", &spec);
     let b = build(dir.path(), "b", &spec);
-    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap(), "two builds differ");
+    assert_eq!(
+        std::fs::read(&a).unwrap(),
+        std::fs::read(&b).unwrap(),
+        "two builds differ"
+    );
     let o = run("sgdisk", &["-v", a.to_str().unwrap()]);
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success() && out.contains("No problems found"), "{out}");
+    assert!(
+        o.status.success() && out.contains("No problems found"),
+        "{out}"
+    );
     let v = sfdisk_json(&a);
     let t = &v["partitiontable"];
     assert_eq!(t["label"], "gpt");
     let parts = starts_sizes_types(&v);
-    assert_eq!(parts[0], (8192, 524_288, "C12A7328-F81F-11D2-BA4B-00A0C93EC93B".to_string()));
+    assert_eq!(
+        parts[0],
+        (
+            8192,
+            524_288,
+            "C12A7328-F81F-11D2-BA4B-00A0C93EC93B".to_string()
+        )
+    );
     assert_eq!(parts[1].0, 532_480);
     assert_eq!(parts[1].0 % 8192, 0);
     // Backup header on the last LBA; entries just before it.
     let bytes = std::fs::read(&a).unwrap();
     let last = bytes.len() - 512;
     assert_eq!(&bytes[last..last + 8], b"EFI PART");
-    assert_eq!(u64::from_le_bytes(bytes[last + 24..last + 32].try_into().unwrap()), (bytes.len() / 512 - 1) as u64);
+    assert_eq!(
+        u64::from_le_bytes(bytes[last + 24..last + 32].try_into().unwrap()),
+        (bytes.len() / 512 - 1) as u64
+    );
     // GUIDs derive from the seed: another seed, other GUIDs.
     let c = build(dir.path(), "c", &spec.replace("seed = 7", "seed = 8"));
     let vc = sfdisk_json(&c);
     assert_ne!(vc["partitiontable"]["id"], t["id"]);
-    assert_ne!(vc["partitiontable"]["partitions"][0]["uuid"], t["partitions"][0]["uuid"]);
+    assert_ne!(
+        vc["partitiontable"]["partitions"][0]["uuid"],
+        t["partitions"][0]["uuid"]
+    );
 }
 
 #[test]
@@ -156,8 +212,15 @@ fn logical_partitions_through_extended() {
 struct Loop(String);
 impl Loop {
     fn attach(img: &Path) -> Loop {
-        let o = run("losetup", &["-f", "--show", "-r", "-b", "4096", img.to_str().unwrap()]);
-        assert!(o.status.success(), "losetup: {}", String::from_utf8_lossy(&o.stderr));
+        let o = run(
+            "losetup",
+            &["-f", "--show", "-r", "-b", "4096", img.to_str().unwrap()],
+        );
+        assert!(
+            o.status.success(),
+            "losetup: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         Loop(String::from_utf8_lossy(&o.stdout).trim().to_string())
     }
 }
@@ -175,8 +238,18 @@ fn sector_size_4096_on_a_loop_device() {
     let dir = tempdir();
     for table in ["mbr", "gpt"] {
         let spec = MBR_SPEC
-            .replace("disk-id = \"0x5452574f\"", &format!("table = \"{table}\"\nsector-size = 4096"))
-            .replace("\"fat32\"", if table == "gpt" { "\"fat\"" } else { "\"fat32\"" });
+            .replace(
+                "disk-id = \"0x5452574f\"",
+                &format!("table = \"{table}\"\nsector-size = 4096"),
+            )
+            .replace(
+                "\"fat32\"",
+                if table == "gpt" {
+                    "\"fat\""
+                } else {
+                    "\"fat32\""
+                },
+            );
         let img = build(dir.path(), table, &spec);
         let dev = Loop::attach(&img);
         let v = sfdisk_json(Path::new(&dev.0));
@@ -187,7 +260,11 @@ fn sector_size_4096_on_a_loop_device() {
         assert_eq!(parts[0].1, 65_536, "{table}");
         assert_eq!(parts[1].0, 66_560, "{table}");
         let o = run("sfdisk", &["--verify", &dev.0]);
-        assert!(o.status.success(), "{table}: {}", String::from_utf8_lossy(&o.stdout));
+        assert!(
+            o.status.success(),
+            "{table}: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
         if table == "gpt" {
             let o = run("sgdisk", &["-v", &dev.0]);
             let out = String::from_utf8_lossy(&o.stdout);

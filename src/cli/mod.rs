@@ -53,7 +53,9 @@ pub fn one_line(e: &anyhow::Error) -> String {
 
 /// Exit code for an error: 3 for device write failures (tagged by the writer), else 2.
 pub fn exit_code(e: &anyhow::Error) -> u8 {
-    if e.chain().any(|c| c.downcast_ref::<DeviceFailure>().is_some()) {
+    if e.chain()
+        .any(|c| c.downcast_ref::<DeviceFailure>().is_some())
+    {
         3
     } else {
         EXIT_USAGE
@@ -74,7 +76,10 @@ pub fn install_panic_hook() {
             .map(|s| (*s).to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown".into());
-        let at = info.location().map(|l| format!(" ({}:{})", l.file(), l.line())).unwrap_or_default();
+        let at = info
+            .location()
+            .map(|l| format!(" ({}:{})", l.file(), l.line()))
+            .unwrap_or_default();
         eprintln!("blockwise: internal error: {msg}{at}; this is a bug, please report it");
     }));
 }

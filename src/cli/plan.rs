@@ -9,7 +9,7 @@ use blockwise_geometry::{
     format_size, FsKind, FsPlan, ImageSpec, PartitionSpec, Plan, SectorSize, SizeSpec, Spec,
     SpecError, TableKind,
 };
-use blockwise_image::{SpecFile, build, plan_file, write_bmap, write_image_file};
+use blockwise_image::{build, plan_file, write_bmap, write_image_file, SpecFile};
 
 /// Arguments of `blockwise plan`.
 #[derive(Debug, clap::Args)]
@@ -64,20 +64,30 @@ impl LayoutFlags {
     fn to_spec(&self) -> Result<Spec, SpecError> {
         let size = |flag: &str, v: &Option<String>| -> Result<Option<u64>, SpecError> {
             v.as_deref()
-                .map(|t| blockwise_geometry::parse_size(t).map_err(|e| SpecError::new(flag, e.to_string())))
+                .map(|t| {
+                    blockwise_geometry::parse_size(t)
+                        .map_err(|e| SpecError::new(flag, e.to_string()))
+                })
                 .transpose()
         };
         let d = ImageSpec::default();
         let sector_size = match size("--sector-size", &self.sector_size)? {
             None => d.sector_size,
-            Some(n) => SectorSize::from_bytes(n).ok_or_else(|| SpecError::new("--sector-size", format!("{n}: must be 512 or 4096")))?,
+            Some(n) => SectorSize::from_bytes(n).ok_or_else(|| {
+                SpecError::new("--sector-size", format!("{n}: must be 512 or 4096"))
+            })?,
         };
         let table = match self.table.as_deref() {
             None => d.table,
             Some("mbr" | "dos" | "msdos") => TableKind::Mbr,
             Some("gpt") => TableKind::Gpt,
             Some("none") => TableKind::None,
-            Some(t) => return Err(SpecError::new("--table", format!("{t:?}: must be mbr, gpt or none"))),
+            Some(t) => {
+                return Err(SpecError::new(
+                    "--table",
+                    format!("{t:?}: must be mbr, gpt or none"),
+                ))
+            }
         };
         let image = ImageSpec {
             size: size("--size", &self.size)?,
@@ -91,18 +101,28 @@ impl LayoutFlags {
         let mut partitions = Vec::new();
         for (i, p) in self.partitions.iter().enumerate() {
             let key = format!("--partition #{} ({p:?})", i + 1);
-            let (fs, sz) = p
-                .split_once(':')
-                .ok_or_else(|| SpecError::new(&key, "expected FS:SIZE, e.g. fat32:256MiB or ext4:fill"))?;
-            let fs = FsKind::parse(fs)
-                .ok_or_else(|| SpecError::new(&key, format!("{fs:?}: must be one of fat12, fat16, fat32, fat, ext4, none")))?;
+            let (fs, sz) = p.split_once(':').ok_or_else(|| {
+                SpecError::new(&key, "expected FS:SIZE, e.g. fat32:256MiB or ext4:fill")
+            })?;
+            let fs = FsKind::parse(fs).ok_or_else(|| {
+                SpecError::new(
+                    &key,
+                    format!("{fs:?}: must be one of fat12, fat16, fat32, fat, ext4, none"),
+                )
+            })?;
             if fs == FsKind::Raw {
-                return Err(SpecError::new(&key, "raw partitions need a source file; use a spec file"));
+                return Err(SpecError::new(
+                    &key,
+                    "raw partitions need a source file; use a spec file",
+                ));
             }
             let size = if sz.eq_ignore_ascii_case("fill") {
                 SizeSpec::Fill
             } else {
-                SizeSpec::Bytes(blockwise_geometry::parse_size(sz).map_err(|e| SpecError::new(&key, e.to_string()))?)
+                SizeSpec::Bytes(
+                    blockwise_geometry::parse_size(sz)
+                        .map_err(|e| SpecError::new(&key, e.to_string()))?,
+                )
             };
             partitions.push(PartitionSpec::new(fs, size));
         }
@@ -136,7 +156,11 @@ fn load(spec: Option<&Path>, flags: &LayoutFlags) -> anyhow::Result<SpecFile> {
 }
 
 /// JSON of a plan, in the shape of the verify report.
-fn plan_json(plan: &Plan, source: &str, extra: Option<serde_json::Value>) -> anyhow::Result<String> {
+fn plan_json(
+    plan: &Plan,
+    source: &str,
+    extra: Option<serde_json::Value>,
+) -> anyhow::Result<String> {
     let mut v = serde_json::to_value(plan)?;
     if let Some(obj) = v.as_object_mut() {
         obj.insert("source".into(), source.into());
@@ -154,8 +178,12 @@ pub fn human_plan(plan: &Plan) -> String {
     let mut s = String::new();
     let table = match (plan.table.kind, plan.table.disk_id) {
         (TableKind::None, _) => "no partition table (bare filesystem)".to_string(),
-        (k, Some(blockwise_geometry::DiskId::Mbr(id))) => format!("{} table, disk id 0x{id:08x}", k.as_str().to_uppercase()),
-        (k, Some(blockwise_geometry::DiskId::Gpt(g))) => format!("{} table, disk GUID {g}", k.as_str().to_uppercase()),
+        (k, Some(blockwise_geometry::DiskId::Mbr(id))) => {
+            format!("{} table, disk id 0x{id:08x}", k.as_str().to_uppercase())
+        }
+        (k, Some(blockwise_geometry::DiskId::Gpt(g))) => {
+            format!("{} table, disk GUID {g}", k.as_str().to_uppercase())
+        }
         (k, None) => format!("{} table", k.as_str().to_uppercase()),
     };
     let _ = writeln!(
@@ -186,22 +214,34 @@ pub fn human_plan(plan: &Plan) -> String {
     let _ = writeln!(s);
     let type_name = |p: &blockwise_geometry::PartitionPlan| {
         let ty = match p.type_ {
-            blockwise_geometry::PartType::Gpt(g) => match blockwise_geometry::types::gpt_type_name(g) {
-                Some(n) => format!("{g} ({n})"),
-                None => g.to_string(),
-            },
+            blockwise_geometry::PartType::Gpt(g) => {
+                match blockwise_geometry::types::gpt_type_name(g) {
+                    Some(n) => format!("{g} ({n})"),
+                    None => g.to_string(),
+                }
+            }
             t => t.to_string(),
         };
         format!("{ty}{}", if p.bootable { " *" } else { "" })
     };
-    let tw = plan.partitions.iter().map(|p| type_name(p).len()).max().unwrap_or(4).max(4);
+    let tw = plan
+        .partitions
+        .iter()
+        .map(|p| type_name(p).len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
     let _ = writeln!(
         s,
         "{:>3} {:>12} {:>12} {:>12} {:>12}  {:<tw$} {:<7} {:>9}  {}",
         "#", "start sector", "sectors", "start", "size", "type", "content", "alignment", "ok"
     );
     for p in &plan.partitions {
-        let align = if p.start_bytes == 0 { "-".to_string() } else { format_size(p.alignment_bytes) };
+        let align = if p.start_bytes == 0 {
+            "-".to_string()
+        } else {
+            format_size(p.alignment_bytes)
+        };
         let _ = writeln!(
             s,
             "{:>3} {:>12} {:>12} {:>12} {:>12}  {:<tw$} {:<7} {:>9}  {}",
@@ -252,7 +292,10 @@ pub fn human_plan(plan: &Plan) -> String {
         s,
         "\n{}",
         if plan.aligned {
-            format!("aligned: every partition and filesystem region starts on a {} boundary", format_size(plan.erase_block_bytes))
+            format!(
+                "aligned: every partition and filesystem region starts on a {} boundary",
+                format_size(plan.erase_block_bytes)
+            )
         } else {
             "NOT aligned: see the rows marked NO".to_string()
         }
@@ -264,7 +307,10 @@ pub fn human_plan(plan: &Plan) -> String {
 pub fn run_plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
     let mut sf = load(a.spec.as_deref(), &a.flags)?;
     let plan = plan_file(&mut sf)?;
-    let source = a.spec.as_ref().map_or_else(|| "(flags)".to_string(), |p| p.display().to_string());
+    let source = a
+        .spec
+        .as_ref()
+        .map_or_else(|| "(flags)".to_string(), |p| p.display().to_string());
     if a.json {
         println!("{}", plan_json(&plan, &source, None)?);
     } else {
@@ -295,12 +341,18 @@ pub fn run_build(a: &BuildArgs) -> anyhow::Result<ExitCode> {
         bail!("{}: no such spec file", a.spec.display());
     }
     let mut sf = SpecFile::load(&a.spec)?;
-    let work_dir = a.output.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+    let work_dir = a
+        .output
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
     let built = build(&mut sf, &work_dir)?;
     for w in &built.warnings {
         eprintln!("blockwise: warning: {w}");
     }
-    write_image_file(&built.image, &a.output).with_context(|| format!("writing {}", a.output.display()))?;
+    write_image_file(&built.image, &a.output)
+        .with_context(|| format!("writing {}", a.output.display()))?;
     if let Some(b) = &a.bmap {
         if let Err(e) = write_bmap(&built.image, b) {
             let _ = std::fs::remove_file(&a.output);
@@ -313,7 +365,10 @@ pub fn run_build(a: &BuildArgs) -> anyhow::Result<ExitCode> {
             "data_bytes": built.image.data_bytes(),
             "warnings": built.warnings,
         });
-        println!("{}", plan_json(&built.plan, &a.spec.display().to_string(), Some(extra))?);
+        println!(
+            "{}",
+            plan_json(&built.plan, &a.spec.display().to_string(), Some(extra))?
+        );
     } else {
         print!("{}", human_plan(&built.plan));
         println!(

@@ -15,7 +15,10 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<std::ffi::OsStr>,
 {
-    Command::new(bin()).args(args).output().expect("run blockwise")
+    Command::new(bin())
+        .args(args)
+        .output()
+        .expect("run blockwise")
 }
 
 /// True when CI demands every oracle tool (`DISKIMG_REQUIRE_ORACLES=1`).
@@ -31,7 +34,10 @@ pub fn have(tool: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !found {
-        assert!(!oracles_required(), "oracle tool {tool} is missing and DISKIMG_REQUIRE_ORACLES=1");
+        assert!(
+            !oracles_required(),
+            "oracle tool {tool} is missing and DISKIMG_REQUIRE_ORACLES=1"
+        );
         eprintln!("SKIP: {tool} not installed");
     }
     found
@@ -39,14 +45,20 @@ pub fn have(tool: &str) -> bool {
 
 /// True when running as root (loop devices available).
 pub fn is_root() -> bool {
-    Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0"))
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0"))
 }
 
 /// Whether loop devices can be used; in CI (`DISKIMG_REQUIRE_ORACLES=1`) they must be.
 pub fn have_loop() -> bool {
     let ok = is_root() && Path::new("/dev/loop-control").exists() && have("losetup");
     if !ok {
-        assert!(!oracles_required(), "loop devices are required in CI (run as root)");
+        assert!(
+            !oracles_required(),
+            "loop devices are required in CI (run as root)"
+        );
         eprintln!("SKIP: loop devices need root");
     }
     ok

@@ -241,7 +241,7 @@ impl SparseImage {
             .extents
             .range(..=end)
             .rev()
-            .take_while(|(&o, v)| o + v.len() as u64 >= offset)
+            .take_while(|(&o, v)| o + v.as_slice().len() as u64 >= offset)
             .map(|(&o, _)| o)
             .collect();
         let mut new_start = offset;

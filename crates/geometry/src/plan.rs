@@ -209,7 +209,10 @@ pub fn plan(spec: &Spec) -> Result<Plan, SpecError> {
     let overflow = |key: String| SpecError::new(key, "size arithmetic overflows 64 bits");
 
     if img.table == TableKind::None {
-        let p = spec.partitions.first().ok_or_else(|| SpecError::new("partition", "missing"))?;
+        let p = spec
+            .partitions
+            .first()
+            .ok_or_else(|| SpecError::new("partition", "missing"))?;
         let req = match p.size {
             SizeSpec::Bytes(b) => Some(b),
             SizeSpec::Fill => None,
@@ -229,7 +232,9 @@ pub fn plan(spec: &Spec) -> Result<Plan, SpecError> {
             }
             (Some(sz), _) => sz,
             (None, Some(r)) => round_up(r, sb).ok_or_else(|| overflow(pkey(0, "size")))?,
-            (None, None) => return Err(SpecError::new(pkey(0, "size"), "\"fill\" needs image.size")),
+            (None, None) => {
+                return Err(SpecError::new(pkey(0, "size"), "\"fill\" needs image.size"))
+            }
         };
         let mut plan = Plan {
             size_bytes: size,
@@ -244,7 +249,8 @@ pub fn plan(spec: &Spec) -> Result<Plan, SpecError> {
                 spec_index: 0,
                 start_bytes: 0,
                 size_bytes: size,
-                type_: resolve(TableKind::None, p.fs, None).map_err(|r| SpecError::new(pkey(0, "type"), r))?,
+                type_: resolve(TableKind::None, p.fs, None)
+                    .map_err(|r| SpecError::new(pkey(0, "type"), r))?,
                 name: None,
                 bootable: false,
                 guid: None,
@@ -264,19 +270,33 @@ pub fn plan(spec: &Spec) -> Result<Plan, SpecError> {
     }
 
     let gpt = img.table == TableKind::Gpt;
-    let head_bytes = if gpt { (2 + gpt_entry_sectors(s)) * sb } else { sb };
-    let tail_bytes = if gpt { (1 + gpt_entry_sectors(s)) * sb } else { 0 };
+    let head_bytes = if gpt {
+        (2 + gpt_entry_sectors(s)) * sb
+    } else {
+        sb
+    };
+    let tail_bytes = if gpt {
+        (1 + gpt_entry_sectors(s)) * sb
+    } else {
+        0
+    };
     let first = match img.first_partition {
         Some(fp) => {
             if fp < head_bytes {
                 return Err(SpecError::new(
                     "image.first-partition",
-                    format!("{} leaves no room for the {} partition table ({} needed)", format_size(fp), img.table, format_size(head_bytes)),
+                    format!(
+                        "{} leaves no room for the {} partition table ({} needed)",
+                        format_size(fp),
+                        img.table,
+                        format_size(head_bytes)
+                    ),
                 ));
             }
             fp
         }
-        None => round_up(head_bytes.max(e), e).ok_or_else(|| overflow("image.first-partition".into()))?,
+        None => round_up(head_bytes.max(e), e)
+            .ok_or_else(|| overflow("image.first-partition".into()))?,
     };
     let use_extended = !gpt && n > 4;
 
@@ -291,7 +311,9 @@ pub fn plan(spec: &Spec) -> Result<Plan, SpecError> {
             // both the EBR and the partition start on erase-block boundaries.
             ext_start.get_or_insert(cursor);
             ebr = Some(cursor);
-            cursor = cursor.checked_add(e).ok_or_else(|| overflow(pkey(i, "size")))?;
+            cursor = cursor
+                .checked_add(e)
+                .ok_or_else(|| overflow(pkey(i, "size")))?;
         }
         let start = cursor;
         let size = match p.size {
@@ -315,22 +337,22 @@ pub fn plan(spec: &Spec) -> Result<Plan, SpecError> {
                 usable_end - start
             }
         };
-        let index = if !use_extended {
-            i + 1
-        } else if i < 3 {
-            i + 1
-        } else {
-            i + 2
-        };
+        // With an extended partition, number 4 is the container and logicals are 5, 6, ….
+        let index = if use_extended && i >= 3 { i + 2 } else { i + 1 };
         let index = u32::try_from(index).unwrap_or(u32::MAX);
-        let type_ = resolve(img.table, p.fs, p.type_.as_deref()).map_err(|r| SpecError::new(pkey(i, "type"), r))?;
+        let type_ = resolve(img.table, p.fs, p.type_.as_deref())
+            .map_err(|r| SpecError::new(pkey(i, "type"), r))?;
         parts.push(PartitionPlan {
             index,
             spec_index: i,
             start_bytes: start,
             size_bytes: size,
             type_,
-            name: if gpt { p.name.clone().or_else(|| p.label.clone()) } else { None },
+            name: if gpt {
+                p.name.clone().or_else(|| p.label.clone())
+            } else {
+                None
+            },
             bootable: p.bootable,
             guid: gpt.then(|| Guid::derive(img.seed, "gpt-partition", i as u64)),
             content: p.fs,
@@ -340,12 +362,16 @@ pub fn plan(spec: &Spec) -> Result<Plan, SpecError> {
             alignment_bytes: alignment_of(start),
             filesystem: None,
         });
-        cursor = start.checked_add(size).ok_or_else(|| overflow(pkey(i, "size")))?;
+        cursor = start
+            .checked_add(size)
+            .ok_or_else(|| overflow(pkey(i, "size")))?;
     }
     let end = cursor;
     let size = match img.size {
         Some(disk) => {
-            let need = end.checked_add(tail_bytes).ok_or_else(|| overflow("image.size".into()))?;
+            let need = end
+                .checked_add(tail_bytes)
+                .ok_or_else(|| overflow("image.size".into()))?;
             if need > disk {
                 return Err(SpecError::new(
                     "image.size",
@@ -353,7 +379,11 @@ pub fn plan(spec: &Spec) -> Result<Plan, SpecError> {
                         "the layout needs {} ({} bytes{}) but image.size is {}: {} more needed",
                         format_size(need),
                         need,
-                        if gpt { ", including the backup GPT" } else { "" },
+                        if gpt {
+                            ", including the backup GPT"
+                        } else {
+                            ""
+                        },
                         format_size(disk),
                         format_size(need - disk)
                     ),
@@ -362,8 +392,13 @@ pub fn plan(spec: &Spec) -> Result<Plan, SpecError> {
             disk
         }
         None => {
-            let tail = if gpt { round_up(tail_bytes, e).ok_or_else(|| overflow("image.size".into()))? } else { 0 };
-            end.checked_add(tail).ok_or_else(|| overflow("image.size".into()))?
+            let tail = if gpt {
+                round_up(tail_bytes, e).ok_or_else(|| overflow("image.size".into()))?
+            } else {
+                0
+            };
+            end.checked_add(tail)
+                .ok_or_else(|| overflow("image.size".into()))?
         }
     };
 
@@ -449,7 +484,13 @@ mod tests {
     use crate::spec::{ImageSpec, PartitionSpec};
     use proptest::prelude::*;
 
-    fn spec(table: TableKind, size: Option<u64>, e: u64, s: SectorSize, parts: &[SizeSpec]) -> Spec {
+    fn spec(
+        table: TableKind,
+        size: Option<u64>,
+        e: u64,
+        s: SectorSize,
+        parts: &[SizeSpec],
+    ) -> Spec {
         Spec {
             image: ImageSpec {
                 size,
@@ -458,7 +499,10 @@ mod tests {
                 table,
                 ..ImageSpec::default()
             },
-            partitions: parts.iter().map(|&sz| PartitionSpec::new(FsKind::None, sz)).collect(),
+            partitions: parts
+                .iter()
+                .map(|&sz| PartitionSpec::new(FsKind::None, sz))
+                .collect(),
         }
     }
 
@@ -474,9 +518,21 @@ mod tests {
 
     #[test]
     fn issue_example_layout() {
-        let sp = spec(TableKind::Mbr, Some(1024 * MIB), 4 * MIB, SectorSize::S512, &[SizeSpec::Bytes(256 * MIB), SizeSpec::Fill]);
+        let sp = spec(
+            TableKind::Mbr,
+            Some(1024 * MIB),
+            4 * MIB,
+            SectorSize::S512,
+            &[SizeSpec::Bytes(256 * MIB), SizeSpec::Fill],
+        );
         check(&sp, &[4 * MIB, 260 * MIB], &[256 * MIB, 764 * MIB]);
-        let sp = spec(TableKind::Gpt, Some(1024 * MIB), 4 * MIB, SectorSize::S512, &[SizeSpec::Bytes(256 * MIB), SizeSpec::Fill]);
+        let sp = spec(
+            TableKind::Gpt,
+            Some(1024 * MIB),
+            4 * MIB,
+            SectorSize::S512,
+            &[SizeSpec::Bytes(256 * MIB), SizeSpec::Fill],
+        );
         check(&sp, &[4 * MIB, 260 * MIB], &[256 * MIB, 760 * MIB]);
         let p = plan(&sp).unwrap();
         let g = p.gpt.unwrap();
@@ -486,10 +542,22 @@ mod tests {
 
     #[test]
     fn sizes_round_up_and_total_is_computed() {
-        let sp = spec(TableKind::Mbr, None, 4 * MIB, SectorSize::S512, &[SizeSpec::Bytes(MIB), SizeSpec::Bytes(5 * MIB)]);
+        let sp = spec(
+            TableKind::Mbr,
+            None,
+            4 * MIB,
+            SectorSize::S512,
+            &[SizeSpec::Bytes(MIB), SizeSpec::Bytes(5 * MIB)],
+        );
         check(&sp, &[4 * MIB, 8 * MIB], &[4 * MIB, 8 * MIB]);
         assert_eq!(plan(&sp).unwrap().size_bytes, 16 * MIB);
-        let sp = spec(TableKind::Gpt, None, 4 * MIB, SectorSize::S512, &[SizeSpec::Bytes(MIB)]);
+        let sp = spec(
+            TableKind::Gpt,
+            None,
+            4 * MIB,
+            SectorSize::S512,
+            &[SizeSpec::Bytes(MIB)],
+        );
         assert_eq!(plan(&sp).unwrap().size_bytes, 12 * MIB);
     }
 
@@ -512,20 +580,42 @@ mod tests {
 
     #[test]
     fn errors() {
-        let sp = spec(TableKind::Mbr, Some(64 * MIB), 4 * MIB, SectorSize::S512, &[SizeSpec::Bytes(64 * MIB)]);
+        let sp = spec(
+            TableKind::Mbr,
+            Some(64 * MIB),
+            4 * MIB,
+            SectorSize::S512,
+            &[SizeSpec::Bytes(64 * MIB)],
+        );
         let e = plan(&sp).unwrap_err();
         assert_eq!(e.key, "image.size");
         assert!(e.reason.contains("4 MiB more needed"), "{e}");
-        let sp = spec(TableKind::Mbr, Some(3 << 40), 4 * MIB, SectorSize::S512, &[SizeSpec::Fill]);
+        let sp = spec(
+            TableKind::Mbr,
+            Some(3 << 40),
+            4 * MIB,
+            SectorSize::S512,
+            &[SizeSpec::Fill],
+        );
         let e = plan(&sp).unwrap_err();
         assert!(e.reason.contains("use table = \"gpt\""), "{e}");
-        let sp = spec(TableKind::Mbr, Some(3 << 40), 4 * MIB, SectorSize::S4096, &[SizeSpec::Fill]);
+        let sp = spec(
+            TableKind::Mbr,
+            Some(3 << 40),
+            4 * MIB,
+            SectorSize::S4096,
+            &[SizeSpec::Fill],
+        );
         assert!(plan(&sp).is_ok());
     }
 
     fn arb_spec() -> impl Strategy<Value = Spec> {
         (
-            prop_oneof![Just(TableKind::Mbr), Just(TableKind::Gpt), Just(TableKind::None)],
+            prop_oneof![
+                Just(TableKind::Mbr),
+                Just(TableKind::Gpt),
+                Just(TableKind::None)
+            ],
             prop_oneof![Just(SectorSize::S512), Just(SectorSize::S4096)],
             12u32..=24,
             prop::collection::vec(1u64..(64 * MIB), 1..10),
@@ -573,6 +663,22 @@ mod tests {
                     }
                     prop_assert!(p.aligned);
                 }
+            }
+        }
+
+        #[test]
+        fn random_invalid_specs_are_errors_not_panics(
+            table in prop_oneof![Just(TableKind::Mbr), Just(TableKind::Gpt), Just(TableKind::None)],
+            e in any::<u64>(),
+            fp in prop::option::of(any::<u64>()),
+            disk in prop::option::of(any::<u64>()),
+            sizes in prop::collection::vec(prop_oneof![any::<u64>().prop_map(SizeSpec::Bytes), Just(SizeSpec::Fill), Just(SizeSpec::Source)], 0..140),
+        ) {
+            let mut sp = spec(table, disk, e, SectorSize::S512, &sizes);
+            sp.image.first_partition = fp;
+            match plan(&sp) {
+                Ok(p) => prop_assert!(p.partitions.iter().all(|q| q.start_bytes % p.erase_block_bytes == 0 && q.end_bytes() <= p.size_bytes)),
+                Err(err) => prop_assert!(!err.key.is_empty() && !err.reason.is_empty()),
             }
         }
 

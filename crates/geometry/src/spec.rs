@@ -417,10 +417,7 @@ impl<'a> Obj<'a> {
         match self.get(k) {
             None => Ok(None),
             Some(Value::Boolean(b)) => Ok(Some(*b)),
-            Some(v) => Err(self.err(
-                k,
-                format!("expected true or false, found {}", v.type_str()),
-            )),
+            Some(v) => Err(self.err(k, format!("expected true or false, found {}", v.type_str()))),
         }
     }
 
@@ -433,8 +430,9 @@ impl<'a> Obj<'a> {
         let n = match v {
             Value::Integer(i) => u64::try_from(*i)
                 .map_err(|_| self.err(k, format!("must not be negative, found {i}")))?,
-            Value::String(s) => parse_uint(s)
-                .ok_or_else(|| self.err(k, format!("{s:?} is not a whole number")))?,
+            Value::String(s) => {
+                parse_uint(s).ok_or_else(|| self.err(k, format!("{s:?} is not a whole number")))?
+            }
             v => {
                 return Err(self.err(
                     k,
@@ -487,7 +485,7 @@ impl<'a> Obj<'a> {
     /// Rejects keys nobody asked for: a typo must not pass silently.
     fn finish(self, known_hint: &str) -> Result<(), SpecError> {
         for k in self.table.keys() {
-            if !self.seen.iter().any(|s| *s == k.as_str()) {
+            if !self.seen.contains(&k.as_str()) {
                 let mut known: Vec<&str> = self.seen.clone();
                 known.sort_unstable();
                 known.dedup();
@@ -574,8 +572,8 @@ impl Spec {
             let first = msg.lines().next().unwrap_or("invalid TOML").to_string();
             let detail = msg
                 .lines()
-                .filter(|l| !l.trim().is_empty())
-                .last()
+                .rev()
+                .find(|l| !l.trim().is_empty())
                 .unwrap_or_default()
                 .trim()
                 .to_string();
@@ -634,7 +632,10 @@ impl Spec {
             if s == 0 || s % img.sector_size.bytes_u64() != 0 {
                 return Err(SpecError::new(
                     "image.size",
-                    format!("{s} must be a non-zero multiple of the {}-byte sector size", img.sector_size),
+                    format!(
+                        "{s} must be a non-zero multiple of the {}-byte sector size",
+                        img.sector_size
+                    ),
                 ));
             }
         }
@@ -665,12 +666,10 @@ impl Spec {
                     "an MBR disk ID is a 32-bit number like \"0x5452574f\", not a GUID",
                 ))
             }
-            (TableKind::None, Some(_)) => {
-                return Err(SpecError::new(
-                    "image.disk-id",
-                    "has no meaning with table = \"none\"; the filesystem UUID derives from image.seed",
-                ))
-            }
+            (TableKind::None, Some(_)) => return Err(SpecError::new(
+                "image.disk-id",
+                "has no meaning with table = \"none\"; the filesystem UUID derives from image.seed",
+            )),
             _ => {}
         }
         if self.partitions.is_empty() {
@@ -691,7 +690,10 @@ impl Spec {
         if img.table == TableKind::Gpt && self.partitions.len() > 128 {
             return Err(SpecError::new(
                 "partition",
-                format!("GPT holds at most 128 partitions, found {}", self.partitions.len()),
+                format!(
+                    "GPT holds at most 128 partitions, found {}",
+                    self.partitions.len()
+                ),
             ));
         }
         let last = self.partitions.len() - 1;
@@ -722,14 +724,13 @@ impl PartitionSpec {
     fn validate(&self, key: &str, img: &ImageSpec) -> Result<(), SpecError> {
         let k = |s: &str| format!("{key}.{s}");
         match self.fs {
-            FsKind::Raw => {
-                if self.source.is_none() {
-                    return Err(SpecError::new(
-                        k("source"),
-                        "fs = \"raw\" needs source = \"FILE\" (the bytes to copy)",
-                    ));
-                }
+            FsKind::Raw if self.source.is_none() => {
+                return Err(SpecError::new(
+                    k("source"),
+                    "fs = \"raw\" needs source = \"FILE\" (the bytes to copy)",
+                ));
             }
+            FsKind::Raw => {}
             _ if self.source.is_some() => {
                 return Err(SpecError::new(
                     k("source"),
@@ -741,7 +742,10 @@ impl PartitionSpec {
         if self.contents.is_some() && matches!(self.fs, FsKind::Raw | FsKind::None) {
             return Err(SpecError::new(
                 k("contents"),
-                format!("fs = \"{}\" has no filesystem to fill; use fat32 or ext4", self.fs),
+                format!(
+                    "fs = \"{}\" has no filesystem to fill; use fat32 or ext4",
+                    self.fs
+                ),
             ));
         }
         if !self.entries.is_empty() && self.fs != FsKind::Ext4 {
@@ -764,30 +768,46 @@ impl PartitionSpec {
                 ));
             }
             if name.encode_utf16().count() > 36 {
-                return Err(SpecError::new(k("name"), "GPT names hold at most 36 UTF-16 units"));
+                return Err(SpecError::new(
+                    k("name"),
+                    "GPT names hold at most 36 UTF-16 units",
+                ));
             }
         }
         if let Some(label) = &self.label {
             if self.fs.is_fat() {
-                if label.len() > 11 || !label.chars().all(|c| c.is_ascii() && !c.is_ascii_control() && !"\"*+,./:;<=>?[\\]|".contains(c)) {
+                if label.len() > 11
+                    || !label.chars().all(|c| {
+                        c.is_ascii() && !c.is_ascii_control() && !"\"*+,./:;<=>?[\\]|".contains(c)
+                    })
+                {
                     return Err(SpecError::new(
                         k("label"),
                         format!("{label:?} is not a FAT label: at most 11 ASCII characters, none of \"*+,./:;<=>?[\\]|"),
                     ));
                 }
             } else if self.fs == FsKind::Ext4 && label.len() > 16 {
-                return Err(SpecError::new(k("label"), format!("{label:?}: ext4 labels hold at most 16 bytes")));
+                return Err(SpecError::new(
+                    k("label"),
+                    format!("{label:?}: ext4 labels hold at most 16 bytes"),
+                ));
             }
         }
         let f = &self.fat;
         if let Some(ss) = f.sector_size {
             if ss != 512 && ss != 4096 {
-                return Err(SpecError::new(k("fat.sector-size"), format!("{ss}: must be 512 or 4096")));
+                return Err(SpecError::new(
+                    k("fat.sector-size"),
+                    format!("{ss}: must be 512 or 4096"),
+                ));
             }
             if ss < img.sector_size.bytes() {
                 return Err(SpecError::new(
                     k("fat.sector-size"),
-                    format!("{ss} is smaller than the device's {}-byte sectors", img.sector_size),
+                    format!(
+                        "{ss} is smaller than the device's {}-byte sectors",
+                        img.sector_size
+                    ),
                 ));
             }
         }
@@ -806,7 +826,10 @@ impl PartitionSpec {
             }
         }
         if f.fats != 1 && f.fats != 2 {
-            return Err(SpecError::new(k("fat.fats"), format!("{}: must be 1 or 2", f.fats)));
+            return Err(SpecError::new(
+                k("fat.fats"),
+                format!("{}: must be 1 or 2", f.fats),
+            ));
         }
         let e = &self.ext4;
         if ![1024, 2048, 4096].contains(&e.block_size) {
@@ -818,7 +841,10 @@ impl PartitionSpec {
         if !e.inode_size.is_power_of_two() || e.inode_size < 128 || e.inode_size > e.block_size {
             return Err(SpecError::new(
                 k("ext4.inode-size"),
-                format!("{}: must be a power of two from 128 to the block size", e.inode_size),
+                format!(
+                    "{}: must be a power of two from 128 to the block size",
+                    e.inode_size
+                ),
             ));
         }
         if e.reserved_percent > 50 {
@@ -827,14 +853,21 @@ impl PartitionSpec {
                 format!("{}: must be 0 to 50", e.reserved_percent),
             ));
         }
-        for (name, v) in [("ext4.stride", e.stride), ("ext4.stripe-width", e.stripe_width)] {
+        for (name, v) in [
+            ("ext4.stride", e.stride),
+            ("ext4.stripe-width", e.stripe_width),
+        ] {
             if v == Some(0) {
                 return Err(SpecError::new(k(name), "must be at least 1 block"));
             }
         }
         for feat in &e.features {
             let name = feat.trim_start_matches(['+', '-', '^']);
-            if name.is_empty() || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            {
                 return Err(SpecError::new(
                     k("ext4.features"),
                     format!("{feat:?} is not a feature name like \"^metadata_csum\" or \"+64bit\""),
@@ -846,18 +879,30 @@ impl PartitionSpec {
             if !en.path.starts_with('/') || en.path.split('/').any(|c| c == ".." || c == ".") {
                 return Err(SpecError::new(
                     ek("path"),
-                    format!("{:?} must be an absolute path like \"/etc/shadow\" without . or ..", en.path),
+                    format!(
+                        "{:?} must be an absolute path like \"/etc/shadow\" without . or ..",
+                        en.path
+                    ),
                 ));
             }
             let dev = matches!(en.kind, EntryKind::Char | EntryKind::Block);
             if dev && (en.major.is_none() || en.minor.is_none()) {
-                return Err(SpecError::new(ek("major"), "device entries need major and minor"));
+                return Err(SpecError::new(
+                    ek("major"),
+                    "device entries need major and minor",
+                ));
             }
             if !dev && (en.major.is_some() || en.minor.is_some()) {
-                return Err(SpecError::new(ek("major"), "only kind = \"char\" or \"block\" takes major/minor"));
+                return Err(SpecError::new(
+                    ek("major"),
+                    "only kind = \"char\" or \"block\" takes major/minor",
+                ));
             }
             if (en.kind == EntryKind::Symlink) != en.target.is_some() {
-                return Err(SpecError::new(ek("target"), "kind = \"symlink\" needs target, and only symlinks take one"));
+                return Err(SpecError::new(
+                    ek("target"),
+                    "kind = \"symlink\" needs target, and only symlinks take one",
+                ));
             }
         }
         Ok(())
@@ -880,7 +925,12 @@ fn parse_image(t: &Table) -> Result<ImageSpec, SpecError> {
             "mbr" | "dos" | "msdos" => TableKind::Mbr,
             "gpt" => TableKind::Gpt,
             "none" => TableKind::None,
-            _ => return Err(o.err("table", format!("{s:?}: must be \"mbr\", \"gpt\" or \"none\""))),
+            _ => {
+                return Err(o.err(
+                    "table",
+                    format!("{s:?}: must be \"mbr\", \"gpt\" or \"none\""),
+                ))
+            }
         },
     };
     let first_partition = o.size("first-partition")?;
@@ -892,10 +942,17 @@ fn parse_image(t: &Table) -> Result<ImageSpec, SpecError> {
                 format!("{s:?} is neither a 32-bit number like \"0x5452574f\" nor a GUID"),
             )
         })?),
-        Some(Value::Integer(i)) => Some(DiskId::Mbr(
-            u32::try_from(*i).map_err(|_| o.err("disk-id", format!("{i} does not fit 32 bits")))?,
-        )),
-        Some(v) => return Err(o.err("disk-id", format!("expected a string, found {}", v.type_str()))),
+        Some(Value::Integer(i)) => {
+            Some(DiskId::Mbr(u32::try_from(*i).map_err(|_| {
+                o.err("disk-id", format!("{i} does not fit 32 bits"))
+            })?))
+        }
+        Some(v) => {
+            return Err(o.err(
+                "disk-id",
+                format!("expected a string, found {}", v.type_str()),
+            ))
+        }
     };
     let seed = o.uint("seed", u64::MAX)?.unwrap_or(d.seed);
     let timestamp = o.uint("timestamp", u64::from(u32::MAX) * 4)?;
@@ -923,9 +980,17 @@ fn parse_disk_id(s: &str) -> Option<DiskId> {
 fn parse_partition(key: &str, t: &Table) -> Result<PartitionSpec, SpecError> {
     let mut o = Obj::new(key, t);
     let fs = match o.string("fs")? {
-        None => return Err(o.err("fs", "missing; one of fat12, fat16, fat32, fat, ext4, raw, none")),
+        None => {
+            return Err(o.err(
+                "fs",
+                "missing; one of fat12, fat16, fat32, fat, ext4, raw, none",
+            ))
+        }
         Some(s) => FsKind::parse(&s).ok_or_else(|| {
-            o.err("fs", format!("{s:?}: must be one of fat12, fat16, fat32, fat, ext4, raw, none"))
+            o.err(
+                "fs",
+                format!("{s:?}: must be one of fat12, fat16, fat32, fat, ext4, raw, none"),
+            )
         })?,
     };
     let size = match o.get("size") {
@@ -944,7 +1009,15 @@ fn parse_partition(key: &str, t: &Table) -> Result<PartitionSpec, SpecError> {
         None => None,
         Some(Value::String(s)) => Some(s.clone()),
         Some(Value::Integer(i)) => Some(format!("0x{i:02x}")),
-        Some(v) => return Err(o.err("type", format!("expected a string like \"0x0c\" or \"esp\", found {}", v.type_str()))),
+        Some(v) => {
+            return Err(o.err(
+                "type",
+                format!(
+                    "expected a string like \"0x0c\" or \"esp\", found {}",
+                    v.type_str()
+                ),
+            ))
+        }
     };
     let bootable = o.boolean("bootable")?.unwrap_or(false);
     let label = o.string("label")?;
@@ -990,7 +1063,9 @@ fn parse_fat(key: &str, t: &Table) -> Result<FatOptions, SpecError> {
         .map(|n| u32::try_from(n).unwrap_or(u32::MAX));
     let cluster = o.size("cluster")?;
     let align_fat = o.boolean("align-fat")?.unwrap_or(d.align_fat);
-    let fats = o.uint("fats", 255)?.map_or(d.fats, |n| u8::try_from(n).unwrap_or(u8::MAX));
+    let fats = o
+        .uint("fats", 255)?
+        .map_or(d.fats, |n| u8::try_from(n).unwrap_or(u8::MAX));
     o.finish("fat")?;
     Ok(FatOptions {
         sector_size,
@@ -1018,17 +1093,31 @@ fn parse_ext4(key: &str, t: &Table) -> Result<Ext4Options, SpecError> {
         None => d.backend,
         Some("native") => Ext4Backend::Native,
         Some("mke2fs") => Ext4Backend::Mke2fs,
-        Some(s) => return Err(o.err("backend", format!("{s:?}: must be \"native\" or \"mke2fs\""))),
+        Some(s) => {
+            return Err(o.err(
+                "backend",
+                format!("{s:?}: must be \"native\" or \"mke2fs\""),
+            ))
+        }
     };
     let profile = match o.string("profile")?.as_deref() {
         None => d.profile,
         Some("default") => Ext4Profile::Default,
         Some("compat") => Ext4Profile::Compat,
-        Some(s) => return Err(o.err("profile", format!("{s:?}: must be \"default\" or \"compat\""))),
+        Some(s) => {
+            return Err(o.err(
+                "profile",
+                format!("{s:?}: must be \"default\" or \"compat\""),
+            ))
+        }
     };
     let features = match o.get("features") {
         None => Vec::new(),
-        Some(Value::String(s)) => s.split(',').map(|f| f.trim().to_string()).filter(|f| !f.is_empty()).collect(),
+        Some(Value::String(s)) => s
+            .split(',')
+            .map(|f| f.trim().to_string())
+            .filter(|f| !f.is_empty())
+            .collect(),
         Some(Value::Array(a)) => {
             let mut v = Vec::new();
             for x in a {
@@ -1039,7 +1128,12 @@ fn parse_ext4(key: &str, t: &Table) -> Result<Ext4Options, SpecError> {
             }
             v
         }
-        Some(v) => return Err(o.err("features", format!("expected an array of strings, found {}", v.type_str()))),
+        Some(v) => {
+            return Err(o.err(
+                "features",
+                format!("expected an array of strings, found {}", v.type_str()),
+            ))
+        }
     };
     o.finish("ext4")?;
     Ok(Ext4Options {
@@ -1082,9 +1176,10 @@ fn parse_entry(key: &str, t: &Table) -> Result<EntrySpec, SpecError> {
     };
     let mode = match o.get("mode") {
         None => None,
-        Some(v) => Some(parse_mode(v).ok_or_else(|| {
-            o.err("mode", "expected an octal mode string like \"0640\"")
-        })?),
+        Some(v) => Some(
+            parse_mode(v)
+                .ok_or_else(|| o.err("mode", "expected an octal mode string like \"0640\""))?,
+        ),
     };
     let to32 = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
     let uid = o.uint("uid", u64::from(u32::MAX))?.map(to32);
@@ -1096,10 +1191,15 @@ fn parse_entry(key: &str, t: &Table) -> Result<EntrySpec, SpecError> {
     if let Some(x) = o.table("xattrs")? {
         for (name, v) in x {
             let Value::String(s) = v else {
-                return Err(o.err("xattrs", format!("{name}: value must be a string (\"0x…\" for binary)")));
+                return Err(o.err(
+                    "xattrs",
+                    format!("{name}: value must be a string (\"0x…\" for binary)"),
+                ));
             };
             let bytes = match s.strip_prefix("0x") {
-                Some(hex) => decode_hex(hex).ok_or_else(|| o.err("xattrs", format!("{name}: bad hex")))?,
+                Some(hex) => {
+                    decode_hex(hex).ok_or_else(|| o.err("xattrs", format!("{name}: bad hex")))?
+                }
                 None => s.as_bytes().to_vec(),
             };
             xattrs.push((name.clone(), bytes));
@@ -1142,14 +1242,27 @@ mod tests {
     #[test]
     fn errors_name_the_key() {
         let e = err(&format!("{BASE}[[partition]]\nfs=\"none\"\nsize=\"fill\"\n[[partition]]\nfs=\"none\"\nsize=\"fill\""));
-        assert_eq!(e, "partition[1].size: \"fill\" is only allowed on the last partition");
-        let e = err(&format!("{BASE}sise = 3\n[[partition]]\nfs=\"none\"\nsize=1"));
-        assert!(e.starts_with("image.sise: unknown key (did you mean \"size\"?)"), "{e}");
+        assert_eq!(
+            e,
+            "partition[1].size: \"fill\" is only allowed on the last partition"
+        );
+        let e = err(&format!(
+            "{BASE}sise = 3\n[[partition]]\nfs=\"none\"\nsize=1"
+        ));
+        assert!(
+            e.starts_with("image.sise: unknown key (did you mean \"size\"?)"),
+            "{e}"
+        );
         let e = err("[image]\nsize = \"4XB\"\n[[partition]]\nfs=\"none\"\nsize=1");
-        assert!(e.starts_with("image.size: \"4XB\" has an unknown unit"), "{e}");
+        assert!(
+            e.starts_with("image.size: \"4XB\" has an unknown unit"),
+            "{e}"
+        );
         let e = err(&format!("{BASE}[[partition]]\nfs=\"raw\""));
         assert!(e.starts_with("partition[1].source:"), "{e}");
-        let e = err(&format!("{BASE}[[partition]]\nfs=\"fat32\"\nsize=1\nfat={{clustr=4096}}"));
+        let e = err(&format!(
+            "{BASE}[[partition]]\nfs=\"fat32\"\nsize=1\nfat={{clustr=4096}}"
+        ));
         assert!(e.starts_with("partition[1].fat.clustr: unknown key"), "{e}");
         let e = err("[image\n");
         assert!(e.starts_with("(toml):"), "{e}");

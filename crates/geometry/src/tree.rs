@@ -117,12 +117,22 @@ impl Tree {
 
     /// Adds a node under `parent` (which must be a directory), keeping children sorted.
     /// Returns `None` if `parent` is not a directory or the name exists already.
-    pub fn add(&mut self, parent: NodeId, name: &str, kind: NodeKind, meta: Meta) -> Option<NodeId> {
+    pub fn add(
+        &mut self,
+        parent: NodeId,
+        name: &str,
+        kind: NodeKind,
+        meta: Meta,
+    ) -> Option<NodeId> {
         let id = self.nodes.len();
         let pos = {
             let children = self.children(parent)?;
             match children.binary_search_by(|&c| {
-                self.nodes.get(c).map_or("", |n| n.name.as_str()).as_bytes().cmp(name.as_bytes())
+                self.nodes
+                    .get(c)
+                    .map_or("", |n| n.name.as_str())
+                    .as_bytes()
+                    .cmp(name.as_bytes())
             }) {
                 Ok(_) => return None,
                 Err(p) => p,
@@ -242,8 +252,12 @@ impl ContentSource for Vec<Vec<u8>> {
             .and_then(|i| self.get(i))
             .ok_or_else(|| err("no such content"))?;
         let start = usize::try_from(offset).map_err(|_| err("offset out of range"))?;
-        let end = start.checked_add(buf.len()).ok_or_else(|| err("offset out of range"))?;
-        let src = data.get(start..end).ok_or_else(|| err("read past the end"))?;
+        let end = start
+            .checked_add(buf.len())
+            .ok_or_else(|| err("offset out of range"))?;
+        let src = data
+            .get(start..end)
+            .ok_or_else(|| err("read past the end"))?;
         buf.copy_from_slice(src);
         Ok(())
     }
@@ -257,7 +271,12 @@ mod tests {
     fn build_and_lookup() {
         let mut t = Tree::default();
         let etc = t
-            .add(0, "etc", NodeKind::Dir { children: vec![] }, Meta::default())
+            .add(
+                0,
+                "etc",
+                NodeKind::Dir { children: vec![] },
+                Meta::default(),
+            )
             .unwrap();
         let f = t
             .add(
@@ -272,7 +291,9 @@ mod tests {
                 Meta::default(),
             )
             .unwrap();
-        assert!(t.add(etc, "passwd", NodeKind::Fifo, Meta::default()).is_none());
+        assert!(t
+            .add(etc, "passwd", NodeKind::Fifo, Meta::default())
+            .is_none());
         assert_eq!(t.lookup("/etc/passwd"), Some(f));
         assert_eq!(t.path(f), "/etc/passwd");
         let content = vec![b"abc".to_vec()];

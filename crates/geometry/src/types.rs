@@ -61,12 +61,23 @@ pub mod gpt_types {
 
 const GPT_ALIASES: &[(&[&str], &str)] = &[
     (&["esp", "efi", "uefi", "ef00"], gpt_types::ESP),
-    (&["fat", "fat12", "fat16", "fat32", "vfat", "msdata", "basic", "ntfs", "exfat", "0700"], gpt_types::BASIC_DATA),
+    (
+        &[
+            "fat", "fat12", "fat16", "fat32", "vfat", "msdata", "basic", "ntfs", "exfat", "0700",
+        ],
+        gpt_types::BASIC_DATA,
+    ),
     (&["linux", "ext4", "8300"], gpt_types::LINUX),
     (&["swap", "8200"], gpt_types::SWAP),
     (&["home", "8302"], gpt_types::HOME),
-    (&["root-x86-64", "root-x86_64", "root-amd64", "8304"], gpt_types::ROOT_X86_64),
-    (&["root-arm64", "root-aarch64", "8305"], gpt_types::ROOT_ARM64),
+    (
+        &["root-x86-64", "root-x86_64", "root-amd64", "8304"],
+        gpt_types::ROOT_X86_64,
+    ),
+    (
+        &["root-arm64", "root-aarch64", "8305"],
+        gpt_types::ROOT_ARM64,
+    ),
     (&["root-arm", "8307"], gpt_types::ROOT_ARM),
     (&["lvm", "8e00"], gpt_types::LVM),
     (&["raid", "fd00"], gpt_types::RAID),
@@ -160,15 +171,26 @@ mod tests {
 
     #[test]
     fn aliases() {
-        assert_eq!(resolve(TableKind::Mbr, FsKind::Fat32, None), Ok(PartType::Mbr(0x0c)));
-        assert_eq!(resolve(TableKind::Mbr, FsKind::None, Some("0x0C")), Ok(PartType::Mbr(0x0c)));
-        assert_eq!(resolve(TableKind::Mbr, FsKind::None, Some("83")), Ok(PartType::Mbr(0x83)));
+        assert_eq!(
+            resolve(TableKind::Mbr, FsKind::Fat32, None),
+            Ok(PartType::Mbr(0x0c))
+        );
+        assert_eq!(
+            resolve(TableKind::Mbr, FsKind::None, Some("0x0C")),
+            Ok(PartType::Mbr(0x0c))
+        );
+        assert_eq!(
+            resolve(TableKind::Mbr, FsKind::None, Some("83")),
+            Ok(PartType::Mbr(0x83))
+        );
         assert!(resolve(TableKind::Mbr, FsKind::None, Some("0x05")).is_err());
         assert!(resolve(TableKind::Mbr, FsKind::None, Some("bogus")).is_err());
         let esp = resolve(TableKind::Gpt, FsKind::Fat32, Some("esp")).unwrap();
         assert_eq!(esp.to_string(), gpt_types::ESP);
         assert_eq!(
-            resolve(TableKind::Gpt, FsKind::Ext4, None).unwrap().to_string(),
+            resolve(TableKind::Gpt, FsKind::Ext4, None)
+                .unwrap()
+                .to_string(),
             gpt_types::LINUX
         );
         assert_eq!(gpt_type_name(gpt_type("swap").unwrap()), Some("swap"));

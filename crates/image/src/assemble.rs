@@ -72,17 +72,23 @@ fn ext4_error(index: usize, e: blockwise_ext4::Error) -> Error {
 pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<Plan, Error> {
     let mut plan = plan_layout(spec)?;
     for i in 0..plan.partitions.len() {
-        let Some(p) = plan.partitions.get(i) else { continue };
+        let Some(p) = plan.partitions.get(i) else {
+            continue;
+        };
         let si = p.spec_index;
-        let Some(ps) = spec.partitions.get(si) else { continue };
+        let Some(ps) = spec.partitions.get(si) else {
+            continue;
+        };
         let fs = match ps.fs {
             k if k.is_fat() => {
-                let req = fat_request(spec, &plan, i).ok_or_else(|| SpecError::new("partition", "internal: missing partition"))?;
+                let req = fat_request(spec, &plan, i)
+                    .ok_or_else(|| SpecError::new("partition", "internal: missing partition"))?;
                 let fp = blockwise_fat::plan(&req).map_err(|e| fat_error(si + 1, e))?;
                 Some(FsPlan::Fat(fp))
             }
             FsKind::Ext4 => {
-                let req = ext4_request(spec, &plan, i, timestamp).ok_or_else(|| SpecError::new("partition", "internal: missing partition"))?;
+                let req = ext4_request(spec, &plan, i, timestamp)
+                    .ok_or_else(|| SpecError::new("partition", "internal: missing partition"))?;
                 let tree = trees.get(si).and_then(Option::as_ref);
                 let xp = blockwise_ext4::plan(&req, tree).map_err(|e| ext4_error(si + 1, e))?;
                 Some(FsPlan::Ext4(xp))
@@ -113,6 +119,9 @@ pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<
     Ok(plan)
 }
 
+/// Reads raw partition content: `read(offset, buf)` returns the bytes read, 0 at the end.
+pub type RawReader<'a> = dyn FnMut(u64, &mut [u8]) -> Result<usize, String> + 'a;
+
 /// What a partition is filled from, for [`assemble`].
 pub enum Fill<'a> {
     /// Nothing (fs = "none").
@@ -120,7 +129,7 @@ pub enum Fill<'a> {
     /// A tree (FAT or ext4 native backend).
     Tree(&'a Tree),
     /// Raw bytes from a reader: `read(offset, buf) -> bytes read` (0 at the end).
-    Raw(&'a mut dyn FnMut(u64, &mut [u8]) -> Result<usize, String>),
+    Raw(&'a mut RawReader<'a>),
     /// Bytes already produced elsewhere (the mke2fs backend): written by the caller.
     External,
 }
@@ -141,16 +150,29 @@ pub fn assemble(
         let si = p.spec_index;
         let index = si + 1;
         let part_err = |message: String| Error::Partition { index, message };
-        let mut sub = SubSink::new(&mut img, p.start_bytes, p.size_bytes).map_err(|e| part_err(e.to_string()))?;
-        let Some(fill) = fills.get_mut(si) else { continue };
+        let mut sub = SubSink::new(&mut img, p.start_bytes, p.size_bytes)
+            .map_err(|e| part_err(e.to_string()))?;
+        let Some(fill) = fills.get_mut(si) else {
+            continue;
+        };
         match (&p.filesystem, fill) {
             (Some(FsPlan::Fat(fp)), Fill::Tree(tree)) => {
-                let req = fat_request(spec, plan, i).ok_or_else(|| part_err("missing request".into()))?;
-                blockwise_fat::write(&mut sub, &req, fp, tree, content, timestamp).map_err(|e| fat_error(index, e))?;
+                let req =
+                    fat_request(spec, plan, i).ok_or_else(|| part_err("missing request".into()))?;
+                let report = blockwise_fat::write(&mut sub, &req, fp, tree, content, timestamp)
+                    .map_err(|e| fat_error(index, e))?;
+                warnings.extend(
+                    report
+                        .warnings
+                        .iter()
+                        .map(|w| format!("partition[{index}]: {w}")),
+                );
             }
             (Some(FsPlan::Ext4(xp)), Fill::Tree(tree)) => {
-                let req = ext4_request(spec, plan, i, timestamp).ok_or_else(|| part_err("missing request".into()))?;
-                blockwise_ext4::write(&mut sub, &req, xp, tree, content).map_err(|e| ext4_error(index, e))?;
+                let req = ext4_request(spec, plan, i, timestamp)
+                    .ok_or_else(|| part_err("missing request".into()))?;
+                blockwise_ext4::write(&mut sub, &req, xp, tree, content)
+                    .map_err(|e| ext4_error(index, e))?;
             }
             (_, Fill::Raw(read)) => {
                 let mut buf = vec![0u8; 1 << 20];
@@ -167,7 +189,8 @@ pub fn assemble(
                             format!("the source is larger than the partition ({} bytes); raise partition[{index}].size", p.size_bytes),
                         )));
                     }
-                    sub.write_at(off, chunk).map_err(|e| part_err(e.to_string()))?;
+                    sub.write_at(off, chunk)
+                        .map_err(|e| part_err(e.to_string()))?;
                     off += n as u64;
                 }
             }

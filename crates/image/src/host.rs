@@ -8,11 +8,11 @@ use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use blockwise_geometry::{
-    ContentError, ContentSource, EntryKind, EntrySpec, Ext4Backend, FsKind, Meta, NodeId,
-    NodeKind, Plan, SizeSpec, SparseImage, Spec, SpecError, Tree,
+    ContentError, ContentSource, EntryKind, EntrySpec, Ext4Backend, FsKind, Meta, NodeId, NodeKind,
+    Plan, SizeSpec, SparseImage, Spec, SpecError, Tree,
 };
 
-use crate::assemble::{assemble, ext4_request, plan_full, Fill};
+use crate::assemble::{assemble, ext4_request, plan_full, Fill, RawReader};
 use crate::Error;
 
 /// Most directory levels followed below a `contents` directory.
@@ -32,8 +32,14 @@ impl SpecFile {
     pub fn load(path: &Path) -> Result<Self, Error> {
         let text = fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
         let spec = Spec::from_toml(&text)?;
-        let base_dir = path.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-        let base_dir = if base_dir.as_os_str().is_empty() { PathBuf::from(".") } else { base_dir };
+        let base_dir = path
+            .parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        let base_dir = if base_dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            base_dir
+        };
         Ok(SpecFile { spec, base_dir })
     }
 
@@ -54,7 +60,11 @@ pub fn resolve_timestamp(spec: &Spec) -> i64 {
     spec.image
         .timestamp
         .and_then(|t| i64::try_from(t).ok())
-        .or_else(|| std::env::var("SOURCE_DATE_EPOCH").ok().and_then(|v| v.trim().parse().ok()))
+        .or_else(|| {
+            std::env::var("SOURCE_DATE_EPOCH")
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+        })
         .unwrap_or(0)
 }
 
@@ -74,10 +84,13 @@ impl HostContent {
 
 impl ContentSource for HostContent {
     fn read_at(&self, content: u64, offset: u64, buf: &mut [u8]) -> Result<(), ContentError> {
-        let path = usize::try_from(content).ok().and_then(|i| self.paths.get(i)).ok_or(ContentError {
-            content,
-            message: "no such content".into(),
-        })?;
+        let path = usize::try_from(content)
+            .ok()
+            .and_then(|i| self.paths.get(i))
+            .ok_or(ContentError {
+                content,
+                message: "no such content".into(),
+            })?;
         let err = |e: std::io::Error| ContentError {
             content,
             message: format!("{}: {e}", path.display()),
@@ -86,7 +99,10 @@ impl ContentSource for HostContent {
         if open.as_ref().is_none_or(|(c, _)| *c != content) {
             *open = Some((content, File::open(path).map_err(err)?));
         }
-        let (_, f) = open.as_ref().ok_or(ContentError { content, message: "not open".into() })?;
+        let (_, f) = open.as_ref().ok_or(ContentError {
+            content,
+            message: "not open".into(),
+        })?;
         f.read_exact_at(buf, offset).map_err(err)
     }
 }
@@ -113,7 +129,10 @@ fn meta_of(md: &fs::Metadata, clamp: Option<i64>) -> Meta {
 fn split_dev(rdev: u64) -> (u32, u32) {
     let major = ((rdev >> 8) & 0xfff) | ((rdev >> 32) & !0xfff);
     let minor = (rdev & 0xff) | ((rdev >> 12) & !0xff);
-    (u32::try_from(major).unwrap_or(0), u32::try_from(minor).unwrap_or(0))
+    (
+        u32::try_from(major).unwrap_or(0),
+        u32::try_from(minor).unwrap_or(0),
+    )
 }
 
 /// Data ranges of a file that may be sparse: only when it has fewer allocated blocks than its
@@ -130,7 +149,8 @@ fn data_ranges(path: &Path, md: &fs::Metadata) -> Result<Option<Vec<(u64, u64)>>
     while off < size {
         let n = usize::try_from((size - off).min(buf.len() as u64)).unwrap_or(0);
         let chunk = buf.get_mut(..n).unwrap_or_default();
-        f.read_exact_at(chunk, off).map_err(|e| Error::io(path, e))?;
+        f.read_exact_at(chunk, off)
+            .map_err(|e| Error::io(path, e))?;
         for (j, block) in chunk.chunks(4096).enumerate() {
             if block.iter().all(|&b| b == 0) {
                 continue;
@@ -150,7 +170,11 @@ fn data_ranges(path: &Path, md: &fs::Metadata) -> Result<Option<Vec<(u64, u64)>>
 /// Builds a [`Tree`] from a host directory. Symlinks are stored as symlinks (not followed);
 /// device nodes, fifos and sockets are kept; hard links share a link id; file times are
 /// clamped to `clamp` when given (reproducible builds). Names must be UTF-8.
-pub fn tree_from_dir(dir: &Path, clamp: Option<i64>, content: &mut HostContent) -> Result<Tree, Error> {
+pub fn tree_from_dir(
+    dir: &Path,
+    clamp: Option<i64>,
+    content: &mut HostContent,
+) -> Result<Tree, Error> {
     let md = fs::metadata(dir).map_err(|e| Error::io(dir, e))?;
     if !md.is_dir() {
         return Err(Error::io(dir, std::io::Error::other("not a directory")));
@@ -160,7 +184,10 @@ pub fn tree_from_dir(dir: &Path, clamp: Option<i64>, content: &mut HostContent) 
     let mut stack: Vec<(PathBuf, NodeId, usize)> = vec![(dir.to_path_buf(), 0, 0)];
     while let Some((path, node, depth)) = stack.pop() {
         if depth > MAX_DEPTH {
-            return Err(Error::io(&path, std::io::Error::other("directory nesting deeper than 256 levels")));
+            return Err(Error::io(
+                &path,
+                std::io::Error::other("directory nesting deeper than 256 levels"),
+            ));
         }
         let mut entries: Vec<_> = fs::read_dir(&path)
             .map_err(|e| Error::io(&path, e))?
@@ -170,13 +197,18 @@ pub fn tree_from_dir(dir: &Path, clamp: Option<i64>, content: &mut HostContent) 
         for e in entries {
             let p = e.path();
             let name = e.file_name().into_string().map_err(|_| {
-                Error::io(&p, std::io::Error::other("the file name is not valid UTF-8"))
+                Error::io(
+                    &p,
+                    std::io::Error::other("the file name is not valid UTF-8"),
+                )
             })?;
             let md = fs::symlink_metadata(&p).map_err(|err| Error::io(&p, err))?;
             let ft = md.file_type();
             let meta = meta_of(&md, clamp);
             let kind = if ft.is_dir() {
-                NodeKind::Dir { children: Vec::new() }
+                NodeKind::Dir {
+                    children: Vec::new(),
+                }
             } else if ft.is_file() {
                 let link = (md.nlink() > 1).then(|| {
                     let n = links.len() as u64;
@@ -192,7 +224,10 @@ pub fn tree_from_dir(dir: &Path, clamp: Option<i64>, content: &mut HostContent) 
             } else if ft.is_symlink() {
                 let t = fs::read_link(&p).map_err(|err| Error::io(&p, err))?;
                 let target = t.into_os_string().into_string().map_err(|_| {
-                    Error::io(&p, std::io::Error::other("the symlink target is not valid UTF-8"))
+                    Error::io(
+                        &p,
+                        std::io::Error::other("the symlink target is not valid UTF-8"),
+                    )
                 })?;
                 NodeKind::Symlink { target }
             } else if ft.is_char_device() || ft.is_block_device() {
@@ -220,22 +255,31 @@ pub fn tree_from_dir(dir: &Path, clamp: Option<i64>, content: &mut HostContent) 
 }
 
 /// Applies `[[partition.entry]]` overrides and creates the special files they declare.
-pub fn apply_entries(tree: &mut Tree, entries: &[EntrySpec], key: &str, timestamp: i64) -> Result<(), Error> {
+pub fn apply_entries(
+    tree: &mut Tree,
+    entries: &[EntrySpec],
+    key: &str,
+    timestamp: i64,
+) -> Result<(), Error> {
     for (j, en) in entries.iter().enumerate() {
         let ek = |k: &str| format!("{key}.entry[{}].{k}", j + 1);
         let existing = tree.lookup(&en.path);
         let id = match (existing, en.kind) {
             (Some(id), _) => {
                 if let Some(node) = tree.nodes.get(id) {
-                    let same = match (en.kind, &node.kind) {
-                        (EntryKind::Existing, _) => true,
-                        (EntryKind::File, NodeKind::File { .. }) | (EntryKind::Dir, NodeKind::Dir { .. }) => true,
-                        _ => false,
-                    };
+                    let same = matches!(
+                        (en.kind, &node.kind),
+                        (EntryKind::Existing, _)
+                            | (EntryKind::File, NodeKind::File { .. })
+                            | (EntryKind::Dir, NodeKind::Dir { .. })
+                    );
                     if !same {
                         return Err(SpecError::new(
                             ek("kind"),
-                            format!("{} already exists in contents as a different kind of file", en.path),
+                            format!(
+                                "{} already exists in contents as a different kind of file",
+                                en.path
+                            ),
                         )
                         .into());
                     }
@@ -245,33 +289,97 @@ pub fn apply_entries(tree: &mut Tree, entries: &[EntrySpec], key: &str, timestam
             (None, EntryKind::Existing) => {
                 return Err(SpecError::new(
                     ek("path"),
-                    format!("{} is not in contents; give kind = \"file\", \"dir\", … to create it", en.path),
+                    format!(
+                        "{} is not in contents; give kind = \"file\", \"dir\", … to create it",
+                        en.path
+                    ),
                 )
                 .into())
             }
             (None, kind) => {
-                let (parent_path, name) = en.path.rsplit_once('/').unwrap_or(("", en.path.as_str()));
+                let (parent_path, name) =
+                    en.path.rsplit_once('/').unwrap_or(("", en.path.as_str()));
                 // Create missing parent directories (root-owned, 0755).
                 let mut parent = 0;
                 for comp in parent_path.split('/').filter(|c| !c.is_empty()) {
                     parent = match tree.child(parent, comp) {
                         Some(c) => c,
                         None => tree
-                            .add(parent, comp, NodeKind::Dir { children: Vec::new() }, Meta { mode: 0o755, mtime: timestamp, ..Meta::default() })
-                            .ok_or_else(|| SpecError::new(ek("path"), format!("{comp} in {} is not a directory", en.path)))?,
+                            .add(
+                                parent,
+                                comp,
+                                NodeKind::Dir {
+                                    children: Vec::new(),
+                                },
+                                Meta {
+                                    mode: 0o755,
+                                    mtime: timestamp,
+                                    ..Meta::default()
+                                },
+                            )
+                            .ok_or_else(|| {
+                                SpecError::new(
+                                    ek("path"),
+                                    format!("{comp} in {} is not a directory", en.path),
+                                )
+                            })?,
                     };
                 }
                 let (node_kind, mode) = match kind {
-                    EntryKind::File => (NodeKind::File { size: 0, content: u64::MAX, data_ranges: None, link: None }, 0o644),
-                    EntryKind::Dir => (NodeKind::Dir { children: Vec::new() }, 0o755),
-                    EntryKind::Symlink => (NodeKind::Symlink { target: en.target.clone().unwrap_or_default() }, 0o777),
-                    EntryKind::Char => (NodeKind::CharDev { major: en.major.unwrap_or(0), minor: en.minor.unwrap_or(0) }, 0o600),
-                    EntryKind::Block => (NodeKind::BlockDev { major: en.major.unwrap_or(0), minor: en.minor.unwrap_or(0) }, 0o600),
+                    EntryKind::File => (
+                        NodeKind::File {
+                            size: 0,
+                            content: u64::MAX,
+                            data_ranges: None,
+                            link: None,
+                        },
+                        0o644,
+                    ),
+                    EntryKind::Dir => (
+                        NodeKind::Dir {
+                            children: Vec::new(),
+                        },
+                        0o755,
+                    ),
+                    EntryKind::Symlink => (
+                        NodeKind::Symlink {
+                            target: en.target.clone().unwrap_or_default(),
+                        },
+                        0o777,
+                    ),
+                    EntryKind::Char => (
+                        NodeKind::CharDev {
+                            major: en.major.unwrap_or(0),
+                            minor: en.minor.unwrap_or(0),
+                        },
+                        0o600,
+                    ),
+                    EntryKind::Block => (
+                        NodeKind::BlockDev {
+                            major: en.major.unwrap_or(0),
+                            minor: en.minor.unwrap_or(0),
+                        },
+                        0o600,
+                    ),
                     EntryKind::Fifo => (NodeKind::Fifo, 0o644),
                     EntryKind::Socket | EntryKind::Existing => (NodeKind::Socket, 0o755),
                 };
-                tree.add(parent, name, node_kind, Meta { mode, mtime: timestamp, ..Meta::default() })
-                    .ok_or_else(|| SpecError::new(ek("path"), format!("the parent of {} is not a directory", en.path)))?
+                tree.add(
+                    parent,
+                    name,
+                    node_kind,
+                    Meta {
+                        mode,
+                        mtime: timestamp,
+                        ..Meta::default()
+                    },
+                )
+                .ok_or_else(|| {
+                    SpecError::new(
+                        ek("path"),
+                        format!("the parent of {} is not a directory", en.path),
+                    )
+                })?
             }
         };
         if let Some(node) = tree.nodes.get_mut(id) {
@@ -314,10 +422,17 @@ pub fn resolve_inputs(sf: &mut SpecFile) -> Result<(), Error> {
         if let Some(src) = &p.source {
             let path = base.join(src);
             let md = fs::metadata(&path).map_err(|e| {
-                SpecError::new(key("source"), format!("{src:?} cannot be read ({}): {e}", path.display()))
+                SpecError::new(
+                    key("source"),
+                    format!("{src:?} cannot be read ({}): {e}", path.display()),
+                )
             })?;
             if !md.is_file() {
-                return Err(SpecError::new(key("source"), format!("{src:?} is not a regular file")).into());
+                return Err(SpecError::new(
+                    key("source"),
+                    format!("{src:?} is not a regular file"),
+                )
+                .into());
             }
             if p.size == SizeSpec::Source {
                 p.size = SizeSpec::Bytes(md.len().max(1));
@@ -326,7 +441,11 @@ pub fn resolve_inputs(sf: &mut SpecFile) -> Result<(), Error> {
         if let Some(c) = &p.contents {
             let path = base.join(c);
             if !path.is_dir() {
-                return Err(SpecError::new(key("contents"), format!("{c:?} is not a directory ({})", path.display())).into());
+                return Err(SpecError::new(
+                    key("contents"),
+                    format!("{c:?} is not a directory ({})", path.display()),
+                )
+                .into());
             }
         }
     }
@@ -357,12 +476,21 @@ pub fn build(sf: &mut SpecFile, work_dir: &Path) -> Result<Built, Error> {
         }
         let mut tree = match &p.contents {
             Some(c) => tree_from_dir(&sf.resolve(c), clamp, &mut content)?,
-            None => Tree::new(Meta { mode: 0o755, mtime: timestamp, ..Meta::default() }),
+            None => Tree::new(Meta {
+                mode: 0o755,
+                mtime: timestamp,
+                ..Meta::default()
+            }),
         };
         if p.contents.is_none() {
             tree.nodes.iter_mut().for_each(|n| n.meta.mtime = timestamp);
         }
-        apply_entries(&mut tree, &p.entries, &format!("partition[{}]", i + 1), timestamp)?;
+        apply_entries(
+            &mut tree,
+            &p.entries,
+            &format!("partition[{}]", i + 1),
+            timestamp,
+        )?;
         trees.push(Some(tree));
     }
     let plan = plan_full(spec, &trees, timestamp)?;
@@ -376,11 +504,13 @@ pub fn build(sf: &mut SpecFile, work_dir: &Path) -> Result<Built, Error> {
             None => None,
         });
     }
-    let mut readers: Vec<Box<dyn FnMut(u64, &mut [u8]) -> Result<usize, String>>> = raw_files
+    let mut readers: Vec<Box<RawReader<'static>>> = raw_files
         .into_iter()
-        .map(|f| -> Box<dyn FnMut(u64, &mut [u8]) -> Result<usize, String>> {
+        .map(|f| -> Box<RawReader<'static>> {
             match f {
-                Some(f) => Box::new(move |off, buf: &mut [u8]| f.read_at(buf, off).map_err(|e| e.to_string())),
+                Some(f) => Box::new(move |off, buf: &mut [u8]| {
+                    f.read_at(buf, off).map_err(|e| e.to_string())
+                }),
                 None => Box::new(|_, _: &mut [u8]| Ok(0)),
             }
         })
@@ -397,26 +527,50 @@ pub fn build(sf: &mut SpecFile, work_dir: &Path) -> Result<Built, Error> {
     let (mut image, warnings) = assemble(spec, &plan, &mut fills, &content, timestamp)?;
     // The mke2fs fallback writes its partitions through a real file.
     for (i, part) in plan.partitions.iter().enumerate() {
-        let Some(ps) = spec.partitions.get(part.spec_index) else { continue };
+        let Some(ps) = spec.partitions.get(part.spec_index) else {
+            continue;
+        };
         if ps.fs != FsKind::Ext4 || ps.ext4.backend != Ext4Backend::Mke2fs {
             continue;
         }
-        let Some(blockwise_geometry::FsPlan::Ext4(xp)) = &part.filesystem else { continue };
-        let req = ext4_request(spec, &plan, i, timestamp).ok_or_else(|| Error::Partition { index: part.spec_index + 1, message: "missing request".into() })?;
-        let mut sub = blockwise_geometry::SubSink::new(&mut image, part.start_bytes, part.size_bytes)
-            .map_err(|e| Error::Partition { index: part.spec_index + 1, message: e.to_string() })?;
+        let Some(blockwise_geometry::FsPlan::Ext4(xp)) = &part.filesystem else {
+            continue;
+        };
+        let req = ext4_request(spec, &plan, i, timestamp).ok_or_else(|| Error::Partition {
+            index: part.spec_index + 1,
+            message: "missing request".into(),
+        })?;
+        let mut sub =
+            blockwise_geometry::SubSink::new(&mut image, part.start_bytes, part.size_bytes)
+                .map_err(|e| Error::Partition {
+                    index: part.spec_index + 1,
+                    message: e.to_string(),
+                })?;
         let dir = ps.contents.as_ref().map(|c| sf.resolve(c));
         crate::mke2fs::write_with_mke2fs(&mut sub, &req, xp, dir.as_deref(), &ps.entries, work_dir)
-            .map_err(|e| Error::Partition { index: part.spec_index + 1, message: e.to_string() })?;
+            .map_err(|e| Error::Partition {
+                index: part.spec_index + 1,
+                message: e.to_string(),
+            })?;
     }
-    Ok(Built { plan, image, warnings })
+    Ok(Built {
+        plan,
+        image,
+        warnings,
+    })
 }
 
 /// Writes `img` to `path` atomically: a temp file next to it (holes kept), fsync, rename.
 /// On any error the temp file is removed and `path` is untouched.
 pub fn write_image_file(img: &SparseImage, path: &Path) -> Result<(), Error> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "image".into());
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "image".into());
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| -> Result<(), Error> {
         let f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
@@ -436,8 +590,8 @@ pub fn write_image_file(img: &SparseImage, path: &Path) -> Result<(), Error> {
 /// Writes a bmaptool-compatible block map (format 2.0, SHA-256, 4 KiB blocks) of `img`:
 /// every range that was written (data or explicit zeros) is mapped. Atomic like the image.
 pub fn write_bmap(img: &SparseImage, path: &Path) -> Result<(), Error> {
-    use sha2::{Digest, Sha256};
     use blockwise_geometry::BlockSource;
+    use sha2::{Digest, Sha256};
     const BS: u64 = 4096;
     let size = img.size();
     let blocks = size.div_ceil(BS);
@@ -461,12 +615,20 @@ pub fn write_bmap(img: &SparseImage, path: &Path) -> Result<(), Error> {
         while off < end {
             let n = usize::try_from((end - off).min(buf.len() as u64)).unwrap_or(0);
             let chunk = buf.get_mut(..n).unwrap_or_default();
-            img.read_at(off, chunk).map_err(|e| Error::io(path, std::io::Error::other(e.to_string())))?;
+            img.read_at(off, chunk)
+                .map_err(|e| Error::io(path, std::io::Error::other(e.to_string())))?;
             h.update(&*chunk);
             off += n as u64;
         }
-        let r = if b0 == b1 { format!("{b0}") } else { format!("{b0}-{b1}") };
-        body.push_str(&format!("        <Range chksum=\"{:x}\"> {r} </Range>\n", h.finalize()));
+        let r = if b0 == b1 {
+            format!("{b0}")
+        } else {
+            format!("{b0}-{b1}")
+        };
+        body.push_str(&format!(
+            "        <Range chksum=\"{:x}\"> {r} </Range>\n",
+            h.finalize()
+        ));
     }
     let zeros = "0".repeat(64);
     let text = format!(
@@ -477,7 +639,8 @@ pub fn write_bmap(img: &SparseImage, path: &Path) -> Result<(), Error> {
     let tmp = path.with_extension("bmap.tmp");
     let result = (|| -> Result<(), Error> {
         let mut f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        f.write_all(text.as_bytes()).map_err(|e| Error::io(&tmp, e))?;
+        f.write_all(text.as_bytes())
+            .map_err(|e| Error::io(&tmp, e))?;
         f.sync_all().map_err(|e| Error::io(&tmp, e))?;
         fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
     })();

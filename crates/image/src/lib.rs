@@ -30,7 +30,7 @@ mod host;
 #[cfg(feature = "host")]
 mod mke2fs;
 
-pub use assemble::{assemble, ext4_request, fat_request, plan_full, Fill};
+pub use assemble::{assemble, ext4_request, fat_request, plan_full, Fill, RawReader};
 pub use error::Error;
 #[cfg(feature = "host")]
 pub use host::{

@@ -38,7 +38,9 @@ pub enum Corrupt {
         len: u64,
     },
     /// No `55 AA` at byte 510 of an MBR or EBR.
-    #[error("{what} at byte {offset} has no 55 AA boot signature (found {found:02x} {found2:02x})")]
+    #[error(
+        "{what} at byte {offset} has no 55 AA boot signature (found {found:02x} {found2:02x})"
+    )]
     BootSignature {
         /// `MBR` or `EBR`.
         what: &'static str,
@@ -88,7 +90,9 @@ pub enum Corrupt {
         offset: u64,
     },
     /// Header size field out of range.
-    #[error("{copy} GPT header: header size {value} (offset {offset}) must be 92 to the sector size")]
+    #[error(
+        "{copy} GPT header: header size {value} (offset {offset}) must be 92 to the sector size"
+    )]
     GptHeaderSize {
         /// Which copy.
         copy: Which,
@@ -132,7 +136,9 @@ pub enum Corrupt {
         size: u32,
     },
     /// Usable range nonsense.
-    #[error("{copy} GPT header: usable LBAs {first}..={last} are not inside the {sectors}-sector disk")]
+    #[error(
+        "{copy} GPT header: usable LBAs {first}..={last} are not inside the {sectors}-sector disk"
+    )]
     GptUsableRange {
         /// Which copy.
         copy: Which,

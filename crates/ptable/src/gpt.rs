@@ -157,7 +157,12 @@ fn crc32(data: &[u8]) -> u32 {
 fn decode_name(raw: &[u8; 72]) -> String {
     let units: Vec<u16> = raw
         .chunks_exact(2)
-        .map(|c| u16::from_le_bytes([c.first().copied().unwrap_or(0), c.get(1).copied().unwrap_or(0)]))
+        .map(|c| {
+            u16::from_le_bytes([
+                c.first().copied().unwrap_or(0),
+                c.get(1).copied().unwrap_or(0),
+            ])
+        })
         .take_while(|&u| u != 0)
         .collect();
     String::from_utf16_lossy(&units)
@@ -196,46 +201,84 @@ fn read_copy<S: BlockSource + ?Sized>(
     let mut buf = vec![0u8; usize::try_from(sb).unwrap_or(4096)];
     src.read_at(offset, &mut buf)?;
     let Ok((raw, _)) = GptHeaderRaw::read_from_prefix(&buf) else {
-        return Ok(Err(Corrupt::Truncated { what: "GPT header", offset, needed: 92, len }));
+        return Ok(Err(Corrupt::Truncated {
+            what: "GPT header",
+            offset,
+            needed: 92,
+            len,
+        }));
     };
     if raw.signature != SIGNATURE {
         return Ok(Err(Corrupt::GptSignature { copy, offset }));
     }
     let header_size = raw.header_size.get();
     if header_size < 92 || u64::from(header_size) > sb {
-        return Ok(Err(Corrupt::GptHeaderSize { copy, offset: offset + 12, value: header_size }));
+        return Ok(Err(Corrupt::GptHeaderSize {
+            copy,
+            offset: offset + 12,
+            value: header_size,
+        }));
     }
     let stored = raw.header_crc32.get();
-    let mut hdr_bytes = buf.get(..usize::try_from(header_size).unwrap_or(92)).unwrap_or_default().to_vec();
+    let mut hdr_bytes = buf
+        .get(..usize::try_from(header_size).unwrap_or(92))
+        .unwrap_or_default()
+        .to_vec();
     if let Some(f) = hdr_bytes.get_mut(16..20) {
         f.fill(0);
     }
     let computed = crc32(&hdr_bytes);
     if stored != computed {
-        return Ok(Err(Corrupt::GptHeaderCrc { copy, offset: offset + 16, stored, computed }));
+        return Ok(Err(Corrupt::GptHeaderCrc {
+            copy,
+            offset: offset + 16,
+            stored,
+            computed,
+        }));
     }
     let my_lba = raw.my_lba.get();
     if my_lba != lba {
-        return Ok(Err(Corrupt::GptMyLba { copy, my_lba, read_at: lba }));
+        return Ok(Err(Corrupt::GptMyLba {
+            copy,
+            my_lba,
+            read_at: lba,
+        }));
     }
     let first = raw.first_usable_lba.get();
     let last = raw.last_usable_lba.get();
     if first > last || last >= sectors || first < 2 {
-        return Ok(Err(Corrupt::GptUsableRange { copy, first, last, sectors }));
+        return Ok(Err(Corrupt::GptUsableRange {
+            copy,
+            first,
+            last,
+            sectors,
+        }));
     }
     let count = raw.num_partition_entries.get();
     let esize = raw.size_of_partition_entry.get();
     let total = u64::from(count).saturating_mul(u64::from(esize));
     let size_ok = esize >= 128 && esize.is_power_of_two();
     if !size_ok || total > MAX_ENTRY_ARRAY_BYTES || count == 0 {
-        return Ok(Err(Corrupt::GptEntryArray { copy, offset: offset + 80, count, size: esize }));
+        return Ok(Err(Corrupt::GptEntryArray {
+            copy,
+            offset: offset + 80,
+            count,
+            size: esize,
+        }));
     }
     let entries_lba = raw.partition_entry_lba.get();
     let array_sectors = total.div_ceil(sb);
     let array_end = entries_lba.saturating_add(array_sectors);
     let overlaps_usable = entries_lba <= last && array_end > first;
-    if entries_lba < 2 || array_end > sectors || overlaps_usable || (entries_lba <= lba && lba < array_end) {
-        return Ok(Err(Corrupt::GptEntriesLocation { copy, lba: entries_lba }));
+    if entries_lba < 2
+        || array_end > sectors
+        || overlaps_usable
+        || (entries_lba <= lba && lba < array_end)
+    {
+        return Ok(Err(Corrupt::GptEntriesLocation {
+            copy,
+            lba: entries_lba,
+        }));
     }
     // Bounded by MAX_ENTRY_ARRAY_BYTES above.
     let mut array = vec![0u8; usize::try_from(total).unwrap_or(0)];
@@ -243,11 +286,17 @@ fn read_copy<S: BlockSource + ?Sized>(
     let stored = raw.partition_entry_array_crc32.get();
     let computed = crc32(&array);
     if stored != computed {
-        return Ok(Err(Corrupt::GptEntriesCrc { copy, stored, computed }));
+        return Ok(Err(Corrupt::GptEntriesCrc {
+            copy,
+            stored,
+            computed,
+        }));
     }
     let mut entries = Vec::new();
     for (i, chunk) in (1u32..).zip(array.chunks_exact(usize::try_from(esize).unwrap_or(128))) {
-        let Ok((e, _)) = GptEntryRaw::read_from_prefix(chunk) else { continue };
+        let Ok((e, _)) = GptEntryRaw::read_from_prefix(chunk) else {
+            continue;
+        };
         if e.partition_type_guid == [0; 16] {
             continue;
         }
@@ -352,7 +401,10 @@ pub fn gpt_writes(plan: &Plan) -> Result<Vec<(u64, Vec<u8>)>, String> {
     };
     Ok(vec![
         (g.backup_entries_lba * sb, array.clone()),
-        (g.backup_header_lba * sb, header(g.backup_header_lba, 1, g.backup_entries_lba)),
+        (
+            g.backup_header_lba * sb,
+            header(g.backup_header_lba, 1, g.backup_entries_lba),
+        ),
         (2 * sb, array),
         (sb, header(1, g.backup_header_lba, 2)),
     ])

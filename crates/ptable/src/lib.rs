@@ -37,7 +37,10 @@ use blockwise_geometry::{BlockSink, Plan, TableKind};
 /// Writes the partition table of `plan` (MBR + EBRs, or protective MBR + both GPT copies).
 /// Order: backup GPT, primary GPT, then LBA 0, so an interrupted write leaves no valid-looking
 /// half table.
-pub fn write_table<S: BlockSink + ?Sized>(sink: &mut S, plan: &Plan) -> Result<(), Error<S::Error>> {
+pub fn write_table<S: BlockSink + ?Sized>(
+    sink: &mut S,
+    plan: &Plan,
+) -> Result<(), Error<S::Error>> {
     let invalid = |reason: String| Error::InvalidPlan { reason };
     if sink.len() < plan.size_bytes {
         return Err(invalid(format!(

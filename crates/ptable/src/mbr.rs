@@ -91,7 +91,9 @@ pub struct Mbr {
 impl Mbr {
     /// Used entries with their slot number (1–4).
     pub fn used(&self) -> impl Iterator<Item = (u8, &MbrEntry)> {
-        (1u8..).zip(self.entries.iter()).filter(|(_, e)| e.is_used())
+        (1u8..)
+            .zip(self.entries.iter())
+            .filter(|(_, e)| e.is_used())
     }
 
     /// A GPT protective MBR: an 0xEE entry and nothing else.
@@ -117,15 +119,16 @@ impl Mbr {
 /// Parses an MBR (or EBR) from the first 512 bytes of `bytes`. `offset` is where the sector
 /// lives on the disk, for messages. Status bytes other than 0x00/0x80 are `Corrupt::Status`.
 pub fn parse_mbr(bytes: &[u8], offset: u64) -> Result<Mbr, Corrupt> {
-    let sector: &[u8; 512] = bytes
-        .get(..512)
-        .and_then(|s| s.try_into().ok())
-        .ok_or(Corrupt::Truncated {
-            what: "MBR",
-            offset,
-            needed: 512,
-            len: u64::try_from(bytes.len()).unwrap_or(u64::MAX),
-        })?;
+    let sector: &[u8; 512] =
+        bytes
+            .get(..512)
+            .and_then(|s| s.try_into().ok())
+            .ok_or(Corrupt::Truncated {
+                what: "MBR",
+                offset,
+                needed: 512,
+                len: u64::try_from(bytes.len()).unwrap_or(u64::MAX),
+            })?;
     let (sig_a, sig_b) = (sector[510], sector[511]);
     if (sig_a, sig_b) != (0x55, 0xaa) {
         return Err(Corrupt::BootSignature {
@@ -135,7 +138,8 @@ pub fn parse_mbr(bytes: &[u8], offset: u64) -> Result<Mbr, Corrupt> {
             found2: sig_b,
         });
     }
-    let disk_signature = u32::from_le_bytes([sector[0x1b8], sector[0x1b9], sector[0x1ba], sector[0x1bb]]);
+    let disk_signature =
+        u32::from_le_bytes([sector[0x1b8], sector[0x1b9], sector[0x1ba], sector[0x1bb]]);
     let mut entries = [MbrEntry::default(); 4];
     for (i, e) in entries.iter_mut().enumerate() {
         let at = ENTRIES_OFFSET + i * 16;
@@ -214,7 +218,9 @@ pub fn read_logical<S: BlockSource + ?Sized>(
     let sb = sector.bytes_u64();
     let disk_sectors = src.len() / sb;
     let ext_start = u64::from(ext.start_lba);
-    let ext_end = ext_start.saturating_add(u64::from(ext.sectors)).min(disk_sectors);
+    let ext_end = ext_start
+        .saturating_add(u64::from(ext.sectors))
+        .min(disk_sectors);
     let mut ebr = ext_start;
     let mut previous = 0u64;
     let mut number = 5u32;
@@ -227,7 +233,12 @@ pub fn read_logical<S: BlockSource + ?Sized>(
         src.read_at(ebr * sb, &mut buf)?;
         let parsed = match parse_mbr(&buf, ebr * sb) {
             Ok(m) => m,
-            Err(Corrupt::BootSignature { offset, found, found2, .. }) => {
+            Err(Corrupt::BootSignature {
+                offset,
+                found,
+                found2,
+                ..
+            }) => {
                 chain.problem = Some(Corrupt::BootSignature {
                     what: "EBR",
                     offset,
@@ -276,12 +287,20 @@ fn to_chs(bytes: [u8; 3]) -> CHS {
     CHS::new(c, h, s)
 }
 
-fn entry(status: u8, type_: u8, start: u64, count: u64, rel_base: u64) -> Result<MBRPartitionEntry, String> {
+fn entry(
+    status: u8,
+    type_: u8,
+    start: u64,
+    count: u64,
+    rel_base: u64,
+) -> Result<MBRPartitionEntry, String> {
     let rel = start
         .checked_sub(rel_base)
         .ok_or_else(|| format!("LBA {start} lies before its base {rel_base}"))?;
-    let starting_lba = u32::try_from(rel).map_err(|_| format!("LBA {rel} does not fit an MBR entry (32 bits)"))?;
-    let sectors = u32::try_from(count).map_err(|_| format!("{count} sectors do not fit an MBR entry (32 bits)"))?;
+    let starting_lba =
+        u32::try_from(rel).map_err(|_| format!("LBA {rel} does not fit an MBR entry (32 bits)"))?;
+    let sectors = u32::try_from(count)
+        .map_err(|_| format!("{count} sectors do not fit an MBR entry (32 bits)"))?;
     let last = start.saturating_add(count).saturating_sub(1);
     Ok(MBRPartitionEntry {
         boot: status,
@@ -340,20 +359,30 @@ pub fn mbr_sectors(plan: &Plan) -> Result<Vec<(u64, Vec<u8>)>, String> {
             p.size_bytes / sb,
             0,
         )?;
-        let s = hdr.get_mut(slot).ok_or("more than four primary partitions")?;
+        let s = hdr
+            .get_mut(slot)
+            .ok_or("more than four primary partitions")?;
         *s = e;
         slot += 1;
     }
     if let Some(ext) = &plan.extended {
         let ext_start = ext.start_bytes / sb;
         let e = entry(0, 0x0f, ext_start, ext.size_bytes / sb, 0)?;
-        let s = hdr.get_mut(slot).ok_or("no MBR slot left for the extended partition")?;
+        let s = hdr
+            .get_mut(slot)
+            .ok_or("no MBR slot left for the extended partition")?;
         *s = e;
         let logicals: Vec<_> = plan.partitions.iter().filter(|p| p.logical).collect();
         for (i, p) in logicals.iter().enumerate() {
             let ebr = p.ebr_bytes.ok_or("logical partition without an EBR")? / sb;
             let mut ebr_hdr = MBRHeader::new([0; 4]);
-            let first = entry(if p.bootable { 0x80 } else { 0 }, type_byte(p.type_)?, p.start_bytes / sb, p.size_bytes / sb, ebr)?;
+            let first = entry(
+                if p.bootable { 0x80 } else { 0 },
+                type_byte(p.type_)?,
+                p.start_bytes / sb,
+                p.size_bytes / sb,
+                ebr,
+            )?;
             if let Some(s) = ebr_hdr.get_mut(1) {
                 *s = first;
             }
@@ -394,7 +423,10 @@ mod tests {
     #[test]
     fn bad_status_and_signature() {
         let mut s = [0u8; 512];
-        assert!(matches!(parse_mbr(&s, 0), Err(Corrupt::BootSignature { .. })));
+        assert!(matches!(
+            parse_mbr(&s, 0),
+            Err(Corrupt::BootSignature { .. })
+        ));
         s[510] = 0x55;
         s[511] = 0xaa;
         s[0x1be] = 0x12;
@@ -407,7 +439,10 @@ mod tests {
                 value: 0x12
             })
         );
-        assert!(matches!(parse_mbr(&s[..100], 0), Err(Corrupt::Truncated { .. })));
+        assert!(matches!(
+            parse_mbr(&s[..100], 0),
+            Err(Corrupt::Truncated { .. })
+        ));
     }
 
     #[test]
@@ -420,18 +455,54 @@ mod tests {
             disk[lba * sb + 510] = 0x55;
             disk[lba * sb + 511] = 0xaa;
         };
-        let ext = MbrEntry { type_: 0x0f, start_lba: 8, sectors: 50, ..MbrEntry::default() };
+        let ext = MbrEntry {
+            type_: 0x0f,
+            start_lba: 8,
+            sectors: 50,
+            ..MbrEntry::default()
+        };
         set(&mut disk, 0, 0, ext);
-        let logical = MbrEntry { type_: 0x83, start_lba: 1, sectors: 2, ..MbrEntry::default() };
+        let logical = MbrEntry {
+            type_: 0x83,
+            start_lba: 1,
+            sectors: 2,
+            ..MbrEntry::default()
+        };
         // EBR at 8 links to 16, 16 links back to 8.
         set(&mut disk, 8, 0, logical);
-        set(&mut disk, 8, 1, MbrEntry { type_: 0x05, start_lba: 8, sectors: 3, ..MbrEntry::default() });
+        set(
+            &mut disk,
+            8,
+            1,
+            MbrEntry {
+                type_: 0x05,
+                start_lba: 8,
+                sectors: 3,
+                ..MbrEntry::default()
+            },
+        );
         set(&mut disk, 16, 0, logical);
-        set(&mut disk, 16, 1, MbrEntry { type_: 0x05, start_lba: 0, sectors: 3, ..MbrEntry::default() });
+        set(
+            &mut disk,
+            16,
+            1,
+            MbrEntry {
+                type_: 0x05,
+                start_lba: 0,
+                sectors: 3,
+                ..MbrEntry::default()
+            },
+        );
         let mbr = read_mbr(disk.as_slice()).unwrap();
         let chain = read_logical(disk.as_slice(), SectorSize::S512, &mbr).unwrap();
         assert_eq!(chain.partitions.len(), 2);
-        assert_eq!(chain.problem, Some(Corrupt::EbrLoop { lba: 8, previous: 16 }));
+        assert_eq!(
+            chain.problem,
+            Some(Corrupt::EbrLoop {
+                lba: 8,
+                previous: 16
+            })
+        );
     }
 
     proptest! {
