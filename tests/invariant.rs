@@ -1,0 +1,140 @@
+//! Architecture invariant: verify(build(spec)) reproduces plan(spec) field for field, and a
+//! freshly built image has no findings.
+
+mod common;
+
+use std::path::Path;
+
+use common::{blockwise, tempdir, write_file};
+use serde_json::Value;
+
+fn json(args: &[&std::ffi::OsStr]) -> (Value, std::process::Output) {
+    let o = blockwise(args);
+    let v = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    (v, o)
+}
+
+/// Every key the report and the plan share has the same value (recursively), except prose.
+fn assert_same(plan: &Value, report: &Value, path: &str) {
+    match (plan, report) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, va) in a {
+                if matches!(k.as_str(), "notes" | "source" | "findings" | "content" | "guid" | "logical" | "ebr_bytes") {
+                    continue;
+                }
+                if let Some(vb) = b.get(k) {
+                    if vb.is_null() || va.is_null() {
+                        continue;
+                    }
+                    assert_same(va, vb, &format!("{path}.{k}"));
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            assert_eq!(a.len(), b.len(), "{path}: lengths differ");
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                assert_same(x, y, &format!("{path}[{i}]"));
+            }
+        }
+        (a, b) => assert_eq!(a, b, "{path}"),
+    }
+}
+
+fn check(dir: &Path, name: &str, spec: &str) {
+    let spec_path = write_file(dir, &format!("{name}.toml"), spec);
+    let img = dir.join(format!("{name}.img"));
+    let (plan, o) = json(&["build".as_ref(), spec_path.as_os_str(), "-o".as_ref(), img.as_os_str(), "--json".as_ref()]);
+    assert!(o.status.success(), "{name}: build: {}", String::from_utf8_lossy(&o.stderr));
+    let eb = plan["erase_block_bytes"].to_string();
+    let (report, o) = json(&["verify".as_ref(), img.as_os_str(), "--json".as_ref(), "--erase-block".as_ref(), eb.as_ref()]);
+    assert_eq!(o.status.code(), Some(0), "{name}: verify: {}\n{report:#}", String::from_utf8_lossy(&o.stderr));
+    let errors: Vec<&Value> = report["findings"]
+        .as_array()
+        .map(|f| f.iter().filter(|x| x["severity"] != "info").collect())
+        .unwrap_or_default();
+    assert!(errors.is_empty(), "{name}: a fresh image has findings: {errors:#?}");
+    assert_eq!(report["aligned"], true, "{name}");
+    for k in ["size_bytes", "sector_bytes", "erase_block_bytes"] {
+        assert_eq!(plan[k], report[k], "{name}: {k}");
+    }
+    assert_eq!(plan["table"]["kind"], report["table"]["kind"], "{name}");
+    assert_same(&plan["partitions"], &report["partitions"], name);
+}
+
+#[test]
+fn verify_reproduces_plan() {
+    let dir = tempdir();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("tree/sub")).unwrap();
+    std::fs::write(d.join("tree/hello.txt"), "hello\n").unwrap();
+    std::fs::write(d.join("tree/sub/data.bin"), vec![7u8; 100_000]).unwrap();
+    check(
+        d,
+        "rpi",
+        r#"
+[image]
+size = "1GiB"
+[[partition]]
+fs = "fat32"
+size = "256MiB"
+contents = "tree"
+label = "BOOT"
+[[partition]]
+fs = "ext4"
+size = "fill"
+contents = "tree"
+label = "root"
+"#,
+    );
+    check(
+        d,
+        "gpt4k",
+        r#"
+[image]
+size = "2GiB"
+table = "gpt"
+sector-size = 4096
+erase-block = "8MiB"
+[[partition]]
+fs = "fat32"
+type = "esp"
+size = "512MiB"
+[[partition]]
+fs = "ext4"
+size = "fill"
+"#,
+    );
+    check(
+        d,
+        "usb",
+        r#"
+[image]
+size = "512MiB"
+erase-block = "128KiB"
+first-partition = "128KiB"
+[[partition]]
+fs = "fat32"
+size = "fill"
+fat = { cluster = "64KiB" }
+"#,
+    );
+    check(
+        d,
+        "bare",
+        r#"
+[image]
+table = "none"
+erase-block = "1MiB"
+[[partition]]
+fs = "fat16"
+size = "64MiB"
+contents = "tree"
+"#,
+    );
+    let mut many = String::from("[image]\nerase-block = \"1MiB\"\n");
+    for fs in ["fat16", "ext4", "none", "fat32", "ext4", "none"] {
+        let size = if fs == "fat32" { "300MiB" } else { "64MiB" };
+        many.push_str(&format!("[[partition]]\nfs = \"{fs}\"\nsize = \"{size}\"\n"));
+    }
+    check(d, "logical", &many);
+}
