@@ -760,13 +760,9 @@ impl PartitionSpec {
                 "has no meaning with table = \"none\" (there is no partition table)",
             ));
         }
+        // Names exist only in GPT; with MBR they are accepted and ignored, so one spec can
+        // switch tables.
         if let Some(name) = &self.name {
-            if img.table != TableKind::Gpt {
-                return Err(SpecError::new(
-                    k("name"),
-                    "partition names exist only in GPT; use label for the filesystem label",
-                ));
-            }
             if name.encode_utf16().count() > 36 {
                 return Err(SpecError::new(
                     k("name"),
@@ -1282,6 +1278,7 @@ seed = 1
 timestamp = 1700000000
 
 [[partition]]
+name = "boot"
 fs = "fat32"
 size = "512MiB"
 contents = "boot/"
