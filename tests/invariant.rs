@@ -50,7 +50,8 @@ fn check(dir: &Path, name: &str, spec: &str) {
     assert_eq!(o.status.code(), Some(0), "{name}: verify: {}\n{report:#}", String::from_utf8_lossy(&o.stderr));
     let errors: Vec<&Value> = report["findings"]
         .as_array()
-        .map(|f| f.iter().filter(|x| x["severity"] != "info").collect())
+        // The one expected warning: 4096-byte FAT sectors on a 4Kn layout.
+        .map(|f| f.iter().filter(|x| x["severity"] != "info" && x["code"] != "fat-sector-4096").collect())
         .unwrap_or_default();
     assert!(errors.is_empty(), "{name}: a fresh image has findings: {errors:#?}");
     assert_eq!(report["aligned"], true, "{name}");
@@ -109,7 +110,7 @@ size = "fill"
         "usb",
         r#"
 [image]
-size = "512MiB"
+size = "8GiB"
 erase-block = "128KiB"
 first-partition = "128KiB"
 [[partition]]
