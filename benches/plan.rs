@@ -1,3 +1,4 @@
+#![allow(missing_docs)] // criterion_group! generates undocumented functions
 //! Planning is arithmetic: a 100-partition GPT plan takes microseconds to milliseconds.
 //! `cargo bench --bench plan` prints the time per plan.
 
