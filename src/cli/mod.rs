@@ -38,6 +38,20 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Writes `text` to stdout. A closed pipe (`blockwise plan --json | head`) ends the program
+/// quietly instead of panicking in `println!`.
+pub fn emit(text: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("blockwise: writing to standard output: {e}");
+        std::process::exit(i32::from(EXIT_USAGE));
+    }
+}
+
 /// The error and its causes on one line.
 pub fn one_line(e: &anyhow::Error) -> String {
     let mut s = e.to_string();

@@ -312,9 +312,9 @@ pub fn run_plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
         .as_ref()
         .map_or_else(|| "(flags)".to_string(), |p| p.display().to_string());
     if a.json {
-        println!("{}", plan_json(&plan, &source, None)?);
+        super::emit(&format!("{}\n", plan_json(&plan, &source, None)?));
     } else {
-        print!("{}", human_plan(&plan));
+        super::emit(&human_plan(&plan));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -365,18 +365,16 @@ pub fn run_build(a: &BuildArgs) -> anyhow::Result<ExitCode> {
             "data_bytes": built.image.data_bytes(),
             "warnings": built.warnings,
         });
-        println!(
-            "{}",
-            plan_json(&built.plan, &a.spec.display().to_string(), Some(extra))?
-        );
+        let text = plan_json(&built.plan, &a.spec.display().to_string(), Some(extra))?;
+        super::emit(&format!("{text}\n"));
     } else {
-        print!("{}", human_plan(&built.plan));
-        println!(
-            "wrote {} ({}, {} of data)",
+        super::emit(&format!(
+            "{}wrote {} ({}, {} of data)\n",
+            human_plan(&built.plan),
             a.output.display(),
             format_size(built.plan.size_bytes),
             format_size(built.image.data_bytes())
-        );
+        ));
     }
     Ok(ExitCode::SUCCESS)
 }
