@@ -252,3 +252,14 @@ fn bmap_is_written_and_consistent() {
         assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(&out).unwrap());
     }
 }
+
+#[test]
+fn closed_stdout_pipe_is_not_a_panic() {
+    let cmd = format!(
+        "{} plan --size 8GiB --table gpt --partition none:1MiB --partition none:fill --json | head -c 1 >/dev/null",
+        common::bin().display()
+    );
+    let o = std::process::Command::new("sh").arg("-c").arg(&cmd).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("internal error") && !err.contains("panicked"), "{err}");
+}
