@@ -1,0 +1,582 @@
+//! Filesystem geometry and metadata placement: groups, inode tables, bitmaps, journal.
+//! Pure arithmetic over a block-usage bitmap; no bytes are written here.
+
+use crate::features::Features;
+use crate::{Error, Ext4Request};
+
+/// Where one group's metadata lives (absolute block numbers within the filesystem).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct GroupLoc {
+    pub block_bitmap: u64,
+    pub inode_bitmap: u64,
+    pub inode_table: u64,
+}
+
+/// A bitset of used blocks with a first-fit allocator.
+#[derive(Clone, Debug)]
+pub(crate) struct Bitmap {
+    words: Vec<u64>,
+    len: u64,
+}
+
+impl Bitmap {
+    pub fn new(len: u64) -> Self {
+        Bitmap {
+            words: vec![0; usize::try_from(len.div_ceil(64)).unwrap_or(0)],
+            len,
+        }
+    }
+    pub fn get(&self, b: u64) -> bool {
+        b >= self.len || (self.words[(b / 64) as usize] >> (b % 64)) & 1 == 1
+    }
+    pub fn set(&mut self, b: u64) {
+        if b < self.len {
+            self.words[(b / 64) as usize] |= 1 << (b % 64);
+        }
+    }
+    pub fn set_range(&mut self, start: u64, len: u64) {
+        for b in start..start.saturating_add(len).min(self.len) {
+            self.set(b);
+        }
+    }
+    /// First free block at or after `from`.
+    pub fn next_free(&self, from: u64) -> Option<u64> {
+        let mut b = from;
+        while b < self.len {
+            let w = self.words[(b / 64) as usize] >> (b % 64);
+            if w == u64::MAX >> (b % 64) {
+                b = (b / 64 + 1) * 64;
+                continue;
+            }
+            if w & 1 == 0 {
+                return Some(b);
+            }
+            b += 1;
+        }
+        None
+    }
+    /// Length of the free run at `start`, at most `max`.
+    pub fn free_run(&self, start: u64, max: u64) -> u64 {
+        let mut n = 0;
+        while n < max && !self.get(start + n) {
+            n += 1;
+        }
+        n
+    }
+    /// First position at or after `from` with `n` contiguous free blocks, below `end`.
+    pub fn find_run(&self, from: u64, n: u64, end: u64) -> Option<u64> {
+        let mut b = from;
+        loop {
+            b = self.next_free(b)?;
+            if b.checked_add(n)? > end.min(self.len) {
+                return None;
+            }
+            let run = self.free_run(b, n);
+            if run == n {
+                return Some(b);
+            }
+            b += run + 1;
+        }
+    }
+    /// Total free blocks.
+    pub fn free_total(&self) -> u64 {
+        let used: u64 = self.words.iter().map(|w| u64::from(w.count_ones())).sum();
+        self.len - used
+    }
+}
+
+/// The planned geometry of one filesystem.
+#[derive(Clone, Debug)]
+pub(crate) struct Geometry {
+    pub bs: u64,
+    pub blocks: u64,
+    pub fdb: u64,
+    pub bpg: u64,
+    pub groups: u64,
+    pub ipg: u64,
+    /// Inode table blocks per group.
+    #[allow(dead_code)]
+    pub itb: u64,
+    pub inode_size: u64,
+    pub desc_size: u64,
+    pub gdt_blocks: u64,
+    pub feat: Features,
+    pub loc: Vec<GroupLoc>,
+    /// Journal runs `(start, len)`; empty without a journal.
+    pub journal: Vec<(u64, u64)>,
+    pub journal_blocks: u64,
+    pub stride: u32,
+    pub stripe_width: u32,
+    pub reserved_blocks: u64,
+    /// Blocks used by metadata placed so far.
+    pub used: Bitmap,
+    /// Where data allocation starts.
+    pub data_start: u64,
+    pub notes: Vec<String>,
+    pub aligned: bool,
+}
+
+/// Groups holding a superblock backup under `sparse_super`: 0, 1, powers of 3, 5, 7.
+pub(crate) fn has_super(feat: &Features, g: u64) -> bool {
+    if g <= 1 || !feat.sparse_super {
+        return true;
+    }
+    for base in [3u64, 5, 7] {
+        let mut p = base;
+        while p < g {
+            p *= base;
+        }
+        if p == g {
+            return true;
+        }
+    }
+    false
+}
+
+/// mke2fs's default journal size in blocks (`ext2fs_default_journal_size`).
+pub(crate) fn default_journal_blocks(blocks: u64) -> Option<u64> {
+    Some(match blocks {
+        0..2048 => return None,
+        2048..32768 => 1024,
+        32768..262_144 => 4096,
+        262_144..524_288 => 8192,
+        524_288..4_194_304 => 16384,
+        4_194_304..8_388_608 => 32768,
+        8_388_608..16_777_216 => 65536,
+        16_777_216..33_554_432 => 131_072,
+        _ => 262_144,
+    })
+}
+
+fn lcm(a: u64, b: u64) -> u64 {
+    let (mut x, mut y) = (a, b);
+    while y != 0 {
+        (x, y) = (y, x % y);
+    }
+    a / x * b
+}
+
+impl Geometry {
+    /// Group `g`'s first block.
+    pub fn group_start(&self, g: u64) -> u64 {
+        self.fdb + g * self.bpg
+    }
+    /// Blocks in group `g` (the last may be short).
+    pub fn group_len(&self, g: u64) -> u64 {
+        (self.blocks - self.group_start(g)).min(self.bpg)
+    }
+    /// Total inode count.
+    pub fn inodes(&self) -> u64 {
+        self.ipg * self.groups
+    }
+    /// Erase-block alignment: the block at or after `b` whose absolute byte offset is a
+    /// multiple of the erase block (or `b` itself when that cannot hold).
+    fn align_up(req: &Ext4Request, bs: u64, b: u64) -> u64 {
+        let e = req.erase_block_bytes;
+        if e <= bs || e % bs != 0 || req.partition_start_bytes % bs != 0 {
+            return b;
+        }
+        let e_blocks = e / bs;
+        let p = req.partition_start_bytes / bs;
+        (p + b).div_ceil(e_blocks) * e_blocks - p
+    }
+    /// First erase-block-aligned position at or after `from` with `n` free blocks.
+    fn find_aligned_run(
+        req: &Ext4Request,
+        bs: u64,
+        used: &Bitmap,
+        from: u64,
+        n: u64,
+        end: u64,
+    ) -> Option<u64> {
+        let step = if req.erase_block_bytes > bs && req.erase_block_bytes % bs == 0 {
+            req.erase_block_bytes / bs
+        } else {
+            1
+        };
+        let mut c = Self::align_up(req, bs, from);
+        while c.checked_add(n)? <= end {
+            if used.free_run(c, n) == n {
+                return Some(c);
+            }
+            c += step;
+        }
+        None
+    }
+    fn is_aligned(req: &Ext4Request, bs: u64, b: u64) -> bool {
+        let abs = req.partition_start_bytes + b * bs;
+        abs % req.erase_block_bytes.max(bs) == 0
+    }
+
+    /// Plans the geometry. `inodes_min` is what the tree needs; `inodes_exact`, when given,
+    /// is a previously planned count to reproduce.
+    #[allow(clippy::too_many_lines)]
+    pub fn new(
+        req: &Ext4Request,
+        feat: Features,
+        inodes_min: u64,
+        inodes_exact: Option<u64>,
+    ) -> Result<Geometry, Error> {
+        let opts = &req.options;
+        let mut feat = feat;
+        let mut notes = Vec::new();
+        let bs = u64::from(opts.block_size);
+        if !matches!(bs, 1024 | 2048 | 4096) {
+            return Err(Error::InvalidSpec {
+                key: "ext4.block-size",
+                reason: format!("ext4 block size {bs} is not supported; use 1024, 2048 or 4096"),
+            });
+        }
+        let inode_size = u64::from(opts.inode_size);
+        if !inode_size.is_power_of_two() || !(128..=bs).contains(&inode_size) {
+            return Err(Error::InvalidSpec {
+                key: "ext4.inode-size",
+                reason: format!(
+                    "inode size {inode_size} must be a power of two between 128 and the block size {bs}"
+                ),
+            });
+        }
+        if opts.reserved_percent > 50 {
+            return Err(Error::InvalidSpec {
+                key: "ext4.reserved-percent",
+                reason: format!("reserved-percent {} is above 50", opts.reserved_percent),
+            });
+        }
+        let size = req.partition_size_bytes;
+        let mut blocks = size / bs;
+        if feat.bit64 {
+            blocks = blocks.min(1 << 48);
+        } else if blocks > u64::from(u32::MAX) {
+            return Err(Error::InvalidSpec {
+                key: "size",
+                reason: format!(
+                    "{blocks} blocks need the 64bit feature; remove \"^64bit\" or use a smaller partition"
+                ),
+            });
+        }
+        if blocks < 64 {
+            return Err(Error::NoSpace {
+                more_blocks: 64 - blocks,
+                more_inodes: 0,
+                block_bytes: bs,
+            });
+        }
+        let fdb = u64::from(bs == 1024);
+        let bpg = 8 * bs;
+        let desc_size = if feat.bit64 { 64 } else { 32 };
+        let ipb = bs / inode_size;
+        let ipg_unit = lcm(8, ipb);
+        let ipg_max = (8 * bs) / ipg_unit * ipg_unit;
+        let ratio = match size {
+            0..0x30_0000 => 8192,
+            0x30_0000..0x2000_0000 => 4096,
+            0x2000_0000..0x400_0000_0000 => 16384,
+            0x400_0000_0000..0x1000_0000_0000 => 32768,
+            _ => 65536,
+        };
+        // Resolve the journal size first (it depends only on the block count).
+        let mut journal_blocks = 0;
+        if feat.has_journal {
+            journal_blocks = match opts.journal_size {
+                Some(bytes) => {
+                    let jb = bytes.div_ceil(bs);
+                    if jb < 1024 || jb > blocks / 2 {
+                        return Err(Error::InvalidSpec {
+                            key: "ext4.journal-size",
+                            reason: format!(
+                                "journal of {jb} blocks must be at least 1024 blocks and at most half the filesystem ({} blocks)",
+                                blocks / 2
+                            ),
+                        });
+                    }
+                    jb
+                }
+                None => match default_journal_blocks(blocks) {
+                    Some(j) => j,
+                    None => {
+                        notes.push(format!(
+                            "The filesystem has only {blocks} blocks, too few for a journal (mke2fs needs 2048): no journal."
+                        ));
+                        feat.has_journal = false;
+                        0
+                    }
+                },
+            };
+        }
+        let mut groups;
+        let mut ipg;
+        let mut itb;
+        let mut gdt_blocks;
+        loop {
+            groups = (blocks - fdb).div_ceil(bpg);
+            let wanted = match (inodes_exact, opts.inodes) {
+                (Some(n), _) | (None, Some(n)) => n,
+                (None, None) => (blocks * bs / ratio).max(inodes_min),
+            };
+            let wanted = wanted.max(16);
+            ipg = wanted.div_ceil(groups).div_ceil(ipg_unit) * ipg_unit;
+            if ipg > ipg_max {
+                if inodes_exact.is_none() && opts.inodes.is_none() && inodes_min <= ipg_max * groups
+                {
+                    ipg = ipg_max;
+                } else {
+                    let more = (ipg - ipg_max) * groups;
+                    return Err(Error::NoSpace {
+                        more_blocks: more.div_ceil(ipg_max) * bpg,
+                        more_inodes: more,
+                        block_bytes: bs,
+                    });
+                }
+            }
+            itb = (ipg * inode_size).div_ceil(bs);
+            gdt_blocks = (groups * desc_size).div_ceil(bs);
+            let last_len = blocks - fdb - (groups - 1) * bpg;
+            let overhead = if has_super(&feat, groups - 1) {
+                1 + gdt_blocks
+            } else {
+                0
+            } + 2
+                + itb;
+            if groups > 1 && last_len < overhead + 50 {
+                blocks -= last_len;
+                notes.push(format!(
+                    "The last {last_len} blocks are left unused: too few for a block group (as mke2fs does)."
+                ));
+                continue;
+            }
+            break;
+        }
+        let mut used = Bitmap::new(blocks);
+        if fdb == 1 {
+            used.set(0);
+        }
+        for g in 0..groups {
+            if has_super(&feat, g) {
+                used.set_range(fdb + g * bpg, 1 + gdt_blocks);
+            }
+        }
+        let mut loc = vec![GroupLoc::default(); groups as usize];
+        let too_small = |_what: &str| Error::NoSpace {
+            more_blocks: itb + 2 + 50,
+            more_inodes: 0,
+            block_bytes: bs,
+        };
+        let mut aligned = true;
+        if feat.flex_bg {
+            let flex = 16u64;
+            let mut f0 = 0;
+            while f0 < groups {
+                let n = flex.min(groups - f0);
+                let start = fdb + f0 * bpg;
+                let bb = used
+                    .find_run(start, n, blocks)
+                    .ok_or_else(|| too_small("bitmaps"))?;
+                used.set_range(bb, n);
+                let ib = used
+                    .find_run(bb + n, n, blocks)
+                    .ok_or_else(|| too_small("bitmaps"))?;
+                used.set_range(ib, n);
+                let mut cur = ib + n;
+                for (k, g) in (f0..f0 + n).enumerate() {
+                    let found = if k == 0 {
+                        Self::find_aligned_run(req, bs, &used, cur, itb, blocks)
+                            .or_else(|| used.find_run(cur, itb, blocks))
+                    } else {
+                        used.find_run(cur, itb, blocks)
+                    };
+                    let it = match found {
+                        Some(b) => b,
+                        None => used
+                            .find_run(ib + n, itb, blocks)
+                            .ok_or_else(|| too_small("inode tables"))?,
+                    };
+                    if k == 0 && !Self::is_aligned(req, bs, it) {
+                        aligned = false;
+                    }
+                    used.set_range(it, itb);
+                    loc[g as usize] = GroupLoc {
+                        block_bitmap: bb + (g - f0),
+                        inode_bitmap: ib + (g - f0),
+                        inode_table: it,
+                    };
+                    cur = it + itb;
+                }
+                f0 += n;
+            }
+        } else {
+            for g in 0..groups {
+                let start = fdb + g * bpg;
+                let end = start + (blocks - start).min(bpg);
+                let bb = used
+                    .next_free(start)
+                    .filter(|&b| b + 2 <= end)
+                    .ok_or_else(|| too_small("bitmaps"))?;
+                used.set_range(bb, 2);
+                let it = match Self::find_aligned_run(req, bs, &used, bb + 2, itb, end) {
+                    Some(b) => b,
+                    None => used
+                        .find_run(bb + 2, itb, end)
+                        .ok_or_else(|| too_small("inode table"))?,
+                };
+                if g == 0 && !Self::is_aligned(req, bs, it) {
+                    aligned = false;
+                }
+                used.set_range(it, itb);
+                loc[g as usize] = GroupLoc {
+                    block_bitmap: bb,
+                    inode_bitmap: bb + 1,
+                    inode_table: it,
+                };
+            }
+        }
+        // The journal: in the middle group (as mke2fs), on an erase-block boundary.
+        let mut journal = Vec::new();
+        if feat.has_journal {
+            let free = used.free_total();
+            if free < journal_blocks {
+                return Err(Error::NoSpace {
+                    more_blocks: journal_blocks - free,
+                    more_inodes: 0,
+                    block_bytes: bs,
+                });
+            }
+            let mid = if groups > 1 {
+                fdb + (groups / 2) * bpg
+            } else {
+                fdb
+            };
+            let first_free = used.next_free(mid).unwrap_or(fdb);
+            let start = Self::find_aligned_run(req, bs, &used, first_free, journal_blocks, blocks)
+                .or_else(|| used.find_run(first_free, journal_blocks, blocks))
+                .or_else(|| used.find_run(fdb, journal_blocks, blocks));
+            if let Some(s) = start {
+                journal.push((s, journal_blocks));
+                used.set_range(s, journal_blocks);
+            } else {
+                // Not contiguous: take free runs from the goal on, wrapping around.
+                let mut left = journal_blocks;
+                let mut cur = first_free;
+                let mut wrapped = false;
+                while left > 0 {
+                    match used.next_free(cur) {
+                        Some(b) => {
+                            let run = used.free_run(b, left);
+                            journal.push((b, run));
+                            used.set_range(b, run);
+                            left -= run;
+                            cur = b + run;
+                        }
+                        None if !wrapped => {
+                            wrapped = true;
+                            cur = fdb;
+                        }
+                        None => break,
+                    }
+                }
+            }
+            if let Some(&(s, _)) = journal.first() {
+                if !Self::is_aligned(req, bs, s) {
+                    aligned = false;
+                }
+            }
+        }
+        let data_start = used.next_free(loc[0].inode_table + itb).unwrap_or(fdb);
+        // RAID hints.
+        let e_blocks = (req.erase_block_bytes / bs).max(1);
+        let stride = opts.stride.map_or(e_blocks, u64::from);
+        let stripe_width = opts.stripe_width.map_or(e_blocks, u64::from);
+        if stride > 0xffff {
+            return Err(Error::InvalidSpec {
+                key: "ext4.stride",
+                reason: format!(
+                    "stride {stride} blocks does not fit ext4's 16-bit field; set ext4.stride or a larger block size"
+                ),
+            });
+        }
+        let stripe_width = u32::try_from(stripe_width).map_err(|_| Error::InvalidSpec {
+            key: "ext4.stripe-width",
+            reason: "stripe width does not fit 32 bits".to_string(),
+        })?;
+        if req.partition_start_bytes % bs != 0 {
+            aligned = false;
+            notes.push(format!(
+                "The partition start {} is not a multiple of the {bs}-byte block: nothing inside can be aligned.",
+                req.partition_start_bytes
+            ));
+        }
+        if req.erase_block_bytes > bs && req.erase_block_bytes % bs == 0 {
+            notes.push(format!(
+                "stride = stripe_width = erase block / block size = {e_blocks} unless set, so the allocator writes whole erase blocks."
+            ));
+        }
+        if feat.flex_bg {
+            notes.push(
+                "flex_bg packs the bitmaps and inode tables of 16 groups together; each pack of inode tables starts on an erase-block boundary."
+                    .to_string(),
+            );
+        }
+        if feat.has_journal {
+            notes.push(format!(
+                "The {journal_blocks}-block journal (sized like mke2fs) sits in the middle group, starting on an erase-block boundary."
+            ));
+        }
+        Ok(Geometry {
+            bs,
+            blocks,
+            fdb,
+            bpg,
+            groups,
+            ipg,
+            itb,
+            inode_size,
+            desc_size,
+            gdt_blocks,
+            feat,
+            loc,
+            journal,
+            journal_blocks,
+            stride: stride as u32,
+            stripe_width,
+            reserved_blocks: blocks * u64::from(opts.reserved_percent) / 100,
+            used,
+            data_start,
+            notes,
+            aligned,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backup_groups() {
+        let f = Features {
+            sparse_super: true,
+            ..Features::default()
+        };
+        let b: Vec<u64> = (0..130).filter(|&g| has_super(&f, g)).collect();
+        assert_eq!(b, [0, 1, 3, 5, 7, 9, 25, 27, 49, 81, 125]);
+    }
+
+    #[test]
+    fn journal_sizes_like_mke2fs() {
+        assert_eq!(default_journal_blocks(2047), None);
+        assert_eq!(default_journal_blocks(65536), Some(4096));
+        assert_eq!(default_journal_blocks(262_144), Some(8192));
+        assert_eq!(default_journal_blocks(1 << 20), Some(16384));
+    }
+
+    #[test]
+    fn bitmap_runs() {
+        let mut b = Bitmap::new(200);
+        b.set_range(0, 70);
+        b.set(75);
+        assert_eq!(b.next_free(0), Some(70));
+        assert_eq!(b.find_run(0, 5, 200), Some(70));
+        assert_eq!(b.find_run(0, 6, 200), Some(76));
+        assert_eq!(b.free_total(), 200 - 71);
+        assert_eq!(b.find_run(190, 20, 200), None);
+    }
+}

@@ -1,0 +1,494 @@
+//! The `mke2fs -d` fallback ext4 backend (`ext4.backend = "mke2fs"`).
+//!
+//! Runs `mke2fs -t ext4 -d DIR` from e2fsprogs (≥ 1.43) into a temporary file of the
+//! partition size next to the output, applies the spec's `[[partition.entry]]` overrides
+//! with one `debugfs -w -f CMDS` run, then copies the data (holes skipped) into the sink.
+//! Geometry, UUID, hash seed, RAID hints and features come from the same [`Ext4Plan`] as
+//! the native writer; times are pinned with `E2FSPROGS_FAKE_TIME` and `SOURCE_DATE_EPOCH`.
+
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use blockwise_geometry::{BlockSink, EntryKind, EntrySpec, Ext4Plan, Ext4Profile, Guid};
+
+/// Errors of the mke2fs backend.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Mke2fsError {
+    /// A tool of e2fsprogs is not installed.
+    #[error("{tool} not found: the mke2fs backend needs e2fsprogs ≥ 1.43 (install the package e2fsprogs, or use backend = \"native\")")]
+    Missing {
+        /// `mke2fs` or `debugfs`.
+        tool: &'static str,
+    },
+    /// mke2fs is older than 1.43 (no `-d`).
+    #[error("mke2fs {found} is too old: the mke2fs backend needs e2fsprogs ≥ 1.43 for -d (upgrade the package e2fsprogs, or use backend = \"native\")")]
+    TooOld {
+        /// The version found.
+        found: String,
+    },
+    /// A tool ran and failed.
+    #[error("{tool} failed ({status}): {stderr}")]
+    Failed {
+        /// Which tool.
+        tool: &'static str,
+        /// Exit status.
+        status: String,
+        /// What it printed on stderr (trimmed).
+        stderr: String,
+    },
+    /// A spec entry the mke2fs backend cannot apply.
+    #[error("{path}: {why} with backend = \"mke2fs\" (use backend = \"native\")")]
+    Refused {
+        /// The entry path.
+        path: String,
+        /// Why.
+        why: &'static str,
+    },
+    /// The plan lacks a value the backend needs.
+    #[error("the ext4 plan has no {what}")]
+    Plan {
+        /// Which value.
+        what: &'static str,
+    },
+    /// Temporary file I/O failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Copying into the image failed.
+    #[error("writing the mke2fs result into the image at byte {offset} failed: {message}")]
+    Sink {
+        /// Partition offset.
+        offset: u64,
+        /// The sink's error.
+        message: String,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Mke2fsError + '_ {
+    move |source| Mke2fsError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Removes the temporary files when dropped.
+struct TempFiles(Vec<PathBuf>);
+
+impl Drop for TempFiles {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = fs::remove_file(p);
+        }
+    }
+}
+
+/// Parses `mke2fs 1.47.0 (5-Feb-2023)` into `(1, 47)`.
+fn parse_version(text: &str) -> Option<(u32, u32, String)> {
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("mke2fs "))?;
+    let ver = line
+        .trim_start()
+        .strip_prefix("mke2fs ")?
+        .split_whitespace()
+        .next()?;
+    let mut it = ver.split('.');
+    let major = it.next()?.parse().ok()?;
+    let minor = it
+        .next()?
+        .trim_end_matches(|c: char| !c.is_ascii_digit())
+        .parse()
+        .ok()?;
+    Some((major, minor, ver.to_string()))
+}
+
+fn run(tool: &'static str, cmd: &mut Command) -> Result<Output, Mke2fsError> {
+    let out = cmd.output().map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Mke2fsError::Missing { tool }
+        } else {
+            Mke2fsError::Failed {
+                tool,
+                status: e.to_string(),
+                stderr: String::new(),
+            }
+        }
+    })?;
+    if !out.status.success() {
+        return Err(Mke2fsError::Failed {
+            tool,
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(out)
+}
+
+/// Checks that mke2fs exists and is ≥ 1.43.
+fn check_version() -> Result<(), Mke2fsError> {
+    let out = Command::new("mke2fs").arg("-V").output().map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Mke2fsError::Missing { tool: "mke2fs" }
+        } else {
+            Mke2fsError::Failed {
+                tool: "mke2fs",
+                status: e.to_string(),
+                stderr: String::new(),
+            }
+        }
+    })?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    match parse_version(&text) {
+        Some((maj, min, _)) if (maj, min) >= (1, 43) => Ok(()),
+        Some((_, _, found)) => Err(Mke2fsError::TooOld { found }),
+        None => Err(Mke2fsError::TooOld {
+            found: text.trim().to_string(),
+        }),
+    }
+}
+
+/// The `mke2fs` arguments for this plan (without the device and block count).
+fn mke2fs_args(
+    req: &blockwise_ext4::Ext4Request,
+    plan: &Ext4Plan,
+) -> Result<Vec<String>, Mke2fsError> {
+    let o = &req.options;
+    let uuid = plan
+        .uuid
+        .clone()
+        .ok_or(Mke2fsError::Plan { what: "UUID" })?;
+    let hash_seed = Guid::derive(req.seed, "ext4-hash-seed", 0)
+        .to_string()
+        .to_lowercase();
+    let mut features = vec!["none".to_string()];
+    features.extend(plan.features.iter().cloned());
+    // Pass the user's edits too: mke2fs knows features the native writer does not.
+    for f in &o.features {
+        let f = f.trim();
+        let f = f
+            .strip_prefix('-')
+            .map_or_else(|| f.to_string(), |r| format!("^{r}"));
+        features.push(f.strip_prefix('+').unwrap_or(&f).to_string());
+    }
+    let mut args = vec![
+        "-q".to_string(),
+        "-F".into(),
+        "-t".into(),
+        "ext4".into(),
+        "-b".into(),
+        plan.block_bytes.to_string(),
+        "-I".into(),
+        o.inode_size.to_string(),
+        "-N".into(),
+        plan.inodes.to_string(),
+        "-m".into(),
+        o.reserved_percent.to_string(),
+        "-U".into(),
+        uuid,
+        "-E".into(),
+        format!(
+            "stride={},stripe_width={},hash_seed={hash_seed},lazy_itable_init=0,root_owner=0:0",
+            plan.stride, plan.stripe_width
+        ),
+        "-O".into(),
+        features.join(","),
+    ];
+    if let Some(l) = &req.label {
+        args.push("-L".into());
+        args.push(l.clone());
+    }
+    if plan.features.iter().any(|f| f == "has_journal") {
+        if let Some(bytes) = o.journal_size {
+            args.push("-J".into());
+            args.push(format!("size={}", bytes.div_ceil(1 << 20)));
+        }
+    }
+    // The compat profile is expressed by the feature list already.
+    let _ = o.profile == Ext4Profile::Compat;
+    Ok(args)
+}
+
+/// Quotes a path or value for a debugfs command line.
+fn dq(s: &str) -> Result<String, Mke2fsError> {
+    if s.contains('"') || s.contains('\n') {
+        return Err(Mke2fsError::Refused {
+            path: s.to_string(),
+            why: "names with '\"' or newlines cannot be passed to debugfs",
+        });
+    }
+    Ok(format!("\"{s}\""))
+}
+
+/// The file type bits of an existing entry, from the contents directory.
+fn type_bits(contents: Option<&Path>, path: &str) -> Option<u32> {
+    use std::os::unix::fs::FileTypeExt;
+    let md = fs::symlink_metadata(contents?.join(path.trim_start_matches('/'))).ok()?;
+    let t = md.file_type();
+    Some(if t.is_dir() {
+        0o040000
+    } else if t.is_symlink() {
+        0o120000
+    } else if t.is_char_device() {
+        0o020000
+    } else if t.is_block_device() {
+        0o060000
+    } else if t.is_fifo() {
+        0o010000
+    } else if t.is_socket() {
+        0o140000
+    } else {
+        0o100000
+    })
+}
+
+/// debugfs commands for the spec entries. Value files for xattrs go to `tmp`.
+fn entry_commands(
+    entries: &[EntrySpec],
+    contents: Option<&Path>,
+    timestamp: i64,
+    work: &Path,
+    tmp: &mut TempFiles,
+) -> Result<String, Mke2fsError> {
+    let mut cmds = String::new();
+    let mut created_dirs: Vec<String> = Vec::new();
+    for (j, e) in entries.iter().enumerate() {
+        let p = dq(&e.path)?;
+        let exists = contents.is_some_and(|c| {
+            c.join(e.path.trim_start_matches('/'))
+                .symlink_metadata()
+                .is_ok()
+        });
+        let mut created = false;
+        if !exists {
+            // Missing parents, as the native tree builder does (root-owned 0755).
+            let mut acc = String::new();
+            let comps: Vec<&str> = e.path.split('/').filter(|c| !c.is_empty()).collect();
+            for comp in comps.iter().take(comps.len().saturating_sub(1)) {
+                acc.push('/');
+                acc.push_str(comp);
+                let on_host =
+                    contents.is_some_and(|c| c.join(acc.trim_start_matches('/')).exists());
+                if !on_host && !created_dirs.contains(&acc) {
+                    let q = dq(&acc)?;
+                    cmds.push_str(&format!("mkdir {q}\nsif {q} mode 040755\n"));
+                    for f in ["mtime", "atime", "ctime", "crtime"] {
+                        cmds.push_str(&format!("sif {q} {f} @{timestamp}\n"));
+                    }
+                    created_dirs.push(acc.clone());
+                }
+            }
+            created = true;
+            // mknod and write link the name into the current directory verbatim.
+            let (parent, base) = e.path.rsplit_once('/').unwrap_or(("", e.path.as_str()));
+            let parent = if parent.is_empty() { "/" } else { parent };
+            let (pq, bq) = (dq(parent)?, dq(base)?);
+            let dev = |c: char| -> String {
+                format!(
+                    "cd {pq}\nmknod {bq} {c} {} {}\ncd /\n",
+                    e.major.unwrap_or(0),
+                    e.minor.unwrap_or(0)
+                )
+            };
+            match e.kind {
+                EntryKind::Existing => {
+                    return Err(Mke2fsError::Refused {
+                        path: e.path.clone(),
+                        why: "the entry is not in contents and has no kind",
+                    })
+                }
+                EntryKind::File => cmds.push_str(&format!("cd {pq}\nwrite /dev/null {bq}\ncd /\n")),
+                EntryKind::Dir => {
+                    cmds.push_str(&format!("mkdir {p}\n"));
+                    created_dirs.push(e.path.clone());
+                }
+                EntryKind::Symlink => {
+                    let t = e.target.clone().unwrap_or_default();
+                    cmds.push_str(&format!("symlink {p} {}\n", dq(&t)?));
+                }
+                EntryKind::Char => cmds.push_str(&dev('c')),
+                EntryKind::Block => cmds.push_str(&dev('b')),
+                EntryKind::Fifo => cmds.push_str(&format!("cd {pq}\nmknod {bq} p\ncd /\n")),
+                EntryKind::Socket => {
+                    return Err(Mke2fsError::Refused {
+                        path: e.path.clone(),
+                        why: "debugfs cannot create sockets",
+                    })
+                }
+            }
+        }
+        let (ty, default_perm) = match e.kind {
+            EntryKind::File => (0o100000, 0o644),
+            EntryKind::Dir => (0o040000, 0o755),
+            EntryKind::Symlink => (0o120000, 0o777),
+            EntryKind::Char => (0o020000, 0o600),
+            EntryKind::Block => (0o060000, 0o600),
+            EntryKind::Fifo => (0o010000, 0o644),
+            EntryKind::Socket => (0o140000, 0o755),
+            EntryKind::Existing => (type_bits(contents, &e.path).unwrap_or(0o100000), 0o644),
+        };
+        let perm = e.mode.or(if created { Some(default_perm) } else { None });
+        if let Some(m) = perm {
+            cmds.push_str(&format!("sif {p} mode 0{:o}\n", ty | (m & 0o7777)));
+        }
+        if e.uid.is_some() || created {
+            cmds.push_str(&format!("sif {p} uid {}\n", e.uid.unwrap_or(0)));
+        }
+        if e.gid.is_some() || created {
+            cmds.push_str(&format!("sif {p} gid {}\n", e.gid.unwrap_or(0)));
+        }
+        if created {
+            for f in ["mtime", "atime", "ctime", "crtime"] {
+                cmds.push_str(&format!("sif {p} {f} @{timestamp}\n"));
+            }
+        }
+        for (k, (name, value)) in e.xattrs.iter().enumerate() {
+            let vf = work.join(format!(".blockwise-xattr-{}-{j}-{k}", std::process::id()));
+            fs::write(&vf, value).map_err(io_err(&vf))?;
+            let vfs = vf.to_string_lossy().into_owned();
+            tmp.0.push(vf);
+            cmds.push_str(&format!("ea_set -f {} {p} {}\n", dq(&vfs)?, dq(name)?));
+        }
+    }
+    Ok(cmds)
+}
+
+/// Builds the partition with `mke2fs -d` in a temp file under `work_dir` and copies it in.
+pub(crate) fn write_with_mke2fs<S: BlockSink + ?Sized>(
+    sink: &mut S,
+    req: &blockwise_ext4::Ext4Request,
+    plan: &Ext4Plan,
+    contents_dir: Option<&Path>,
+    entries: &[EntrySpec],
+    work_dir: &Path,
+) -> Result<(), Mke2fsError> {
+    check_version()?;
+    let tag = format!("{}-{}", std::process::id(), req.partition_start_bytes);
+    let img = work_dir.join(format!(".blockwise-mke2fs-{tag}.img"));
+    let mut tmp = TempFiles(vec![img.clone()]);
+    {
+        let f = File::create(&img).map_err(io_err(&img))?;
+        f.set_len(req.partition_size_bytes).map_err(io_err(&img))?;
+    }
+    let ts = req.timestamp.max(0).to_string();
+    let mut cmd = Command::new("mke2fs");
+    cmd.args(mke2fs_args(req, plan)?);
+    if let Some(d) = contents_dir {
+        cmd.arg("-d").arg(d);
+    }
+    cmd.arg(&img).arg(plan.blocks.to_string());
+    cmd.env("E2FSPROGS_FAKE_TIME", &ts)
+        .env("SOURCE_DATE_EPOCH", &ts);
+    cmd.env_remove("MKE2FS_SYNC");
+    run("mke2fs", &mut cmd)?;
+
+    if !entries.is_empty() {
+        let cmds = entry_commands(entries, contents_dir, req.timestamp, work_dir, &mut tmp)?;
+        let cf = work_dir.join(format!(".blockwise-debugfs-{tag}.cmds"));
+        fs::write(&cf, &cmds).map_err(io_err(&cf))?;
+        tmp.0.push(cf.clone());
+        let mut d = Command::new("debugfs");
+        d.arg("-w").arg("-f").arg(&cf).arg(&img);
+        d.env("E2FSPROGS_FAKE_TIME", &ts)
+            .env("SOURCE_DATE_EPOCH", &ts);
+        let out = run("debugfs", &mut d)?;
+        // debugfs reports command failures on stderr but still exits 0.
+        let errors: Vec<&str> = std::str::from_utf8(&out.stderr)
+            .unwrap_or("")
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with("debugfs "))
+            .collect();
+        if !errors.is_empty() {
+            return Err(Mke2fsError::Failed {
+                tool: "debugfs",
+                status: "command error".into(),
+                stderr: errors.join("; "),
+            });
+        }
+    }
+
+    // Copy the result into the sink, skipping all-zero chunks (holes).
+    let mut f = File::open(&img).map_err(io_err(&img))?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut off = 0u64;
+    loop {
+        let mut filled = 0;
+        while filled < buf.len() {
+            let n = f.read(&mut buf[filled..]).map_err(io_err(&img))?;
+            if n == 0 {
+                break;
+            }
+            filled += n;
+        }
+        if filled == 0 {
+            break;
+        }
+        for (k, chunk) in buf[..filled].chunks(4096).enumerate() {
+            if chunk.iter().any(|&b| b != 0) {
+                let at = off + (k as u64) * 4096;
+                sink.write_at(at, chunk).map_err(|e| Mke2fsError::Sink {
+                    offset: at,
+                    message: e.to_string(),
+                })?;
+            }
+        }
+        off += filled as u64;
+    }
+    drop(tmp);
+    let _ = std::io::stderr().flush();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert_eq!(
+            parse_version("mke2fs 1.47.0 (5-Feb-2023)\n\tUsing EXT2FS Library version 1.47.0")
+                .map(|v| (v.0, v.1)),
+            Some((1, 47))
+        );
+        assert_eq!(
+            parse_version("mke2fs 1.42.9 (28-Dec-2013)").map(|v| (v.0, v.1)),
+            Some((1, 42))
+        );
+        assert!(parse_version("bash: mke2fs: not found").is_none());
+    }
+
+    #[test]
+    fn refuses_sockets_and_quotes() {
+        let e = EntrySpec {
+            path: "/run/sock".into(),
+            kind: EntryKind::Socket,
+            ..EntrySpec::default()
+        };
+        let mut tmp = TempFiles(Vec::new());
+        let err = entry_commands(&[e], None, 0, Path::new("/nonexistent"), &mut tmp).unwrap_err();
+        assert!(err.to_string().contains("sockets"), "{err}");
+        let e = EntrySpec {
+            path: "/dev/console".into(),
+            kind: EntryKind::Char,
+            major: Some(5),
+            minor: Some(1),
+            mode: Some(0o600),
+            ..EntrySpec::default()
+        };
+        let c = entry_commands(&[e], None, 7, Path::new("/nonexistent"), &mut tmp).unwrap();
+        assert!(c.contains("cd \"/dev\"\nmknod \"console\" c 5 1"), "{c}");
+        assert!(c.contains("sif \"/dev/console\" mode 020600"), "{c}");
+        assert!(c.contains("mkdir \"/dev\""), "{c}");
+    }
+}
