@@ -269,10 +269,24 @@ sys.exit(p.wait())\n";
     let bin = common::bin();
     let o = std::process::Command::new("python3")
         .args(["-c", script, bin.to_str().unwrap()])
-        .args(["plan", "--size", "8GiB", "--table", "gpt", "--partition", "none:1MiB", "--partition", "none:fill", "--json"])
+        .args([
+            "plan",
+            "--size",
+            "8GiB",
+            "--table",
+            "gpt",
+            "--partition",
+            "none:1MiB",
+            "--partition",
+            "none:fill",
+            "--json",
+        ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!err.contains("internal error") && !err.contains("panicked"), "{err}");
+    assert!(
+        !err.contains("internal error") && !err.contains("panicked"),
+        "{err}"
+    );
     assert_eq!(o.status.code(), Some(0), "{err}");
 }

@@ -19,7 +19,10 @@ fn assert_same(plan: &Value, report: &Value, path: &str) {
     match (plan, report) {
         (Value::Object(a), Value::Object(b)) => {
             for (k, va) in a {
-                if matches!(k.as_str(), "notes" | "source" | "findings" | "content" | "guid" | "logical" | "ebr_bytes") {
+                if matches!(
+                    k.as_str(),
+                    "notes" | "source" | "findings" | "content" | "guid" | "logical" | "ebr_bytes"
+                ) {
                     continue;
                 }
                 if let Some(vb) = b.get(k) {
@@ -43,17 +46,45 @@ fn assert_same(plan: &Value, report: &Value, path: &str) {
 fn check(dir: &Path, name: &str, spec: &str) {
     let spec_path = write_file(dir, &format!("{name}.toml"), spec);
     let img = dir.join(format!("{name}.img"));
-    let (plan, o) = json(&["build".as_ref(), spec_path.as_os_str(), "-o".as_ref(), img.as_os_str(), "--json".as_ref()]);
-    assert!(o.status.success(), "{name}: build: {}", String::from_utf8_lossy(&o.stderr));
+    let (plan, o) = json(&[
+        "build".as_ref(),
+        spec_path.as_os_str(),
+        "-o".as_ref(),
+        img.as_os_str(),
+        "--json".as_ref(),
+    ]);
+    assert!(
+        o.status.success(),
+        "{name}: build: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let eb = plan["erase_block_bytes"].to_string();
-    let (report, o) = json(&["verify".as_ref(), img.as_os_str(), "--json".as_ref(), "--erase-block".as_ref(), eb.as_ref()]);
-    assert_eq!(o.status.code(), Some(0), "{name}: verify: {}\n{report:#}", String::from_utf8_lossy(&o.stderr));
+    let (report, o) = json(&[
+        "verify".as_ref(),
+        img.as_os_str(),
+        "--json".as_ref(),
+        "--erase-block".as_ref(),
+        eb.as_ref(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{name}: verify: {}\n{report:#}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let errors: Vec<&Value> = report["findings"]
         .as_array()
         // The one expected warning: 4096-byte FAT sectors on a 4Kn layout.
-        .map(|f| f.iter().filter(|x| x["severity"] != "info" && x["code"] != "fat-sector-4096").collect())
+        .map(|f| {
+            f.iter()
+                .filter(|x| x["severity"] != "info" && x["code"] != "fat-sector-4096")
+                .collect()
+        })
         .unwrap_or_default();
-    assert!(errors.is_empty(), "{name}: a fresh image has findings: {errors:#?}");
+    assert!(
+        errors.is_empty(),
+        "{name}: a fresh image has findings: {errors:#?}"
+    );
     assert_eq!(report["aligned"], true, "{name}");
     for k in ["size_bytes", "sector_bytes", "erase_block_bytes"] {
         assert_eq!(plan[k], report[k], "{name}: {k}");
@@ -135,7 +166,9 @@ contents = "tree"
     let mut many = String::from("[image]\nerase-block = \"1MiB\"\n");
     for fs in ["fat16", "ext4", "none", "fat32", "ext4", "none"] {
         let size = if fs == "fat32" { "300MiB" } else { "64MiB" };
-        many.push_str(&format!("[[partition]]\nfs = \"{fs}\"\nsize = \"{size}\"\n"));
+        many.push_str(&format!(
+            "[[partition]]\nfs = \"{fs}\"\nsize = \"{size}\"\n"
+        ));
     }
     check(d, "logical", &many);
 }

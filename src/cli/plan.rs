@@ -233,8 +233,8 @@ pub fn human_plan(plan: &Plan) -> String {
         .max(4);
     let _ = writeln!(
         s,
-        "{:>3} {:>12} {:>12} {:>12} {:>12}  {:<tw$} {:<7} {:>9}  {}",
-        "#", "start sector", "sectors", "start", "size", "type", "content", "alignment", "ok"
+        "{:>3} {:>12} {:>12} {:>12} {:>12}  {:<tw$} {:<7} {:>9}  ok",
+        "#", "start sector", "sectors", "start", "size", "type", "content", "alignment"
     );
     for p in &plan.partitions {
         let align = if p.start_bytes == 0 {
