@@ -40,6 +40,7 @@ impl Error {
         matches!(self, Error::Spec(_))
     }
 
+    #[cfg(feature = "host")]
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
