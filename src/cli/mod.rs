@@ -2,6 +2,7 @@
 //! anyhow and the terminal.
 
 mod plan;
+pub mod source;
 mod verify;
 
 use std::process::ExitCode;

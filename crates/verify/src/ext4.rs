@@ -1,0 +1,661 @@
+//! ext2/3/4 superblock and group-descriptor parser, safe on hostile bytes.
+//!
+//! ```text
+//! byte 1024 of the volume: superblock (1024 bytes), magic 0xEF53 at 0x38
+//! block first_data_block+1: group descriptor table, 32 bytes per group (64 with 64bit)
+//! ```
+//! Only metadata is read: the superblock, the first descriptors (bounded) and, for the journal
+//! location, the `s_jnl_blocks` backup or inode 8's extent root.
+
+#![deny(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::as_conversions,
+    clippy::unwrap_used,
+    clippy::panic
+)]
+
+use crate::bytes::{arr, crc32c_raw, le16, le32, text, u8_at};
+
+/// Superblock magic.
+pub const MAGIC: u16 = 0xef53;
+/// Offset of the superblock from the volume start.
+pub const SUPERBLOCK_OFFSET: u64 = 1024;
+/// Most group descriptors the summary reads (bounds the read to 64 KiB × 64 bytes).
+pub const MAX_DESCRIPTORS: u64 = 65536;
+
+const COMPAT: &[(u32, &str)] = &[
+    (0x1, "dir_prealloc"),
+    (0x2, "imagic_inodes"),
+    (0x4, "has_journal"),
+    (0x8, "ext_attr"),
+    (0x10, "resize_inode"),
+    (0x20, "dir_index"),
+    (0x200, "sparse_super2"),
+    (0x400, "fast_commit"),
+    (0x800, "stable_inodes"),
+    (0x1000, "orphan_file"),
+];
+const INCOMPAT: &[(u32, &str)] = &[
+    (0x1, "compression"),
+    (0x2, "filetype"),
+    (0x4, "needs_recovery"),
+    (0x8, "journal_dev"),
+    (0x10, "meta_bg"),
+    (0x40, "extent"),
+    (0x80, "64bit"),
+    (0x100, "mmp"),
+    (0x200, "flex_bg"),
+    (0x400, "ea_inode"),
+    (0x1000, "dirdata"),
+    (0x2000, "metadata_csum_seed"),
+    (0x4000, "large_dir"),
+    (0x8000, "inline_data"),
+    (0x10000, "encrypt"),
+    (0x20000, "casefold"),
+];
+const RO_COMPAT: &[(u32, &str)] = &[
+    (0x1, "sparse_super"),
+    (0x2, "large_file"),
+    (0x8, "huge_file"),
+    (0x10, "uninit_bg"),
+    (0x20, "dir_nlink"),
+    (0x40, "extra_isize"),
+    (0x100, "quota"),
+    (0x200, "bigalloc"),
+    (0x400, "metadata_csum"),
+    (0x1000, "read-only"),
+    (0x2000, "project"),
+    (0x8000, "verity"),
+    (0x10000, "orphan_present"),
+];
+
+const INCOMPAT_64BIT: u32 = 0x80;
+const RO_METADATA_CSUM: u32 = 0x400;
+const COMPAT_HAS_JOURNAL: u32 = 0x4;
+
+/// The superblock fields verify uses, validated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Superblock {
+    /// s_inodes_count.
+    pub inodes_count: u32,
+    /// s_blocks_count (hi word only with 64bit).
+    pub blocks_count: u64,
+    /// s_r_blocks_count.
+    pub reserved_blocks: u64,
+    /// s_free_blocks_count.
+    pub free_blocks: u64,
+    /// s_free_inodes_count.
+    pub free_inodes: u32,
+    /// s_first_data_block.
+    pub first_data_block: u32,
+    /// Block size in bytes.
+    pub block_bytes: u32,
+    /// s_blocks_per_group.
+    pub blocks_per_group: u32,
+    /// s_inodes_per_group.
+    pub inodes_per_group: u32,
+    /// s_rev_level.
+    pub rev_level: u32,
+    /// Inode size (128 for revision 0).
+    pub inode_size: u16,
+    /// s_feature_compat.
+    pub compat: u32,
+    /// s_feature_incompat.
+    pub incompat: u32,
+    /// s_feature_ro_compat.
+    pub ro_compat: u32,
+    /// s_uuid (text order).
+    pub uuid: [u8; 16],
+    /// s_volume_name.
+    pub label: Option<String>,
+    /// Group descriptor size (32 without 64bit).
+    pub desc_size: u16,
+    /// s_jnl_backup_type (1 = s_jnl_blocks holds inode 8's i_block).
+    pub jnl_backup_type: u8,
+    /// s_jnl_blocks[0..15]: a copy of the journal inode's i_block.
+    pub jnl_blocks: [u8; 60],
+    /// s_journal_inum.
+    pub journal_inum: u32,
+    /// s_raid_stride.
+    pub raid_stride: u16,
+    /// s_raid_stripe_width.
+    pub raid_stripe_width: u32,
+    /// s_log_groups_per_flex.
+    pub log_groups_per_flex: u8,
+    /// `Some(ok)` when metadata_csum is set.
+    pub checksum_ok: Option<bool>,
+    /// Problems that do not stop the volume from being understood.
+    pub issues: Vec<Ext4Issue>,
+}
+
+impl Superblock {
+    /// Number of block groups.
+    #[must_use]
+    pub fn groups(&self) -> u64 {
+        let data = self
+            .blocks_count
+            .saturating_sub(u64::from(self.first_data_block));
+        data.div_ceil(u64::from(self.blocks_per_group.max(1)))
+    }
+
+    /// `ext2`, `ext3` or `ext4` (e2fsprogs' classification).
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        let ext4_incompat = 0x40 | 0x80 | 0x200 | 0x10 | 0x400 | 0x8000 | 0x4000;
+        let ext4_ro = 0x8 | 0x20 | 0x40 | 0x10 | 0x400 | 0x200;
+        if self.incompat & ext4_incompat != 0 || self.ro_compat & ext4_ro != 0 {
+            "ext4"
+        } else if self.compat & COMPAT_HAS_JOURNAL != 0 {
+            "ext3"
+        } else {
+            "ext2"
+        }
+    }
+
+    /// Enabled features, mke2fs spelling (unknown bits as `FEATURE_C12` like e2fsprogs).
+    #[must_use]
+    pub fn features(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (word, table, prefix) in [
+            (self.compat, COMPAT, "C"),
+            (self.incompat, INCOMPAT, "I"),
+            (self.ro_compat, RO_COMPAT, "R"),
+        ] {
+            for bit in 0..32u32 {
+                let mask = 1u32 << bit;
+                if word & mask == 0 {
+                    continue;
+                }
+                match table.iter().find(|(m, _)| *m == mask) {
+                    Some((_, name)) => out.push((*name).to_string()),
+                    None => out.push(format!("FEATURE_{prefix}{bit}")),
+                }
+            }
+        }
+        out
+    }
+
+    /// Incompat bits this parser does not know.
+    #[must_use]
+    pub fn unknown_incompat(&self) -> u32 {
+        let known = INCOMPAT.iter().fold(0u32, |acc, (m, _)| acc | m);
+        self.incompat & !known
+    }
+
+    /// The journal is internal (has_journal, inode set, no journal_dev).
+    #[must_use]
+    pub fn has_internal_journal(&self) -> bool {
+        self.compat & COMPAT_HAS_JOURNAL != 0 && self.journal_inum != 0 && self.incompat & 0x8 == 0
+    }
+
+    /// The UUID as text.
+    #[must_use]
+    pub fn uuid_string(&self) -> String {
+        let u = self.uuid;
+        let hex = |r: core::ops::Range<usize>| -> String {
+            u.get(r)
+                .unwrap_or_default()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect()
+        };
+        format!(
+            "{}-{}-{}-{}-{}",
+            hex(0..4),
+            hex(4..6),
+            hex(6..8),
+            hex(8..10),
+            hex(10..16)
+        )
+    }
+
+    /// Byte offset of the group descriptor table inside the volume.
+    #[must_use]
+    pub fn gdt_offset(&self) -> u64 {
+        u64::from(self.first_data_block)
+            .saturating_add(1)
+            .saturating_mul(u64::from(self.block_bytes))
+    }
+}
+
+/// Why bytes are not a usable ext2/3/4 superblock. Each names the field and offset.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Ext4Error {
+    /// Fewer than 1024 bytes.
+    #[error("superblock truncated: {len} bytes, 1024 needed")]
+    Truncated {
+        /// Bytes available.
+        len: usize,
+    },
+    /// No 0xEF53.
+    #[error("no ext2/3/4 magic 0xEF53 at superblock offset 0x38 (found {found:#06x})")]
+    Magic {
+        /// Found.
+        found: u16,
+    },
+    /// Block size over 64 KiB.
+    #[error("s_log_block_size (offset 0x18) is {value}: block size over 64 KiB")]
+    LogBlockSize {
+        /// Value.
+        value: u32,
+    },
+    /// Blocks per group invalid.
+    #[error("s_blocks_per_group (offset 0x20) is {value}; must be 1..={max} and a multiple of 8")]
+    BlocksPerGroup {
+        /// Value.
+        value: u32,
+        /// 8 × block size.
+        max: u64,
+    },
+    /// Inodes per group invalid.
+    #[error("s_inodes_per_group (offset 0x28) is {value}; must be 1..={max}")]
+    InodesPerGroup {
+        /// Value.
+        value: u32,
+        /// 8 × block size.
+        max: u64,
+    },
+    /// Inode size invalid.
+    #[error(
+        "s_inode_size (offset 0x58) is {value}; must be a power of two from 128 to the block size"
+    )]
+    InodeSize {
+        /// Value.
+        value: u16,
+    },
+    /// Block count not past the first data block.
+    #[error("s_blocks_count (offset 0x04) is {value}, not past s_first_data_block {first}")]
+    BlocksCount {
+        /// Value.
+        value: u64,
+        /// s_first_data_block.
+        first: u32,
+    },
+    /// Descriptor size invalid with 64bit.
+    #[error("s_desc_size (offset 0xFE) is {value}; with 64bit it must be a power of two from 64 to 1024")]
+    DescSize {
+        /// Value.
+        value: u16,
+    },
+}
+
+/// A problem in an otherwise understood ext2/3/4 volume.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Ext4Issue {
+    /// s_inodes_count ≠ inodes_per_group × groups.
+    #[error("s_inodes_count is {count} but {ipg} inodes per group × {groups} groups = {expected} — e2fsck will refuse it")]
+    InodesCount {
+        /// Stored.
+        count: u32,
+        /// Per group.
+        ipg: u32,
+        /// Groups.
+        groups: u64,
+        /// Product.
+        expected: u64,
+    },
+    /// Reserved blocks over the block count.
+    #[error("s_r_blocks_count {reserved} exceeds s_blocks_count {blocks}")]
+    ReservedBlocks {
+        /// Reserved.
+        reserved: u64,
+        /// Blocks.
+        blocks: u64,
+    },
+    /// s_first_data_block unexpected for the block size.
+    #[error("s_first_data_block is {value}, expected {expected} for {block}-byte blocks (only bigalloc differs)")]
+    FirstDataBlock {
+        /// Value.
+        value: u32,
+        /// Expected.
+        expected: u32,
+        /// Block size.
+        block: u32,
+    },
+    /// Superblock checksum mismatch.
+    #[error("superblock checksum (offset 0x3FC) is {stored:#010x}, computed {computed:#010x} — the kernel refuses to mount it; run e2fsck")]
+    Checksum {
+        /// Stored.
+        stored: u32,
+        /// Computed.
+        computed: u32,
+    },
+    /// Unknown incompat features.
+    #[error("unknown incompatible feature bits {bits:#x}: not checked further")]
+    UnknownIncompat {
+        /// Bits.
+        bits: u32,
+    },
+}
+
+impl Ext4Issue {
+    /// Stable kebab-case code.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Ext4Issue::InodesCount { .. } => "ext4-inodes-count",
+            Ext4Issue::ReservedBlocks { .. } => "ext4-reserved-blocks",
+            Ext4Issue::FirstDataBlock { .. } => "ext4-first-data-block",
+            Ext4Issue::Checksum { .. } => "ext4-superblock-checksum",
+            Ext4Issue::UnknownIncompat { .. } => "ext4-unsupported",
+        }
+    }
+
+    /// True for problems a reader trips over.
+    #[must_use]
+    pub fn is_error(&self) -> bool {
+        matches!(
+            self,
+            Ext4Issue::InodesCount { .. } | Ext4Issue::Checksum { .. }
+        )
+    }
+}
+
+/// Does `sb` (the 1024 bytes at volume offset 1024) carry the ext2/3/4 magic?
+#[must_use]
+pub fn has_magic(sb: &[u8]) -> bool {
+    le16(sb, 0x38) == MAGIC
+}
+
+/// Parses the superblock (the 1024 bytes at volume offset 1024).
+pub fn parse_superblock(sb: &[u8]) -> Result<Superblock, Ext4Error> {
+    let sb = sb
+        .get(..1024)
+        .ok_or(Ext4Error::Truncated { len: sb.len() })?;
+    let magic = le16(sb, 0x38);
+    if magic != MAGIC {
+        return Err(Ext4Error::Magic { found: magic });
+    }
+    let log = le32(sb, 0x18);
+    if log > 6 {
+        return Err(Ext4Error::LogBlockSize { value: log });
+    }
+    let block_bytes = 1024u32.checked_shl(log).unwrap_or(1024);
+    let max = u64::from(block_bytes).saturating_mul(8);
+    let bpg = le32(sb, 0x20);
+    if bpg == 0 || u64::from(bpg) > max || bpg % 8 != 0 {
+        return Err(Ext4Error::BlocksPerGroup { value: bpg, max });
+    }
+    let ipg = le32(sb, 0x28);
+    if ipg == 0 || u64::from(ipg) > max {
+        return Err(Ext4Error::InodesPerGroup { value: ipg, max });
+    }
+    let rev = le32(sb, 0x4c);
+    let inode_size = if rev == 0 { 128 } else { le16(sb, 0x58) };
+    if !inode_size.is_power_of_two() || inode_size < 128 || u32::from(inode_size) > block_bytes {
+        return Err(Ext4Error::InodeSize { value: inode_size });
+    }
+    let (compat, incompat, ro_compat) = if rev == 0 {
+        (0, 0, 0)
+    } else {
+        (le32(sb, 0x5c), le32(sb, 0x60), le32(sb, 0x64))
+    };
+    let is64 = incompat & INCOMPAT_64BIT != 0;
+    let wide = |lo: usize, hi: usize| -> u64 {
+        let hi = if is64 { u64::from(le32(sb, hi)) } else { 0 };
+        (hi << 32) | u64::from(le32(sb, lo))
+    };
+    let blocks_count = wide(0x04, 0x150);
+    let first_data_block = le32(sb, 0x14);
+    if blocks_count <= u64::from(first_data_block) {
+        return Err(Ext4Error::BlocksCount {
+            value: blocks_count,
+            first: first_data_block,
+        });
+    }
+    let desc_size = if is64 {
+        let d = le16(sb, 0xfe);
+        if !d.is_power_of_two() || !(64..=1024).contains(&d) {
+            return Err(Ext4Error::DescSize { value: d });
+        }
+        d
+    } else {
+        32
+    };
+    let mut s = Superblock {
+        inodes_count: le32(sb, 0x00),
+        blocks_count,
+        reserved_blocks: wide(0x08, 0x154),
+        free_blocks: wide(0x0c, 0x158),
+        free_inodes: le32(sb, 0x10),
+        first_data_block,
+        block_bytes,
+        blocks_per_group: bpg,
+        inodes_per_group: ipg,
+        rev_level: rev,
+        inode_size,
+        compat,
+        incompat,
+        ro_compat,
+        uuid: arr(sb, 0x68),
+        label: text(sb, 0x78, 16),
+        desc_size,
+        jnl_backup_type: u8_at(sb, 0xfd),
+        jnl_blocks: arr(sb, 0x10c),
+        journal_inum: le32(sb, 0xe0),
+        raid_stride: le16(sb, 0x164),
+        raid_stripe_width: le32(sb, 0x170),
+        log_groups_per_flex: u8_at(sb, 0x174),
+        checksum_ok: None,
+        issues: Vec::new(),
+    };
+    let groups = s.groups();
+    let expected = groups.saturating_mul(u64::from(ipg));
+    if u64::from(s.inodes_count) != expected {
+        s.issues.push(Ext4Issue::InodesCount {
+            count: s.inodes_count,
+            ipg,
+            groups,
+            expected,
+        });
+    }
+    if s.reserved_blocks > blocks_count {
+        s.issues.push(Ext4Issue::ReservedBlocks {
+            reserved: s.reserved_blocks,
+            blocks: blocks_count,
+        });
+    }
+    let expected_fdb = u32::from(block_bytes == 1024);
+    if first_data_block != expected_fdb && ro_compat & 0x200 == 0 {
+        s.issues.push(Ext4Issue::FirstDataBlock {
+            value: first_data_block,
+            expected: expected_fdb,
+            block: block_bytes,
+        });
+    }
+    if ro_compat & RO_METADATA_CSUM != 0 {
+        let stored = le32(sb, 0x3fc);
+        let computed = crc32c_raw(0xffff_ffff, sb.get(..0x3fc).unwrap_or_default());
+        s.checksum_ok = Some(stored == computed);
+        if stored != computed {
+            s.issues.push(Ext4Issue::Checksum { stored, computed });
+        }
+    }
+    let unknown = s.unknown_incompat();
+    if unknown != 0 {
+        s.issues.push(Ext4Issue::UnknownIncompat { bits: unknown });
+    }
+    Ok(s)
+}
+
+/// What the group descriptors say, summarised.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct GroupSummary {
+    /// Descriptors read.
+    pub read: u64,
+    /// Group 0's block bitmap block.
+    pub first_block_bitmap: Option<u64>,
+    /// Group 0's inode table block.
+    pub first_inode_table: Option<u64>,
+    /// Sum of the free block counts.
+    pub free_blocks: u64,
+    /// Sum of the free inode counts.
+    pub free_inodes: u64,
+    /// Groups whose bitmap or inode table lies outside the filesystem: (group, field, block).
+    pub out_of_range: Vec<(u64, &'static str, u64)>,
+}
+
+/// Summarises `count` descriptors from `gdt` (the bytes at [`Superblock::gdt_offset`]).
+#[must_use]
+pub fn summarise_groups(sb: &Superblock, gdt: &[u8], count: u64) -> GroupSummary {
+    let mut out = GroupSummary::default();
+    let ds = usize::from(sb.desc_size);
+    let wide = ds >= 64;
+    for (g, d) in (0u64..count.min(MAX_DESCRIPTORS)).zip(gdt.chunks_exact(ds.max(32))) {
+        let w32 = |lo: usize, hi: usize| -> u64 {
+            let h = if wide { u64::from(le32(d, hi)) } else { 0 };
+            (h << 32) | u64::from(le32(d, lo))
+        };
+        let w16 = |lo: usize, hi: usize| -> u64 {
+            let h = if wide { u64::from(le16(d, hi)) } else { 0 };
+            (h << 16) | u64::from(le16(d, lo))
+        };
+        let bb = w32(0x00, 0x20);
+        let ib = w32(0x04, 0x24);
+        let it = w32(0x08, 0x28);
+        if g == 0 {
+            out.first_block_bitmap = Some(bb);
+            out.first_inode_table = Some(it);
+        }
+        for (field, block) in [
+            ("block bitmap", bb),
+            ("inode bitmap", ib),
+            ("inode table", it),
+        ] {
+            if (block < u64::from(sb.first_data_block) || block >= sb.blocks_count)
+                && out.out_of_range.len() < 8
+            {
+                out.out_of_range.push((g, field, block));
+            }
+        }
+        out.free_blocks = out.free_blocks.saturating_add(w16(0x0c, 0x2c));
+        out.free_inodes = out.free_inodes.saturating_add(w16(0x0e, 0x2e));
+        out.read = out.read.saturating_add(1);
+    }
+    out
+}
+
+/// Where an inode's `i_block` (60 bytes) says its data starts, cheaply: the first extent of
+/// a depth-0 extent tree, the first index of a deeper one (`Err(block)` = read that block and
+/// call [`first_extent_block`] again), or the first direct block of a block-mapped inode.
+#[must_use]
+pub fn first_data_block(i_block: &[u8], extents: bool) -> Option<Result<u64, u64>> {
+    if !extents {
+        let b = le32(i_block, 0);
+        return (b != 0).then_some(Ok(u64::from(b)));
+    }
+    first_extent_block(i_block)
+}
+
+/// Reads an extent node (header + entries): `Ok(start)` of the first leaf extent, or
+/// `Err(block)` of the first index's child.
+#[must_use]
+pub fn first_extent_block(node: &[u8]) -> Option<Result<u64, u64>> {
+    if le16(node, 0) != 0xf30a || le16(node, 2) == 0 {
+        return None;
+    }
+    let depth = le16(node, 6);
+    if depth == 0 {
+        let lo = u64::from(le32(node, 12 + 8));
+        let hi = u64::from(le16(node, 12 + 6));
+        Some(Ok((hi << 32) | lo))
+    } else {
+        let lo = u64::from(le32(node, 12 + 4));
+        let hi = u64::from(le16(node, 12 + 8));
+        Some(Err((hi << 32) | lo))
+    }
+}
+
+#[cfg(test)]
+#[expect(clippy::indexing_slicing, clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    fn golden() -> Vec<u8> {
+        let mut sb = vec![0u8; 1024];
+        sb[0x00..0x04].copy_from_slice(&16384u32.to_le_bytes());
+        sb[0x04..0x08].copy_from_slice(&65536u32.to_le_bytes());
+        sb[0x18..0x1c].copy_from_slice(&2u32.to_le_bytes());
+        sb[0x20..0x24].copy_from_slice(&32768u32.to_le_bytes());
+        sb[0x28..0x2c].copy_from_slice(&8192u32.to_le_bytes());
+        sb[0x38..0x3a].copy_from_slice(&MAGIC.to_le_bytes());
+        sb[0x4c..0x50].copy_from_slice(&1u32.to_le_bytes());
+        sb[0x58..0x5a].copy_from_slice(&256u16.to_le_bytes());
+        sb[0x60..0x64].copy_from_slice(&(0x2u32 | 0x40).to_le_bytes());
+        sb[0x78..0x7e].copy_from_slice(b"rootfs");
+        sb[0x164..0x166].copy_from_slice(&32u16.to_le_bytes());
+        sb[0x170..0x174].copy_from_slice(&128u32.to_le_bytes());
+        sb
+    }
+
+    fn check(mutate: impl Fn(&mut Vec<u8>), expected: Result<(), Ext4Error>) {
+        let mut b = golden();
+        mutate(&mut b);
+        assert_eq!(parse_superblock(&b).map(|_| ()), expected);
+    }
+
+    #[test]
+    fn golden_superblock() {
+        let s = parse_superblock(&golden()).unwrap();
+        assert_eq!(s.block_bytes, 4096);
+        assert_eq!(s.groups(), 2);
+        assert_eq!(s.kind(), "ext4");
+        assert_eq!(s.label.as_deref(), Some("rootfs"));
+        assert_eq!((s.raid_stride, s.raid_stripe_width), (32, 128));
+        assert_eq!(s.features(), ["filetype", "extent"]);
+        assert!(s.issues.is_empty(), "{:?}", s.issues);
+    }
+
+    #[test]
+    fn negative_fields() {
+        check(|b| b[0x38] = 0, Err(Ext4Error::Magic { found: 0xef00 }));
+        check(|b| b[0x18] = 7, Err(Ext4Error::LogBlockSize { value: 7 }));
+        check(
+            |b| b[0x20..0x24].fill(0),
+            Err(Ext4Error::BlocksPerGroup {
+                value: 0,
+                max: 32768,
+            }),
+        );
+        check(
+            |b| b[0x28..0x2c].fill(0),
+            Err(Ext4Error::InodesPerGroup {
+                value: 0,
+                max: 32768,
+            }),
+        );
+        check(|b| b[0x58] = 100, Err(Ext4Error::InodeSize { value: 356 }));
+        check(
+            |b| b[0x04..0x08].fill(0),
+            Err(Ext4Error::BlocksCount { value: 0, first: 0 }),
+        );
+        check(|b| b[0x60] |= 0x80, Err(Ext4Error::DescSize { value: 0 }));
+        assert_eq!(
+            parse_superblock(&[0; 10]),
+            Err(Ext4Error::Truncated { len: 10 })
+        );
+        let mut b = golden();
+        b[0] = 1;
+        assert_eq!(
+            parse_superblock(&b).unwrap().issues[0].code(),
+            "ext4-inodes-count"
+        );
+    }
+
+    #[test]
+    fn extents() {
+        let mut n = [0u8; 60];
+        n[0..2].copy_from_slice(&0xf30au16.to_le_bytes());
+        n[2..4].copy_from_slice(&1u16.to_le_bytes());
+        n[20..24].copy_from_slice(&32801u32.to_le_bytes());
+        assert_eq!(first_data_block(&n, true), Some(Ok(32801)));
+        n[6] = 1;
+        n[20..24].fill(0);
+        n[16..20].copy_from_slice(&99u32.to_le_bytes());
+        assert_eq!(first_data_block(&n, true), Some(Err(99)));
+        assert_eq!(first_data_block(&[0; 60], true), None);
+    }
+}

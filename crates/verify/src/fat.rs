@@ -1,0 +1,697 @@
+//! FAT12/16/32 boot sector (BPB) and FSInfo parser, safe on hostile bytes.
+//!
+//! ```text
+//! 0x00 jmpBoot[3]  0x03 OEM[8]  0x0B BytsPerSec u16  0x0D SecPerClus u8  0x0E RsvdSecCnt u16
+//! 0x10 NumFATs u8  0x11 RootEntCnt u16  0x13 TotSec16 u16  0x15 Media u8  0x16 FATSz16 u16
+//! 0x1C HiddSec u32  0x20 TotSec32 u32
+//! FAT32: 0x24 FATSz32 u32  0x2C RootClus u32  0x30 FSInfo u16  0x32 BkBootSec u16
+//!        0x42 BootSig  0x43 VolID  0x47 VolLab[11]
+//! FAT12/16: 0x26 BootSig  0x27 VolID  0x2B VolLab[11]
+//! 0x1FE 55 AA (at 510 even with 4096-byte sectors)
+//! ```
+//! The FAT type is decided by the cluster count (Microsoft's rule, fatgen103 §3.5); the BPB
+//! layout (FAT32 when `FATSz16 == 0`) is what Linux goes by. A mismatch is reported.
+
+#![deny(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::as_conversions,
+    clippy::unwrap_used,
+    clippy::panic
+)]
+
+use crate::bytes::{has, le16, le32, text, u8_at};
+
+/// FAT12 volumes have fewer clusters than this.
+pub const FAT12_MAX_CLUSTERS: u64 = 4085;
+/// FAT16 volumes have fewer clusters than this; FAT32 at least this many.
+pub const FAT16_MAX_CLUSTERS: u64 = 65525;
+/// The largest valid FAT32 cluster count (cluster numbers 2..=0x0FFFFFF6).
+pub const FAT32_MAX_CLUSTERS: u64 = 0x0fff_fff5;
+
+/// FAT12, FAT16 or FAT32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FatKind {
+    /// 12-bit FAT entries.
+    Fat12,
+    /// 16-bit FAT entries.
+    Fat16,
+    /// 32-bit (28 significant) FAT entries.
+    Fat32,
+}
+
+impl FatKind {
+    /// `fat12`, `fat16`, `fat32`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FatKind::Fat12 => "fat12",
+            FatKind::Fat16 => "fat16",
+            FatKind::Fat32 => "fat32",
+        }
+    }
+
+    /// The type Microsoft's rule assigns to `clusters`.
+    #[must_use]
+    pub fn from_clusters(clusters: u64) -> Self {
+        if clusters < FAT12_MAX_CLUSTERS {
+            FatKind::Fat12
+        } else if clusters < FAT16_MAX_CLUSTERS {
+            FatKind::Fat16
+        } else {
+            FatKind::Fat32
+        }
+    }
+}
+
+/// The boot sector fields, as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bpb {
+    /// OEM name at 0x03.
+    pub oem: Option<String>,
+    /// BytsPerSec (0x0B).
+    pub bytes_per_sector: u16,
+    /// SecPerClus (0x0D).
+    pub sectors_per_cluster: u8,
+    /// RsvdSecCnt (0x0E).
+    pub reserved_sectors: u16,
+    /// NumFATs (0x10).
+    pub fat_count: u8,
+    /// RootEntCnt (0x11).
+    pub root_entries: u16,
+    /// TotSec16 (0x13).
+    pub total_sectors_16: u16,
+    /// Media (0x15).
+    pub media: u8,
+    /// FATSz16 (0x16).
+    pub fat_size_16: u16,
+    /// HiddSec (0x1C).
+    pub hidden_sectors: u32,
+    /// TotSec32 (0x20).
+    pub total_sectors_32: u32,
+    /// FATSz32 (0x24, FAT32 layout only).
+    pub fat_size_32: u32,
+    /// RootClus (0x2C, FAT32 only).
+    pub root_cluster: u32,
+    /// FSInfo sector (0x30, FAT32 only).
+    pub fs_info_sector: u16,
+    /// BkBootSec (0x32, FAT32 only).
+    pub backup_boot_sector: u16,
+    /// Volume ID, when the extended boot signature 0x29 is present.
+    pub volume_id: Option<u32>,
+    /// Volume label (BPB copy), `None` for `NO NAME` or absent.
+    pub label: Option<String>,
+    /// `55 AA` at 510.
+    pub boot_signature: bool,
+}
+
+/// A parsed FAT volume: the BPB and the geometry derived from it (in logical sectors of
+/// `bytes_per_sector`, relative to the volume start).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FatVolume {
+    /// The raw fields.
+    pub bpb: Bpb,
+    /// The layout of the BPB: FAT32 when `FATSz16 == 0`.
+    pub layout: FatKind,
+    /// The type by cluster count (Microsoft's rule).
+    pub kind: FatKind,
+    /// TotSec.
+    pub total_sectors: u64,
+    /// FATSz.
+    pub fat_sectors: u64,
+    /// Sectors of the fixed FAT12/16 root directory.
+    pub root_dir_sectors: u64,
+    /// First sector of the data area (cluster 2).
+    pub first_data_sector: u64,
+    /// Number of data clusters.
+    pub clusters: u64,
+    /// Problems that do not stop the volume from being understood.
+    pub issues: Vec<FatIssue>,
+}
+
+impl FatVolume {
+    /// Logical sector size in bytes.
+    #[must_use]
+    pub fn sector_bytes(&self) -> u64 {
+        u64::from(self.bpb.bytes_per_sector)
+    }
+
+    /// Cluster size in bytes.
+    #[must_use]
+    pub fn cluster_bytes(&self) -> u64 {
+        self.sector_bytes()
+            .saturating_mul(u64::from(self.bpb.sectors_per_cluster))
+    }
+
+    /// Bytes the volume claims.
+    #[must_use]
+    pub fn volume_bytes(&self) -> u64 {
+        self.total_sectors.saturating_mul(self.sector_bytes())
+    }
+}
+
+/// Why bytes are not a usable FAT boot sector. Each names the field and its offset.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FatError {
+    /// Fewer than 512 bytes.
+    #[error("boot sector truncated: {len} bytes, 512 needed")]
+    Truncated {
+        /// Bytes available.
+        len: usize,
+    },
+    /// Not a FAT boot sector at all (no jump instruction, NTFS/exFAT OEM name, …).
+    #[error("not a FAT boot sector")]
+    NotFat,
+    /// BytsPerSec not a power of two in 512..=4096.
+    #[error("BytsPerSec (offset 0x0B) is {value}; it must be 512, 1024, 2048 or 4096")]
+    BytesPerSector {
+        /// Value found.
+        value: u16,
+    },
+    /// SecPerClus 0 or not a power of two.
+    #[error("SecPerClus (offset 0x0D) is {value}; it must be a power of two from 1 to 128")]
+    SectorsPerCluster {
+        /// Value found.
+        value: u8,
+    },
+    /// RsvdSecCnt 0.
+    #[error("RsvdSecCnt (offset 0x0E) is 0; the boot sector itself is reserved, so at least 1")]
+    ReservedSectors,
+    /// NumFATs 0.
+    #[error("NumFATs (offset 0x10) is 0; a FAT volume needs at least one FAT")]
+    FatCount,
+    /// Media byte invalid.
+    #[error("Media (offset 0x15) is 0x{value:02x}; only 0xF0 and 0xF8..=0xFF are valid (Linux refuses others)")]
+    Media {
+        /// Value found.
+        value: u8,
+    },
+    /// Both FAT sizes 0.
+    #[error("FATSz16 (offset 0x16) and FATSz32 (offset 0x24) are both 0")]
+    FatSize,
+    /// Both total sector counts 0.
+    #[error("TotSec16 (offset 0x13) and TotSec32 (offset 0x20) are both 0")]
+    TotalSectors,
+    /// RootEntCnt×32 not a multiple of the sector size.
+    #[error("RootEntCnt (offset 0x11) is {value}: {value}×32 bytes is not a whole number of {bps}-byte sectors")]
+    RootEntries {
+        /// Value found.
+        value: u16,
+        /// BytsPerSec.
+        bps: u16,
+    },
+    /// Reserved + FATs + root directory do not leave room for data.
+    #[error("reserved sectors, FATs and root directory take {meta} sectors but the volume has only {total}")]
+    NoDataArea {
+        /// Metadata sectors.
+        meta: u64,
+        /// TotSec.
+        total: u64,
+    },
+    /// Fewer sectors than one cluster in the data area.
+    #[error("the data area holds no complete cluster")]
+    NoClusters,
+}
+
+/// A problem in an otherwise understood FAT volume.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FatIssue {
+    /// The BPB layout and the cluster count disagree on the type.
+    #[error("the BPB is laid out as {} but it has {clusters} clusters, which Windows and UEFI firmware read as {} (Microsoft's rule: FAT12 < 4085 ≤ FAT16 < 65525 ≤ FAT32) — firmware may not read this volume; reformat with smaller clusters or a type that fits", .layout.as_str().to_uppercase(), .kind.as_str().to_uppercase())]
+    ClusterCountVsType {
+        /// BPB layout.
+        layout: FatKind,
+        /// Type by cluster count.
+        kind: FatKind,
+        /// Clusters.
+        clusters: u64,
+    },
+    /// More clusters than FAT32 can address.
+    #[error("{clusters} clusters exceed the FAT32 maximum of 268435445 — use larger clusters")]
+    TooManyClusters {
+        /// Clusters.
+        clusters: u64,
+    },
+    /// FAT too small for the clusters.
+    #[error("the FAT ({fat_sectors} sectors) has room for {entries} entries but {clusters} clusters need {} — the last clusters cannot be allocated; fsck.fat will complain", .clusters.saturating_add(2))]
+    FatTooSmall {
+        /// FATSz.
+        fat_sectors: u64,
+        /// Entries that fit.
+        entries: u64,
+        /// Clusters.
+        clusters: u64,
+    },
+    /// FAT32 BPB with a FAT12/16-only field set.
+    #[error("FAT32 BPB has {field} = {value} (must be 0)")]
+    Fat32Field {
+        /// Field name.
+        field: &'static str,
+        /// Value.
+        value: u32,
+    },
+    /// RootClus outside the cluster range.
+    #[error("RootClus (offset 0x2C) is {value}, outside clusters 2..={max} — the root directory is unreadable")]
+    RootCluster {
+        /// Value.
+        value: u32,
+        /// Largest valid cluster number.
+        max: u64,
+    },
+    /// FSInfo or BkBootSec outside the reserved region.
+    #[error(
+        "{field} is sector {value} but only {reserved} sectors are reserved — it overlaps the FAT"
+    )]
+    ReservedLocation {
+        /// Field name.
+        field: &'static str,
+        /// Value.
+        value: u16,
+        /// RsvdSecCnt.
+        reserved: u16,
+    },
+    /// More than two FATs.
+    #[error("{count} FATs: fsck.fat and many firmwares support only 1 or 2")]
+    ManyFats {
+        /// NumFATs.
+        count: u8,
+    },
+    /// No `55 AA`.
+    #[error("no 55 AA signature at byte 510: Windows and most firmware ignore this volume")]
+    NoBootSignature,
+}
+
+impl FatIssue {
+    /// Stable kebab-case code.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            FatIssue::ClusterCountVsType { .. } => "fat-cluster-count",
+            FatIssue::TooManyClusters { .. } => "fat-too-many-clusters",
+            FatIssue::FatTooSmall { .. } => "fat-too-small",
+            FatIssue::Fat32Field { .. } => "fat32-field",
+            FatIssue::RootCluster { .. } => "fat-root-cluster",
+            FatIssue::ReservedLocation { .. } => "fat-reserved-location",
+            FatIssue::ManyFats { .. } => "fat-many-fats",
+            FatIssue::NoBootSignature => "fat-boot-signature",
+        }
+    }
+
+    /// True when a reader will get the volume wrong (an error, not a warning).
+    #[must_use]
+    pub fn is_error(&self) -> bool {
+        matches!(
+            self,
+            FatIssue::ClusterCountVsType { .. }
+                | FatIssue::TooManyClusters { .. }
+                | FatIssue::FatTooSmall { .. }
+                | FatIssue::RootCluster { .. }
+                | FatIssue::ReservedLocation { .. }
+        )
+    }
+}
+
+/// Is this sector meant to be a FAT boot sector? (A jump instruction and either a `FAT`
+/// type string or plausible BPB numbers; NTFS and exFAT excluded.) Used to tell a
+/// superfloppy from an MBR before trusting partition entries.
+#[must_use]
+pub fn looks_like_fat(sector: &[u8]) -> bool {
+    if sector.len() < 512 || has(sector, 3, b"NTFS    ") || has(sector, 3, b"EXFAT   ") {
+        return false;
+    }
+    let jump =
+        matches!((u8_at(sector, 0), u8_at(sector, 2)), (0xeb, 0x90)) || u8_at(sector, 0) == 0xe9;
+    if !jump {
+        return false;
+    }
+    let typed = has(sector, 0x36, b"FAT") || has(sector, 0x52, b"FAT32");
+    let bps = le16(sector, 0x0b);
+    let spc = u8_at(sector, 0x0d);
+    let plausible = matches!(bps, 512 | 1024 | 2048 | 4096)
+        && spc.is_power_of_two()
+        && le16(sector, 0x0e) > 0
+        && matches!(u8_at(sector, 0x10), 1 | 2)
+        && is_valid_media(u8_at(sector, 0x15))
+        && (le16(sector, 0x13) != 0 || le32(sector, 0x20) != 0);
+    typed || plausible
+}
+
+fn is_valid_media(m: u8) -> bool {
+    m == 0xf0 || m >= 0xf8
+}
+
+/// Parses a boot sector (at least the first 512 bytes of the volume).
+pub fn parse_fat(sector: &[u8]) -> Result<FatVolume, FatError> {
+    if sector.len() < 512 {
+        return Err(FatError::Truncated { len: sector.len() });
+    }
+    if !looks_like_fat(sector) {
+        return Err(FatError::NotFat);
+    }
+    let bps = le16(sector, 0x0b);
+    if !matches!(bps, 512 | 1024 | 2048 | 4096) {
+        return Err(FatError::BytesPerSector { value: bps });
+    }
+    let spc = u8_at(sector, 0x0d);
+    if !spc.is_power_of_two() {
+        return Err(FatError::SectorsPerCluster { value: spc });
+    }
+    let rsvd = le16(sector, 0x0e);
+    if rsvd == 0 {
+        return Err(FatError::ReservedSectors);
+    }
+    let nfats = u8_at(sector, 0x10);
+    if nfats == 0 {
+        return Err(FatError::FatCount);
+    }
+    let media = u8_at(sector, 0x15);
+    if !is_valid_media(media) {
+        return Err(FatError::Media { value: media });
+    }
+    let root_entries = le16(sector, 0x11);
+    let fat16 = le16(sector, 0x16);
+    let fat32 = le32(sector, 0x24);
+    let layout32 = fat16 == 0;
+    let fat_sectors = if layout32 {
+        u64::from(fat32)
+    } else {
+        u64::from(fat16)
+    };
+    if fat_sectors == 0 {
+        return Err(FatError::FatSize);
+    }
+    let ts16 = le16(sector, 0x13);
+    let ts32 = le32(sector, 0x20);
+    let total = if ts16 != 0 {
+        u64::from(ts16)
+    } else {
+        u64::from(ts32)
+    };
+    if total == 0 {
+        return Err(FatError::TotalSectors);
+    }
+    let bps64 = u64::from(bps);
+    let root_bytes = u64::from(root_entries).saturating_mul(32);
+    if root_bytes.checked_rem(bps64) != Some(0) {
+        return Err(FatError::RootEntries {
+            value: root_entries,
+            bps,
+        });
+    }
+    let root_dir_sectors = root_bytes.checked_div(bps64).unwrap_or(0);
+    let meta = u64::from(rsvd)
+        .saturating_add(u64::from(nfats).saturating_mul(fat_sectors))
+        .saturating_add(root_dir_sectors);
+    if meta >= total {
+        return Err(FatError::NoDataArea { meta, total });
+    }
+    let data = total.saturating_sub(meta);
+    let clusters = data.checked_div(u64::from(spc)).unwrap_or(0);
+    if clusters == 0 {
+        return Err(FatError::NoClusters);
+    }
+    let (ext, vol_id_off, label_off) = if layout32 {
+        (0x42, 0x43, 0x47)
+    } else {
+        (0x26, 0x27, 0x2b)
+    };
+    let has_ext = matches!(u8_at(sector, ext), 0x29 | 0x28);
+    let label = if u8_at(sector, ext) == 0x29 {
+        text(sector, label_off, 11).filter(|l| l != "NO NAME")
+    } else {
+        None
+    };
+    let bpb = Bpb {
+        oem: text(sector, 3, 8),
+        bytes_per_sector: bps,
+        sectors_per_cluster: spc,
+        reserved_sectors: rsvd,
+        fat_count: nfats,
+        root_entries,
+        total_sectors_16: ts16,
+        media,
+        fat_size_16: fat16,
+        hidden_sectors: le32(sector, 0x1c),
+        total_sectors_32: ts32,
+        fat_size_32: fat32,
+        root_cluster: if layout32 { le32(sector, 0x2c) } else { 0 },
+        fs_info_sector: if layout32 { le16(sector, 0x30) } else { 0 },
+        backup_boot_sector: if layout32 { le16(sector, 0x32) } else { 0 },
+        volume_id: has_ext.then(|| le32(sector, vol_id_off)),
+        label,
+        boot_signature: has(sector, 510, &[0x55, 0xaa]),
+    };
+    let kind = FatKind::from_clusters(clusters);
+    let layout = if layout32 {
+        FatKind::Fat32
+    } else if kind == FatKind::Fat12 {
+        FatKind::Fat12
+    } else {
+        FatKind::Fat16
+    };
+    let mut issues = Vec::new();
+    if (layout == FatKind::Fat32) != (kind == FatKind::Fat32) {
+        issues.push(FatIssue::ClusterCountVsType {
+            layout,
+            kind,
+            clusters,
+        });
+    }
+    if clusters > FAT32_MAX_CLUSTERS {
+        issues.push(FatIssue::TooManyClusters { clusters });
+    }
+    let entry_bits: u64 = match layout {
+        FatKind::Fat12 => 12,
+        FatKind::Fat16 => 16,
+        FatKind::Fat32 => 32,
+    };
+    let entries = fat_sectors
+        .saturating_mul(bps64)
+        .saturating_mul(8)
+        .checked_div(entry_bits)
+        .unwrap_or(0);
+    if entries < clusters.saturating_add(2) {
+        issues.push(FatIssue::FatTooSmall {
+            fat_sectors,
+            entries,
+            clusters,
+        });
+    }
+    if layout32 {
+        if root_entries != 0 {
+            issues.push(FatIssue::Fat32Field {
+                field: "RootEntCnt (offset 0x11)",
+                value: u32::from(root_entries),
+            });
+        }
+        if ts16 != 0 {
+            issues.push(FatIssue::Fat32Field {
+                field: "TotSec16 (offset 0x13)",
+                value: u32::from(ts16),
+            });
+        }
+        let max = clusters.saturating_add(1);
+        if bpb.root_cluster < 2 || u64::from(bpb.root_cluster) > max {
+            issues.push(FatIssue::RootCluster {
+                value: bpb.root_cluster,
+                max,
+            });
+        }
+        for (field, value) in [
+            ("FSInfo (offset 0x30)", bpb.fs_info_sector),
+            ("BkBootSec (offset 0x32)", bpb.backup_boot_sector),
+        ] {
+            if value != 0 && value != 0xffff && value >= rsvd {
+                issues.push(FatIssue::ReservedLocation {
+                    field,
+                    value,
+                    reserved: rsvd,
+                });
+            }
+        }
+    }
+    if nfats > 2 {
+        issues.push(FatIssue::ManyFats { count: nfats });
+    }
+    if !bpb.boot_signature {
+        issues.push(FatIssue::NoBootSignature);
+    }
+    Ok(FatVolume {
+        bpb,
+        layout,
+        kind,
+        total_sectors: total,
+        fat_sectors,
+        root_dir_sectors,
+        first_data_sector: meta,
+        clusters,
+        issues,
+    })
+}
+
+/// What is wrong with an FSInfo sector.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FsInfoProblem {
+    /// A signature is wrong.
+    #[error(
+        "FSInfo {field} signature (offset {offset:#x}) is {found:#010x}, expected {expected:#010x}"
+    )]
+    Signature {
+        /// Which signature.
+        field: &'static str,
+        /// Offset in the sector.
+        offset: usize,
+        /// Found.
+        found: u32,
+        /// Expected.
+        expected: u32,
+    },
+    /// Free count larger than the cluster count.
+    #[error("FSInfo free cluster count {free} exceeds the {clusters} clusters of the volume (fsck.fat -a fixes it)")]
+    FreeCount {
+        /// Stored count.
+        free: u32,
+        /// Clusters.
+        clusters: u64,
+    },
+}
+
+/// Checks an FSInfo sector (only its first 512 bytes are used, whatever the sector size).
+pub fn check_fsinfo(sector: &[u8], clusters: u64) -> Result<(), FsInfoProblem> {
+    for (field, offset, expected) in [
+        ("lead", 0usize, 0x4161_5252u32),
+        ("structure", 0x1e4, 0x6141_7272),
+        ("trail", 0x1fc, 0xaa55_0000),
+    ] {
+        let found = le32(sector, offset);
+        if found != expected {
+            return Err(FsInfoProblem::Signature {
+                field,
+                offset,
+                found,
+                expected,
+            });
+        }
+    }
+    let free = le32(sector, 0x1e8);
+    if free != 0xffff_ffff && u64::from(free) > clusters {
+        return Err(FsInfoProblem::FreeCount { free, clusters });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[expect(clippy::indexing_slicing, clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    /// A FAT32 boot sector like `mkfs.fat -F 32 -s 8` on 1 GiB (2097152 sectors).
+    pub(crate) fn fat32_sector() -> Vec<u8> {
+        let mut b = vec![0u8; 512];
+        b[0..3].copy_from_slice(&[0xeb, 0x58, 0x90]);
+        b[3..11].copy_from_slice(b"mkfs.fat");
+        b[0x0b..0x0d].copy_from_slice(&512u16.to_le_bytes());
+        b[0x0d] = 8;
+        b[0x0e..0x10].copy_from_slice(&32u16.to_le_bytes());
+        b[0x10] = 2;
+        b[0x15] = 0xf8;
+        b[0x20..0x24].copy_from_slice(&2_097_152u32.to_le_bytes());
+        b[0x24..0x28].copy_from_slice(&2048u32.to_le_bytes());
+        b[0x2c..0x30].copy_from_slice(&2u32.to_le_bytes());
+        b[0x30..0x32].copy_from_slice(&1u16.to_le_bytes());
+        b[0x32..0x34].copy_from_slice(&6u16.to_le_bytes());
+        b[0x42] = 0x29;
+        b[0x47..0x52].copy_from_slice(b"BOOT       ");
+        b[0x52..0x5a].copy_from_slice(b"FAT32   ");
+        b[510] = 0x55;
+        b[511] = 0xaa;
+        b
+    }
+
+    fn check(mutate: impl Fn(&mut Vec<u8>), expected: Result<(), FatError>) {
+        let mut b = fat32_sector();
+        mutate(&mut b);
+        assert_eq!(parse_fat(&b).map(|_| ()), expected);
+    }
+
+    #[test]
+    fn golden_fat32() {
+        let v = parse_fat(&fat32_sector()).unwrap();
+        assert_eq!(v.kind, FatKind::Fat32);
+        assert_eq!(v.first_data_sector, 32 + 2 * 2048);
+        assert_eq!(v.clusters, (2_097_152 - 4128) / 8);
+        assert_eq!(v.bpb.label.as_deref(), Some("BOOT"));
+        assert!(v.issues.is_empty(), "{:?}", v.issues);
+    }
+
+    #[test]
+    fn negative_fields() {
+        check(
+            |b| b[0x0d] = 0,
+            Err(FatError::SectorsPerCluster { value: 0 }),
+        );
+        check(
+            |b| b[0x0d] = 3,
+            Err(FatError::SectorsPerCluster { value: 3 }),
+        );
+        check(
+            |b| b[0x0b..0x0d].copy_from_slice(&100u16.to_le_bytes()),
+            Err(FatError::BytesPerSector { value: 100 }),
+        );
+        check(|b| b[0x0e..0x10].fill(0), Err(FatError::ReservedSectors));
+        check(|b| b[0x10] = 0, Err(FatError::FatCount));
+        check(|b| b[0x15] = 0x12, Err(FatError::Media { value: 0x12 }));
+        check(|b| b[0x24..0x28].fill(0), Err(FatError::FatSize));
+        check(|b| b[0x20..0x24].fill(0), Err(FatError::TotalSectors));
+        check(
+            |b| b[0x24..0x28].copy_from_slice(&u32::MAX.to_le_bytes()),
+            Err(FatError::NoDataArea {
+                meta: 32 + 2 * u64::from(u32::MAX),
+                total: 2_097_152,
+            }),
+        );
+        check(|b| b[0] = 0, Err(FatError::NotFat));
+        assert_eq!(
+            parse_fat(&[0u8; 100]),
+            Err(FatError::Truncated { len: 100 })
+        );
+    }
+
+    #[test]
+    fn cluster_count_rule() {
+        let mut b = fat32_sector();
+        b[0x0d] = 64; // 1 GiB with 32 KiB clusters: 32 704 clusters, FAT32 layout
+        let v = parse_fat(&b).unwrap();
+        assert_eq!(v.kind, FatKind::Fat16);
+        assert_eq!(
+            v.issues.first().map(FatIssue::code),
+            Some("fat-cluster-count")
+        );
+        assert_eq!(FatKind::from_clusters(4084), FatKind::Fat12);
+        assert_eq!(FatKind::from_clusters(4085), FatKind::Fat16);
+        assert_eq!(FatKind::from_clusters(65524), FatKind::Fat16);
+        assert_eq!(FatKind::from_clusters(65525), FatKind::Fat32);
+    }
+
+    #[test]
+    fn fsinfo() {
+        let mut s = vec![0u8; 512];
+        s[0..4].copy_from_slice(&0x4161_5252u32.to_le_bytes());
+        s[0x1e4..0x1e8].copy_from_slice(&0x6141_7272u32.to_le_bytes());
+        s[0x1e8..0x1ec].copy_from_slice(&10u32.to_le_bytes());
+        s[0x1fc..0x200].copy_from_slice(&0xaa55_0000u32.to_le_bytes());
+        assert_eq!(check_fsinfo(&s, 100), Ok(()));
+        assert!(matches!(
+            check_fsinfo(&s, 5),
+            Err(FsInfoProblem::FreeCount { .. })
+        ));
+        s[0] = 0;
+        assert!(matches!(
+            check_fsinfo(&s, 100),
+            Err(FsInfoProblem::Signature { field: "lead", .. })
+        ));
+    }
+}

@@ -1,0 +1,209 @@
+//! Human output: `fdisk -l`-like listing, findings, one-line verdict.
+
+use core::fmt::Write as _;
+
+use blockwise_geometry::{format_size, types::gpt_type_name, DiskId, FsPlan, PartType, TableKind};
+
+use crate::{partition_name, Report, Severity};
+
+fn short_size(b: u64) -> String {
+    format_size(b).replace(' ', "")
+}
+
+fn type_text(t: &PartType) -> String {
+    match t {
+        PartType::Mbr(b) => format!("{b:x}"),
+        PartType::Gpt(g) => gpt_type_name(*g).map_or_else(|| g.to_string(), str::to_string),
+    }
+}
+
+fn fs_text(fs: Option<&FsPlan>) -> String {
+    match fs {
+        None => "-".into(),
+        Some(FsPlan::Fat(f)) => format!(
+            "{}{} sector {} cluster {} FAT@{} data@{}",
+            f.kind,
+            f.label
+                .as_ref()
+                .map(|l| format!(" \"{l}\""))
+                .unwrap_or_default(),
+            f.sector_bytes,
+            short_size(f.cluster_bytes.into()),
+            f.fat_start_bytes,
+            f.data_start_bytes
+        ),
+        Some(FsPlan::Ext4(x)) => format!(
+            "{}{} block {} stride {} stripe {}{}",
+            x.kind,
+            x.label
+                .as_ref()
+                .map(|l| format!(" \"{l}\""))
+                .unwrap_or_default(),
+            x.block_bytes,
+            x.stride,
+            x.stripe_width,
+            x.journal_start_bytes
+                .map(|j| format!(" journal@{j}"))
+                .unwrap_or_default()
+        ),
+        Some(FsPlan::Other(o)) => format!("{} (not checked)", o.kind),
+    }
+}
+
+pub(crate) fn render(r: &Report) -> String {
+    let mut out = String::new();
+    let sb = u64::from(r.sector_bytes.bytes());
+    let _ = writeln!(
+        out,
+        "Disk {}: {}, {} bytes, {} sectors",
+        r.source,
+        format_size(r.size_bytes),
+        r.size_bytes,
+        r.size_bytes / sb
+    );
+    let phys = r
+        .device
+        .as_ref()
+        .and_then(|d| d.physical_block_bytes)
+        .unwrap_or(sb);
+    let _ = writeln!(out, "Units: sectors of 1 * {sb} = {sb} bytes");
+    let _ = writeln!(
+        out,
+        "Sector size (logical/physical): {sb} bytes / {phys} bytes"
+    );
+    if let Some(d) = &r.device {
+        let f = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |b| b.to_string());
+        let _ = writeln!(
+            out,
+            "I/O size (minimum/optimal): {} bytes / {} bytes; preferred erase size: {}",
+            f(d.minimum_io_bytes),
+            f(d.optimal_io_bytes),
+            d.preferred_erase_bytes
+                .map_or_else(|| "-".to_string(), format_size)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "Erase block checked: {}",
+        format_size(r.erase_block_bytes)
+    );
+    let label = match r.table.kind {
+        TableKind::Mbr => "dos",
+        TableKind::Gpt => "gpt",
+        TableKind::None => "none (bare filesystem)",
+    };
+    if r.recognised {
+        let _ = writeln!(out, "Disklabel type: {label}");
+    }
+    match &r.table.disk_id {
+        Some(DiskId::Mbr(n)) => {
+            let _ = writeln!(out, "Disk identifier: 0x{n:08x}");
+        }
+        Some(DiskId::Gpt(g)) => {
+            let _ = writeln!(out, "Disk identifier: {g}");
+        }
+        None => {}
+    }
+    if !r.partitions.is_empty() {
+        let rows: Vec<[String; 9]> = r
+            .partitions
+            .iter()
+            .map(|p| {
+                let start = p.start_bytes / sb;
+                let sectors = p.size_bytes / sb;
+                [
+                    partition_name(&r.source, p.index),
+                    if p.bootable {
+                        "*".into()
+                    } else {
+                        String::new()
+                    },
+                    start.to_string(),
+                    start.saturating_add(sectors).saturating_sub(1).to_string(),
+                    sectors.to_string(),
+                    short_size(p.size_bytes),
+                    type_text(&p.type_),
+                    if p.alignment_bytes >= 1 << 62 {
+                        "-".into()
+                    } else {
+                        short_size(p.alignment_bytes)
+                    },
+                    fs_text(p.filesystem.as_ref()),
+                ]
+            })
+            .collect();
+        let header = [
+            "Device",
+            "Boot",
+            "Start",
+            "End",
+            "Sectors",
+            "Size",
+            "Type",
+            "Align",
+            "Filesystem",
+        ];
+        let mut w = header.map(str::len);
+        for row in &rows {
+            for (wi, c) in w.iter_mut().zip(row) {
+                *wi = (*wi).max(c.chars().count());
+            }
+        }
+        let line = |cells: [&str; 9]| -> String {
+            let mut l = String::new();
+            for (k, (c, wi)) in cells.iter().zip(w).enumerate() {
+                let right = matches!(k, 2..=5);
+                if k == 8 {
+                    l.push_str(c);
+                } else if right {
+                    let _ = write!(l, "{c:>wi$} ");
+                } else {
+                    let _ = write!(l, "{c:<wi$} ");
+                }
+            }
+            l.trim_end().to_string()
+        };
+        let _ = writeln!(out);
+        let _ = writeln!(out, "{}", line(header));
+        for row in &rows {
+            let cells = [
+                &row[0], &row[1], &row[2], &row[3], &row[4], &row[5], &row[6], &row[7], &row[8],
+            ];
+            let _ = writeln!(out, "{}", line(cells.map(String::as_str)));
+        }
+    }
+    if !r.findings.is_empty() {
+        let _ = writeln!(out);
+        for f in &r.findings {
+            let _ = writeln!(out, "{:<7} {}: {}", f.severity.as_str(), f.code, f.message);
+        }
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "{}", verdict(r));
+    out
+}
+
+pub(crate) fn verdict(r: &Report) -> String {
+    let (e, w) = (r.count(Severity::Error), r.count(Severity::Warning));
+    let plural = |n: usize, s: &str| format!("{n} {s}{}", if n == 1 { "" } else { "s" });
+    let eb = format_size(r.erase_block_bytes);
+    if !r.recognised {
+        return "verdict: UNRECOGNISED — no partition table or filesystem found".into();
+    }
+    if e > 0 {
+        format!(
+            "verdict: NOT OK — {}, {}",
+            plural(e, "error"),
+            plural(w, "warning")
+        )
+    } else if r.aligned && w == 0 {
+        format!("verdict: aligned — every partition and filesystem sits on the {eb} erase block")
+    } else if r.aligned {
+        format!(
+            "verdict: aligned to the {eb} erase block, with {}",
+            plural(w, "warning")
+        )
+    } else {
+        format!("verdict: consistent and 4 KiB aligned, but not everything is on the {eb} erase block ({})", plural(w, "warning"))
+    }
+}

@@ -1,0 +1,115 @@
+//! Read-only file and block-device sources for `verify` (and anything else that only reads).
+//!
+//! Opened read-only, never with `O_EXCL`, never written. Block devices get their size by
+//! seeking to the end and their topology from sysfs (`/sys/dev/block/MAJ:MIN/queue/…`).
+
+use std::fs::File;
+use std::io::{Seek, SeekFrom};
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use blockwise_geometry::BlockSource;
+use blockwise_verify::DeviceHints;
+
+/// A regular file or block device opened read-only.
+#[derive(Debug)]
+pub struct FileSource {
+    file: File,
+    len: u64,
+    /// sysfs directory of the device (`/sys/dev/block/MAJ:MIN`), for block devices.
+    pub sysfs: Option<PathBuf>,
+}
+
+impl FileSource {
+    /// Opens `path` read-only. Directories and other special files are refused.
+    pub fn open(path: &Path) -> anyhow::Result<Self> {
+        let mut file =
+            File::open(path).with_context(|| format!("opening {} read-only", path.display()))?;
+        let meta = file
+            .metadata()
+            .with_context(|| format!("reading the metadata of {}", path.display()))?;
+        let ft = meta.file_type();
+        if ft.is_dir() {
+            anyhow::bail!(
+                "{} is a directory, not an image or block device",
+                path.display()
+            );
+        }
+        if ft.is_block_device() {
+            let len = file
+                .seek(SeekFrom::End(0))
+                .with_context(|| format!("finding the size of {}", path.display()))?;
+            let rdev = meta.rdev();
+            let major = ((rdev >> 8) & 0xfff) | ((rdev >> 32) & !0xfff);
+            let minor = (rdev & 0xff) | ((rdev >> 12) & !0xff);
+            let sysfs = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
+            return Ok(FileSource {
+                file,
+                len,
+                sysfs: Some(sysfs),
+            });
+        }
+        if !ft.is_file() {
+            anyhow::bail!(
+                "{} is neither a regular file nor a block device",
+                path.display()
+            );
+        }
+        Ok(FileSource {
+            file,
+            len: meta.len(),
+            sysfs: None,
+        })
+    }
+
+    /// The device's sysfs queue limits (block devices only).
+    #[must_use]
+    pub fn hints(&self) -> Option<DeviceHints> {
+        let dir = self.sysfs.as_ref()?;
+        // A partition has no queue/: its disk is the parent directory.
+        let disk = if dir.join("queue").is_dir() {
+            dir.clone()
+        } else {
+            dir.join("..")
+        };
+        let read = |rel: &str| -> Option<u64> {
+            std::fs::read_to_string(disk.join(rel))
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .filter(|&v| v > 0)
+        };
+        Some(DeviceHints {
+            logical_block_bytes: read("queue/logical_block_size"),
+            physical_block_bytes: read("queue/physical_block_size"),
+            minimum_io_bytes: read("queue/minimum_io_size"),
+            // 0xFFFF×512 is a bogus value some USB-SATA bridges report (util-linux #1221).
+            optimal_io_bytes: read("queue/optimal_io_size").filter(|&v| v != 33_553_920),
+            preferred_erase_bytes: read("device/preferred_erase_size"),
+        })
+    }
+
+    /// For a partition device: its start on the parent disk, in bytes (sysfs `start` is
+    /// always in 512-byte units).
+    #[must_use]
+    pub fn partition_start(&self) -> Option<u64> {
+        let dir = self.sysfs.as_ref()?;
+        if !dir.join("partition").exists() {
+            return None;
+        }
+        std::fs::read_to_string(dir.join("start"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .map(|s| s.saturating_mul(512))
+    }
+}
+
+impl BlockSource for FileSource {
+    type Error = std::io::Error;
+    fn len(&self) -> u64 {
+        self.len
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), std::io::Error> {
+        self.file.read_exact_at(buf, offset)
+    }
+}

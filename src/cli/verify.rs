@@ -1,0 +1,80 @@
+//! `blockwise verify IMAGE|DEVICE`: alignment and consistency report. Never writes.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use blockwise_geometry::{format_size, parse_size, SectorSize};
+use blockwise_verify::{verify, Options};
+
+use super::source::FileSource;
+
+/// Arguments of `blockwise verify`.
+#[derive(Debug, clap::Args)]
+pub struct VerifyArgs {
+    /// Image file or block device (opened read-only, never written).
+    pub source: PathBuf,
+    /// Erase block to check against (power of two, e.g. 128KiB, 4MiB, 16MiB).
+    #[arg(long, default_value = "4MiB")]
+    pub erase_block: String,
+    /// Treat erase-block misalignment as an error (exit code 1).
+    #[arg(long)]
+    pub strict: bool,
+    /// Print the JSON report.
+    #[arg(long)]
+    pub json: bool,
+    /// Logical sector size of the partition table: 512 or 4096 (default: detect).
+    #[arg(long)]
+    pub sector_size: Option<u64>,
+}
+
+/// Runs `verify`. Exit codes: 0 aligned/consistent, 1 error findings, 2 bad usage or
+/// unreadable/unrecognised input.
+pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
+    match run_inner(args) {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            eprintln!("blockwise verify: error: {e:#}");
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+fn run_inner(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
+    let erase = parse_size(&args.erase_block)
+        .with_context(|| format!("--erase-block {:?}", args.erase_block))?;
+    if !erase.is_power_of_two() || !(4096..=(1 << 30)).contains(&erase) {
+        anyhow::bail!(
+            "--erase-block {}: must be a power of two from 4 KiB to 1 GiB (flash erase blocks are typically 4 MiB)",
+            args.erase_block
+        );
+    }
+    let sector = match args.sector_size {
+        None => None,
+        Some(n) => Some(SectorSize::from_bytes(n).ok_or_else(|| {
+            anyhow::anyhow!("--sector-size {n}: only 512 and 4096 are supported")
+        })?),
+    };
+    let src = FileSource::open(&args.source)?;
+    let hints = src.hints();
+    if let Some(start) = src.partition_start() {
+        eprintln!(
+            "note: {} is a partition starting at {} on its disk; offsets below are relative to the partition — verify the whole disk to check partition alignment",
+            args.source.display(),
+            format_size(start)
+        );
+    }
+    let opts = Options::new(args.source.display().to_string())
+        .erase_block(erase)
+        .strict(args.strict)
+        .sector_size(sector)
+        .device(hints);
+    let report =
+        verify(&src, &opts).with_context(|| format!("reading {}", args.source.display()))?;
+    if args.json {
+        super::emit(&format!("{}\n", serde_json::to_string_pretty(&report)?));
+    } else {
+        super::emit(&report.to_human());
+    }
+    Ok(ExitCode::from(report.exit_code()))
+}
