@@ -57,7 +57,6 @@ pub mod csum;
 mod dir;
 mod features;
 mod geom;
-pub mod parse;
 mod xattr;
 
 pub use features::Features;
