@@ -290,3 +290,121 @@ sys.exit(p.wait())\n";
     );
     assert_eq!(o.status.code(), Some(0), "{err}");
 }
+
+/// Holes mean "keep the old bytes" to bmaptool: an image flashed through its .bmap onto a
+/// card full of garbage must still check clean, so everything the writers rely on being
+/// zero must be mapped.
+#[test]
+fn bmap_copy_onto_a_used_card_checks_clean() {
+    // bmaptool truncates a regular-file destination, so the used card is a loop device.
+    if !common::have("bmaptool")
+        || !common::have("fsck.fat")
+        || !common::have("e2fsck")
+        || !common::have_loop()
+    {
+        return;
+    }
+    let dir = tempdir();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(tree.join("sub")).unwrap();
+    for i in 0..50 {
+        std::fs::write(
+            tree.join("sub").join(format!("file {i}.txt")),
+            format!("{i}\n").repeat(i * 40),
+        )
+        .unwrap();
+    }
+    let spec = write_file(
+        dir.path(),
+        "card.toml",
+        "[image]\nsize = \"160MiB\"\n[[partition]]\nfs = \"fat16\"\nsize = \"64MiB\"\ncontents = \"tree\"\n[[partition]]\nfs = \"ext4\"\nsize = \"fill\"\ncontents = \"tree\"\n",
+    );
+    let img = dir.path().join("card.img");
+    let bmap = dir.path().join("card.bmap");
+    let o = blockwise([
+        "build".as_ref(),
+        spec.as_os_str(),
+        "-o".as_ref(),
+        img.as_os_str(),
+        "--bmap".as_ref(),
+        bmap.as_os_str(),
+        "--json".as_ref(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The whole reserved area, both FATs and the fixed root directory are mapped, zeros or not.
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let fat = &plan["partitions"][0]["filesystem"];
+    let (start, end) = (
+        plan["partitions"][0]["start_bytes"].as_u64().unwrap() / 4096,
+        fat["data_start_bytes"].as_u64().unwrap() / 4096,
+    );
+    let text = std::fs::read_to_string(&bmap).unwrap();
+    let ranges: Vec<(u64, u64)> = text
+        .lines()
+        .filter(|l| l.contains("<Range"))
+        .filter_map(|l| l.split('>').nth(1)?.split('<').next())
+        .filter(|r| is_range(r))
+        .map(|r| {
+            let r = r.trim();
+            let (a, b) = r.split_once('-').unwrap_or((r, r));
+            (a.parse().unwrap(), b.parse().unwrap())
+        })
+        .collect();
+    for block in start..end {
+        assert!(
+            ranges.iter().any(|&(a, b)| a <= block && block <= b),
+            "FAT metadata block {block} is not mapped: {ranges:?}"
+        );
+    }
+    // A "used card": 160 MiB of pseudo-random bytes.
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let garbage: Vec<u8> = (0..160usize << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect();
+    let card = dir.path().join("used-card.img");
+    std::fs::write(&card, &garbage).unwrap();
+    let o = common::run(
+        "bmaptool",
+        &[
+            "-q",
+            "copy",
+            "--bmap",
+            bmap.to_str().unwrap(),
+            img.to_str().unwrap(),
+            card.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        o.status.success(),
+        "bmaptool: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let card_bytes = std::fs::read(&card).unwrap();
+    let p1 = dir.path().join("p1.img");
+    std::fs::write(&p1, &card_bytes[4 << 20..68 << 20]).unwrap();
+    let p2 = dir.path().join("p2.img");
+    std::fs::write(&p2, &card_bytes[68 << 20..]).unwrap();
+    let o = common::run("fsck.fat", &["-n", p1.to_str().unwrap()]);
+    assert!(
+        o.status.success(),
+        "fsck.fat: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let o = common::run("e2fsck", &["-fn", p2.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "e2fsck: {out}");
+    assert!(
+        !out.contains("?") && !out.to_lowercase().contains("fix"),
+        "e2fsck complains: {out}"
+    );
+}
+
+fn is_range(r: &str) -> bool {
+    let r = r.trim();
+    !r.is_empty() && r.chars().all(|c| c.is_ascii_digit() || c == '-')
+}
