@@ -58,6 +58,17 @@ fn check(dir: &Path, name: &str, spec: &str) {
         "{name}: build: {}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // `plan` promises exactly what `build` does.
+    let (planned, o) = json(&["plan".as_ref(), spec_path.as_os_str(), "--json".as_ref()]);
+    assert!(
+        o.status.success(),
+        "{name}: plan: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        planned["partitions"], plan["partitions"],
+        "{name}: plan and build differ"
+    );
     let eb = plan["erase_block_bytes"].to_string();
     let (report, o) = json(&[
         "verify".as_ref(),
@@ -116,6 +127,24 @@ fs = "ext4"
 size = "fill"
 contents = "tree"
 label = "root"
+"#,
+    );
+    let many = d.join("many");
+    std::fs::create_dir_all(&many).unwrap();
+    // 10,000 empty files: more inodes than the default one per 4 KiB of a small filesystem.
+    for i in 0..10_000 {
+        std::fs::write(many.join(format!("f{i}")), "").unwrap();
+    }
+    check(
+        d,
+        "inodes",
+        r#"
+[image]
+erase-block = "1MiB"
+[[partition]]
+fs = "ext4"
+size = "32MiB"
+contents = "many"
 "#,
     );
     check(

@@ -452,18 +452,10 @@ pub fn resolve_inputs(sf: &mut SpecFile) -> Result<(), Error> {
     Ok(())
 }
 
-/// Plans a spec file: layout and filesystem geometry, without reading contents.
-pub fn plan_file(sf: &mut SpecFile) -> Result<Plan, Error> {
-    resolve_inputs(sf)?;
-    plan_full(&sf.spec, &[], resolve_timestamp(&sf.spec))
-}
-
-/// Builds the image of a spec file in memory. `work_dir` holds temporary files of the
-/// mke2fs backend (use the output file's directory).
-pub fn build(sf: &mut SpecFile, work_dir: &Path) -> Result<Built, Error> {
-    resolve_inputs(sf)?;
+/// Reads every FAT/ext4 partition's `contents` (plus its `[[partition.entry]]` overrides)
+/// into a [`Tree`], in spec order (`None` for other partitions).
+fn load_trees(sf: &SpecFile, timestamp: i64) -> Result<(Vec<Option<Tree>>, HostContent), Error> {
     let spec = &sf.spec;
-    let timestamp = resolve_timestamp(spec);
     let clamp = spec.image.timestamp.is_some() || std::env::var_os("SOURCE_DATE_EPOCH").is_some();
     let clamp = clamp.then_some(timestamp);
     let mut content = HostContent::default();
@@ -493,6 +485,26 @@ pub fn build(sf: &mut SpecFile, work_dir: &Path) -> Result<Built, Error> {
         )?;
         trees.push(Some(tree));
     }
+    Ok((trees, content))
+}
+
+/// Plans a spec file: layout and filesystem geometry. Contents are scanned (metadata, and
+/// sparse files for their holes)
+/// so that the plan is the one `build` will follow, e.g. the ext4 inode count.
+pub fn plan_file(sf: &mut SpecFile) -> Result<Plan, Error> {
+    resolve_inputs(sf)?;
+    let timestamp = resolve_timestamp(&sf.spec);
+    let (trees, _) = load_trees(sf, timestamp)?;
+    plan_full(&sf.spec, &trees, timestamp)
+}
+
+/// Builds the image of a spec file in memory. `work_dir` holds temporary files of the
+/// mke2fs backend (use the output file's directory).
+pub fn build(sf: &mut SpecFile, work_dir: &Path) -> Result<Built, Error> {
+    resolve_inputs(sf)?;
+    let spec = &sf.spec;
+    let timestamp = resolve_timestamp(spec);
+    let (trees, content) = load_trees(sf, timestamp)?;
     let plan = plan_full(spec, &trees, timestamp)?;
     let mut raw_files: Vec<Option<File>> = Vec::new();
     for p in &spec.partitions {
