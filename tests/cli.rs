@@ -408,3 +408,23 @@ fn is_range(r: &str) -> bool {
     let r = r.trim();
     !r.is_empty() && r.chars().all(|c| c.is_ascii_digit() || c == '-')
 }
+
+#[test]
+fn every_example_plans() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            let o = blockwise(["plan".as_ref(), p.as_os_str()]);
+            assert!(
+                o.status.success(),
+                "{}: {}",
+                p.display(),
+                String::from_utf8_lossy(&o.stderr)
+            );
+            n += 1;
+        }
+    }
+    assert!(n >= 3);
+}
