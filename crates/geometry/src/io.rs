@@ -187,10 +187,9 @@ impl SparseImage {
 
     fn note_zero_write(&mut self, start: u64, end: u64) {
         // Merge with a range ending exactly at `start` (the common sequential case).
-        if let Some((&s, e)) = self.zero_writes.range_mut(..=start).next_back() {
+        if let Some((_, e)) = self.zero_writes.range_mut(..=start).next_back() {
             if *e >= start {
                 *e = (*e).max(end);
-                let _ = s;
                 return;
             }
         }

@@ -222,7 +222,6 @@ pub fn read_logical<S: BlockSource + ?Sized>(
         .saturating_add(u64::from(ext.sectors))
         .min(disk_sectors);
     let mut ebr = ext_start;
-    let mut previous = 0u64;
     let mut number = 5u32;
     for _ in 0..MAX_EBR_CHAIN {
         if ebr >= ext_end || ebr == 0 {
@@ -274,10 +273,8 @@ pub fn read_logical<S: BlockSource + ?Sized>(
             });
             return Ok(chain);
         }
-        previous = ebr;
         ebr = next_lba;
     }
-    let _ = previous;
     chain.problem = Some(Corrupt::EbrChainTooLong { max: MAX_EBR_CHAIN });
     Ok(chain)
 }

@@ -158,6 +158,16 @@ pub enum Severity {
 }
 
 impl Severity {
+    /// `Error` when `is_error`, else `Warning`.
+    #[must_use]
+    pub fn error_if(is_error: bool) -> Self {
+        if is_error {
+            Severity::Error
+        } else {
+            Severity::Warning
+        }
+    }
+
     /// `error`, `warning`, `info`.
     #[must_use]
     pub fn as_str(self) -> &'static str {
@@ -384,11 +394,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
 
     /// Warning, or error with `--strict`.
     fn erase_severity(&self) -> Severity {
-        if self.opts.strict {
-            Severity::Error
-        } else {
-            Severity::Warning
-        }
+        Severity::error_if(self.opts.strict)
     }
 
     fn run(&mut self) -> Result<(), S::Error> {
@@ -1126,11 +1132,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             fat::FatKind::Fat32 => FsKind::Fat32,
         };
         for issue in &vol.issues {
-            let sev = if issue.is_error() {
-                Severity::Error
-            } else {
-                Severity::Warning
-            };
+            let sev = Severity::error_if(issue.is_error());
             self.add(
                 sev,
                 issue.code(),
@@ -1357,11 +1359,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         };
         let kind = sb.kind();
         for issue in &sb.issues {
-            let sev = if issue.is_error() {
-                Severity::Error
-            } else {
-                Severity::Warning
-            };
+            let sev = Severity::error_if(issue.is_error());
             self.add(
                 sev,
                 issue.code(),
