@@ -12,12 +12,13 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use blockwise_ext4::Ext4Options;
 use blockwise_ext4::{plan, write, Ext4Request};
-use blockwise_geometry::{Ext4Options, SparseImage};
+use blockwise_geometry::SparseImage;
 use common::{flat, nested, report, save};
 
 mod common;
-use blockwise_image::{tree_from_dir, HostContent};
+use blockwise_host::{tree_from_dir, HostContent};
 
 const MIB: u64 = 1 << 20;
 const IMAGE_BYTES: u64 = 1 << 30;

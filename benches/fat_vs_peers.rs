@@ -11,9 +11,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use blockwise_fat::FatOptions;
 use blockwise_fat::{plan, write, FatRequest};
-use blockwise_geometry::{FatOptions, FsKind, SectorSize, SparseImage};
-use blockwise_image::{tree_from_dir, HostContent};
+use blockwise_geometry::{FatType, FsKind, SectorSize, SparseImage};
+use blockwise_host::{tree_from_dir, HostContent};
 use common::{flat, nested, report, save};
 
 mod common;
@@ -30,7 +31,7 @@ fn ours(src: &Path, out: &Path) -> Duration {
         partition_size_bytes: IMAGE_BYTES,
         device_sector: SectorSize::S512,
         erase_block_bytes: 4 * MIB,
-        fs: FsKind::Fat32,
+        fs: FsKind::Fat(Some(FatType::Fat32)),
         options: FatOptions::default(),
         label: Some("BENCH".into()),
         seed: 1,

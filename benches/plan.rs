@@ -2,23 +2,16 @@
 //! Planning is arithmetic: a 100-partition GPT plan takes microseconds to milliseconds.
 //! `cargo bench --bench plan` prints the time per plan.
 
-use blockwise_geometry::{plan, ImageSpec, PartitionSpec, SizeSpec, Spec, TableKind};
+use blockwise_geometry::{plan, FsKind, ImageSpec, Layout, PartitionLayout, SizeSpec, TableKind};
+use blockwise_image::Spec;
 use criterion::{criterion_group, criterion_main, Criterion};
 
-fn hundred_partition_gpt() -> Spec {
-    let mut partitions: Vec<PartitionSpec> = (0..99)
-        .map(|i| {
-            PartitionSpec::new(
-                blockwise_geometry::FsKind::None,
-                SizeSpec::Bytes((i + 1) << 20),
-            )
-        })
+fn hundred_partition_gpt() -> Layout {
+    let mut partitions: Vec<PartitionLayout> = (0..99)
+        .map(|i| PartitionLayout::new(FsKind::None, SizeSpec::Bytes((i + 1) << 20)))
         .collect();
-    partitions.push(PartitionSpec::new(
-        blockwise_geometry::FsKind::None,
-        SizeSpec::Fill,
-    ));
-    Spec {
+    partitions.push(PartitionLayout::new(FsKind::None, SizeSpec::Fill));
+    Layout {
         image: ImageSpec {
             size: Some(64 << 30),
             table: TableKind::Gpt,
@@ -45,7 +38,8 @@ fn bench(c: &mut Criterion) {
     );
     c.bench_function("parse + plan 100-partition GPT spec", |b| {
         b.iter(|| {
-            Spec::from_toml(std::hint::black_box(&text)).map(|s| plan(&s).map(|p| p.size_bytes))
+            Spec::from_toml(std::hint::black_box(&text))
+                .map(|s| plan(&s.layout()).map(|p| p.size_bytes))
         })
     });
 }

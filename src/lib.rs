@@ -2,11 +2,13 @@
 //! for any image or device.
 //!
 //! This façade re-exports the crates of the workspace:
-//! [`geometry`] (units, spec, planner), [`ptable`] (MBR/GPT), [`image`] (spec → image) and
+//! [`geometry`] (units, layout planner, shared types), [`ptable`] (MBR/GPT), [`fat`] and
+//! [`ext4`] (filesystem writers and their options), [`image`] (spec → image, pure),
+//! [`host`] (spec files, content directories, output files, devices read-only) and
 //! [`verify`] (image → report).
 //!
 //! ```
-//! let spec = blockwise::geometry::Spec::from_toml(r#"
+//! let spec = blockwise::image::Spec::from_toml(r#"
 //!     [image]
 //!     size = "1GiB"
 //!     erase-block = "4MiB"
@@ -14,11 +16,14 @@
 //!     fs = "none"
 //!     size = "256MiB"
 //! "#).unwrap();
-//! let plan = blockwise::geometry::plan(&spec).unwrap();
+//! let plan = blockwise::image::plan_full(&spec, &[], 0).unwrap();
 //! assert_eq!(plan.partitions[0].start_bytes, 4 << 20);
 //! ```
 
+pub use blockwise_ext4 as ext4;
+pub use blockwise_fat as fat;
 pub use blockwise_geometry as geometry;
+pub use blockwise_host as host;
 pub use blockwise_image as image;
 pub use blockwise_ptable as ptable;
 pub use blockwise_verify as verify;

@@ -577,7 +577,7 @@ fn mkfs_fat12_and_fat16() {
         let Some(FsPlan::Fat(f)) = &bare.partitions[0].filesystem else {
             panic!("{bare:#?}")
         };
-        assert_eq!(f.kind, format!("fat{fat}"));
+        assert_eq!(f.kind.name(), format!("fat{fat}"));
         assert!(!codes(&r).contains(&"fat-cluster-count"), "{:?}", codes(&r));
     }
 }

@@ -54,7 +54,7 @@ pub fn flat(dir: &Path, name: impl Fn(usize) -> String) -> usize {
 
 /// Writes the image file (holes kept, fsync), as `blockwise build` does.
 pub fn save(img: &SparseImage, path: &Path) {
-    blockwise_image::write_image_file(img, path).expect("write image");
+    blockwise_host::write_image_file(img, path).expect("write image");
 }
 
 /// Whether every command is installed.

@@ -2,7 +2,6 @@
 //! anyhow and the terminal.
 
 mod plan;
-pub mod source;
 mod verify;
 
 use std::process::ExitCode;
@@ -66,21 +65,10 @@ pub fn one_line(e: &anyhow::Error) -> String {
     s.replace('\n', " ")
 }
 
-/// Exit code for an error: 3 for device write failures (tagged by the writer), else 2.
-pub fn exit_code(e: &anyhow::Error) -> u8 {
-    if e.chain()
-        .any(|c| c.downcast_ref::<DeviceFailure>().is_some())
-    {
-        3
-    } else {
-        EXIT_USAGE
-    }
+/// Exit code for an error: bad usage, bad specs and unreadable input are 2.
+pub fn exit_code(_e: &anyhow::Error) -> u8 {
+    EXIT_USAGE
 }
-
-/// Marks an error as a device write/read-back failure (exit code 3).
-#[derive(Debug, thiserror::Error)]
-#[error("device failure")]
-pub struct DeviceFailure;
 
 /// No command ever prints a Rust panic: a bug becomes one line and exit code 101.
 pub fn install_panic_hook() {

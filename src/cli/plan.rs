@@ -6,10 +6,10 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
 use blockwise_geometry::{
-    format_size, FsKind, FsPlan, ImageSpec, PartitionSpec, Plan, SectorSize, SizeSpec, Spec,
-    SpecError, TableKind,
+    format_size, FsKind, FsPlan, ImageSpec, Plan, SectorSize, SizeSpec, TableKind,
 };
-use blockwise_image::{build, plan_file, write_bmap, write_image_file, SpecFile};
+use blockwise_host::{build, plan_file, write_bmap, write_image_file, SpecFile};
+use blockwise_image::{PartitionSpec, Spec, SpecError};
 
 /// Arguments of `blockwise plan`.
 #[derive(Debug, clap::Args)]
@@ -79,15 +79,7 @@ impl LayoutFlags {
         };
         let table = match self.table.as_deref() {
             None => d.table,
-            Some("mbr" | "dos" | "msdos") => TableKind::Mbr,
-            Some("gpt") => TableKind::Gpt,
-            Some("none") => TableKind::None,
-            Some(t) => {
-                return Err(SpecError::new(
-                    "--table",
-                    format!("{t:?}: must be mbr, gpt or none"),
-                ))
-            }
+            Some(t) => TableKind::parse(t).map_err(|reason| SpecError::new("--table", reason))?,
         };
         let image = ImageSpec {
             size: size("--size", &self.size)?,
@@ -105,10 +97,7 @@ impl LayoutFlags {
                 SpecError::new(&key, "expected FS:SIZE, e.g. fat32:256MiB or ext4:fill")
             })?;
             let fs = FsKind::parse(fs).ok_or_else(|| {
-                SpecError::new(
-                    &key,
-                    format!("{fs:?}: must be one of fat12, fat16, fat32, fat, ext4, none"),
-                )
+                SpecError::new(&key, format!("{fs:?}: must be one of {}", FsKind::CHOICES))
             })?;
             if fs == FsKind::Raw {
                 return Err(SpecError::new(

@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use blockwise_geometry::{format_size, parse_size, SectorSize};
 use blockwise_verify::{verify, Options};
 
-use super::source::FileSource;
+use blockwise_host::FileSource;
 
 /// Arguments of `blockwise verify`.
 #[derive(Debug, clap::Args)]

@@ -178,12 +178,7 @@ pub(crate) fn inodes_needed(tree: &Tree) -> u64 {
 fn label_bytes(req: &Ext4Request) -> Result<[u8; 16], Error> {
     let mut out = [0u8; 16];
     if let Some(l) = &req.label {
-        if l.len() > 16 {
-            return Err(Error::InvalidSpec {
-                key: "label",
-                reason: format!("ext4 label {l:?} is {} bytes; at most 16", l.len()),
-            });
-        }
+        crate::validate_label(l).map_err(Error::Invalid)?;
         out[..l.len()].copy_from_slice(l.as_bytes());
     }
     Ok(out)
@@ -503,13 +498,13 @@ impl Prepared {
             }
             if !node.meta.xattrs.is_empty() {
                 if !feat.ext_attr {
-                    return Err(Error::InvalidSpec {
-                        key: "ext4.features",
-                        reason: format!(
+                    return Err(Error::Invalid(crate::Invalid::new(
+                        crate::Field::Features,
+                        format!(
                             "{} has extended attributes but ext_attr is off",
                             tree.path(id)
                         ),
-                    });
+                    )));
                 }
                 let mut attrs = Vec::new();
                 for (n, v) in &node.meta.xattrs {
@@ -772,14 +767,14 @@ impl Prepared {
         let g = &self.geo;
         let bs = g.bs;
         if sink.len() < g.blocks * bs {
-            return Err(Error::InvalidSpec {
-                key: "size",
-                reason: format!(
+            return Err(Error::Invalid(crate::Invalid::new(
+                crate::Field::Size,
+                format!(
                     "the sink holds {} bytes, the filesystem needs {}",
                     sink.len(),
                     g.blocks * bs
                 ),
-            });
+            )));
         }
         let put = |sink: &mut S, off: u64, data: &[u8]| -> Result<(), Error> {
             sink.write_at(off, data).map_err(|e| Error::Sink {

@@ -1,8 +1,6 @@
 //! The feature set: profiles plus single-feature edits, in mke2fs spelling.
 
-use blockwise_geometry::{Ext4Backend, Ext4Options, Ext4Profile};
-
-use crate::Error;
+use crate::{Error, Ext4Backend, Ext4Options, Ext4Profile, Field, Invalid};
 
 /// Features this writer can produce. Every image also has `filetype`, `extent`,
 /// `large_file` and `sparse_super` unless removed where allowed.
@@ -100,10 +98,10 @@ impl Features {
                 }
                 _ if lenient => continue,
                 _ => {
-                    return Err(Error::InvalidSpec {
-                        key: "ext4.features",
-                        reason: format!("unknown ext4 feature {name:?} (mke2fs spelling, e.g. \"^metadata_csum\", \"+64bit\")"),
-                    })
+                    return Err(Error::Invalid(Invalid::new(
+                        Field::Features,
+                        format!("unknown ext4 feature {name:?} (mke2fs spelling, e.g. \"^metadata_csum\", \"+64bit\")"),
+                    )))
                 }
             };
             *slot = on;
@@ -261,9 +259,6 @@ mod tests {
             features: vec!["bogus".into()],
             ..Ext4Options::default()
         };
-        assert!(matches!(
-            Features::resolve(&opts),
-            Err(Error::InvalidSpec { .. })
-        ));
+        assert!(matches!(Features::resolve(&opts), Err(Error::Invalid(_))));
     }
 }

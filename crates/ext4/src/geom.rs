@@ -2,7 +2,7 @@
 //! Pure arithmetic over a block-usage bitmap; no bytes are written here.
 
 use crate::features::Features;
-use crate::{Error, Ext4Request};
+use crate::{Error, Ext4Request, Field, Invalid};
 
 /// Where one group's metadata lives (absolute block numbers within the filesystem).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -220,39 +220,20 @@ impl Geometry {
         let opts = &req.options;
         let mut feat = feat;
         let mut notes = Vec::new();
+        opts.validate().map_err(Error::Invalid)?;
         let bs = u64::from(opts.block_size);
-        if !matches!(bs, 1024 | 2048 | 4096) {
-            return Err(Error::InvalidSpec {
-                key: "ext4.block-size",
-                reason: format!("ext4 block size {bs} is not supported; use 1024, 2048 or 4096"),
-            });
-        }
         let inode_size = u64::from(opts.inode_size);
-        if !inode_size.is_power_of_two() || !(128..=bs).contains(&inode_size) {
-            return Err(Error::InvalidSpec {
-                key: "ext4.inode-size",
-                reason: format!(
-                    "inode size {inode_size} must be a power of two between 128 and the block size {bs}"
-                ),
-            });
-        }
-        if opts.reserved_percent > 50 {
-            return Err(Error::InvalidSpec {
-                key: "ext4.reserved-percent",
-                reason: format!("reserved-percent {} is above 50", opts.reserved_percent),
-            });
-        }
         let size = req.partition_size_bytes;
         let mut blocks = size / bs;
         if feat.bit64 {
             blocks = blocks.min(1 << 48);
         } else if blocks > u64::from(u32::MAX) {
-            return Err(Error::InvalidSpec {
-                key: "size",
-                reason: format!(
+            return Err(Error::Invalid(Invalid::new(
+                Field::Size,
+                format!(
                     "{blocks} blocks need the 64bit feature; remove \"^64bit\" or use a smaller partition"
                 ),
-            });
+            )));
         }
         if blocks < 64 {
             return Err(Error::NoSpace {
@@ -281,13 +262,13 @@ impl Geometry {
                 Some(bytes) => {
                     let jb = bytes.div_ceil(bs);
                     if jb < 1024 || jb > blocks / 2 {
-                        return Err(Error::InvalidSpec {
-                            key: "ext4.journal-size",
-                            reason: format!(
+                        return Err(Error::Invalid(Invalid::new(
+                            Field::JournalSize,
+                            format!(
                                 "journal of {jb} blocks must be at least 1024 blocks and at most half the filesystem ({} blocks)",
                                 blocks / 2
                             ),
-                        });
+                        )));
                     }
                     jb
                 }
@@ -486,16 +467,18 @@ impl Geometry {
         let stride = opts.stride.map_or(e_blocks, u64::from);
         let stripe_width = opts.stripe_width.map_or(e_blocks, u64::from);
         if stride > 0xffff {
-            return Err(Error::InvalidSpec {
-                key: "ext4.stride",
-                reason: format!(
+            return Err(Error::Invalid(Invalid::new(
+                Field::Stride,
+                format!(
                     "stride {stride} blocks does not fit ext4's 16-bit field; set ext4.stride or a larger block size"
                 ),
-            });
+            )));
         }
-        let stripe_width = u32::try_from(stripe_width).map_err(|_| Error::InvalidSpec {
-            key: "ext4.stripe-width",
-            reason: "stripe width does not fit 32 bits".to_string(),
+        let stripe_width = u32::try_from(stripe_width).map_err(|_| {
+            Error::Invalid(Invalid::new(
+                Field::StripeWidth,
+                "stripe width does not fit 32 bits",
+            ))
         })?;
         if req.partition_start_bytes % bs != 0 {
             aligned = false;

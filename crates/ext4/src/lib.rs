@@ -6,8 +6,8 @@
 //! sink, so memory grows with the number of files, not their size.
 //!
 //! ```
-//! use blockwise_ext4::{plan, write, Ext4Request};
-//! use blockwise_geometry::{Ext4Options, Meta, NodeKind, SparseImage, Tree};
+//! use blockwise_ext4::{plan, write, Ext4Options, Ext4Request};
+//! use blockwise_geometry::{Meta, NodeKind, SparseImage, Tree};
 //!
 //! let mut tree = Tree::default();
 //! tree.add(0, "hello.txt", NodeKind::File { size: 5, content: 0, data_ranges: None, link: None },
@@ -57,11 +57,13 @@ pub mod csum;
 mod dir;
 mod features;
 mod geom;
+mod options;
 mod xattr;
 
 pub use features::Features;
+pub use options::{validate_label, Ext4Backend, Ext4Options, Ext4Profile, Field, Invalid};
 
-use blockwise_geometry::{BlockSink, ContentError, ContentSource, Ext4Options, Ext4Plan, Tree};
+use blockwise_geometry::{BlockSink, ContentError, ContentSource, Ext4Plan, Tree};
 
 /// Everything the ext4 planner needs to know about where the filesystem lives.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,14 +88,10 @@ pub struct Ext4Request {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The request cannot be met; the reason says why and what to change.
-    #[error("{reason}")]
-    InvalidSpec {
-        /// Which spec key (relative to the partition, e.g. `size`, `ext4.block-size`).
-        key: &'static str,
-        /// Why, and what to do.
-        reason: String,
-    },
+    /// The request cannot be met; the field says what is wrong, the reason why and what to
+    /// change.
+    #[error(transparent)]
+    Invalid(Invalid),
     /// Not implemented.
     #[error("{feature} is not supported")]
     Unsupported {
@@ -191,7 +189,7 @@ pub fn plan(req: &Ext4Request, tree: Option<&Tree>) -> Result<Ext4Plan, Error> {
 fn to_plan(req: &Ext4Request, prep: &build::Prepared) -> Ext4Plan {
     let g = &prep.geo;
     let abs = |b: u64| req.partition_start_bytes + b * g.bs;
-    if req.options.backend == blockwise_geometry::Ext4Backend::Mke2fs {
+    if req.options.backend == Ext4Backend::Mke2fs {
         // mke2fs places the inode tables and the journal itself: do not promise offsets.
         let mut notes = vec![
             "backend = mke2fs: geometry, UUID, hash seed, RAID hints and features are passed to mke2fs; it places the inode tables and journal itself (not erase-block aligned).".to_string(),
@@ -336,7 +334,7 @@ mod tests {
     #[test]
     fn compat_profile_and_small_blocks() {
         let o = Ext4Options {
-            profile: blockwise_geometry::Ext4Profile::Compat,
+            profile: crate::Ext4Profile::Compat,
             block_size: 1024,
             ..Ext4Options::default()
         };
@@ -437,33 +435,22 @@ mod tests {
 
     #[test]
     fn bad_options_name_the_key() {
+        let field = |r: &Ext4Request| match plan(r, None) {
+            Err(Error::Invalid(i)) => Some(i.field),
+            _ => None,
+        };
         let o = Ext4Options {
             block_size: 8192,
             ..Ext4Options::default()
         };
-        assert!(matches!(
-            plan(&req(0, 64 << 20, o), None),
-            Err(Error::InvalidSpec {
-                key: "ext4.block-size",
-                ..
-            })
-        ));
+        assert_eq!(field(&req(0, 64 << 20, o)), Some(Field::BlockSize));
         let o = Ext4Options {
             inode_size: 100,
             ..Ext4Options::default()
         };
-        assert!(matches!(
-            plan(&req(0, 64 << 20, o), None),
-            Err(Error::InvalidSpec {
-                key: "ext4.inode-size",
-                ..
-            })
-        ));
+        assert_eq!(field(&req(0, 64 << 20, o)), Some(Field::InodeSize));
         let mut r = req(0, 64 << 20, Ext4Options::default());
         r.label = Some("a-label-that-is-too-long".into());
-        assert!(matches!(
-            plan(&r, None),
-            Err(Error::InvalidSpec { key: "label", .. })
-        ));
+        assert_eq!(field(&r), Some(Field::Label));
     }
 }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use blockwise_geometry::{Ext4Options, Ext4Profile};
+use blockwise_ext4::{Ext4Options, Ext4Profile};
 use common::*;
 
 #[test]

@@ -9,15 +9,15 @@
 //! offset order, coalesced into large aligned chunks.
 //!
 //! ```
-//! use blockwise_fat::{plan, write, FatRequest};
-//! use blockwise_geometry::{BlockSource, FatOptions, FsKind, Meta, NodeKind, SectorSize, SparseImage, Tree};
+//! use blockwise_fat::{plan, write, FatOptions, FatRequest};
+//! use blockwise_geometry::{BlockSource, FatType, FsKind, Meta, NodeKind, SectorSize, SparseImage, Tree};
 //!
 //! let req = FatRequest {
 //!     partition_start_bytes: 0,
 //!     partition_size_bytes: 64 << 20,
 //!     device_sector: SectorSize::S512,
 //!     erase_block_bytes: 4 << 20,
-//!     fs: FsKind::Fat16,
+//!     fs: FsKind::Fat(Some(FatType::Fat16)),
 //!     options: FatOptions::default(),
 //!     label: Some("DEMO".into()),
 //!     seed: 1,
@@ -50,17 +50,20 @@
 //! (files sharing `link`) become independent copies.
 
 mod names;
+mod options;
 mod plan;
 pub mod raw;
 mod time;
 mod write;
 
+pub use blockwise_geometry::{FatType, MAX_FAT32_CLUSTERS};
 pub use names::{lfn_checksum, BadName};
-pub use plan::{FatType, Layout, MAX_FAT32_CLUSTERS, ROOT_ENTRIES};
+pub use options::{validate_label, FatOptions, Field, Invalid};
+pub use plan::{Layout, ROOT_ENTRIES};
 pub use time::{fat_time, FatTime};
 
 use blockwise_geometry::{
-    BlockSink, ContentError, ContentSource, FatOptions, FatPlan, FsKind, SectorSize, Tree,
+    BlockSink, ContentError, ContentSource, FatPlan, FsKind, SectorSize, Tree,
 };
 
 /// Everything the FAT planner needs to know about where the volume lives.
@@ -74,7 +77,7 @@ pub struct FatRequest {
     pub device_sector: SectorSize,
     /// Erase block E.
     pub erase_block_bytes: u64,
-    /// `FatAuto`, `Fat12`, `Fat16` or `Fat32`.
+    /// `FsKind::Fat(None)` (type chosen from the size) or `FsKind::Fat(Some(type))`.
     pub fs: FsKind,
     /// Spec options.
     pub options: FatOptions,
@@ -88,14 +91,10 @@ pub struct FatRequest {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The request cannot be met; the reason says why and what to change.
-    #[error("{reason}")]
-    InvalidSpec {
-        /// Which spec key (relative to the partition, e.g. `size`, `fat.cluster`).
-        key: &'static str,
-        /// Why, and what to do.
-        reason: String,
-    },
+    /// The request cannot be met; the field says what is wrong, the reason why and what to
+    /// change.
+    #[error(transparent)]
+    Invalid(Invalid),
     /// Not implemented.
     #[error("{feature} is not supported")]
     Unsupported {
@@ -241,7 +240,7 @@ pub struct WriteReport {
 /// Plans the FAT geometry of one partition.
 ///
 /// # Errors
-/// [`Error::InvalidSpec`] when no FAT type, cluster size or alignment fits; the message
+/// [`Error::Invalid`] when no FAT type, cluster size or alignment fits; the message
 /// says why and what to change.
 pub fn plan(req: &FatRequest) -> Result<FatPlan, Error> {
     plan::plan_layout(req).map(|(_, p)| p)

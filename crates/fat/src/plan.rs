@@ -5,82 +5,17 @@
 //! All arithmetic is in `u64` with checked operations: a request from a hostile binding gets
 //! an error, never a panic.
 
-use blockwise_geometry::{derive_u64, format_size, FatPlan, FsKind};
+use blockwise_geometry::{derive_u64, format_size, FatPlan, FatType, FsKind};
 
+use crate::options::{validate_label, Field, Invalid};
 use crate::{Error, FatRequest};
 
 /// Root directory entries of a FAT12/16 volume (the usual 512: 16 KiB).
 pub const ROOT_ENTRIES: u64 = 512;
-/// Largest FAT32 cluster count (cluster numbers 2..=0x0FFFFFF6; 0x0FFFFFF7 marks bad).
-pub const MAX_FAT32_CLUSTERS: u64 = 268_435_445;
 /// Reserved sectors before alignment padding on FAT32 (hosts boot, FSInfo and backups at 6, 7).
 const FAT32_MIN_RESERVED: u64 = 32;
 /// Largest cluster chosen automatically (bigger ones break older drivers).
 const AUTO_MAX_CLUSTER: u64 = 64 << 10;
-
-/// The three FAT variants.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum FatType {
-    /// 12-bit entries, fewer than 4085 clusters.
-    Fat12,
-    /// 16-bit entries, 4085–65524 clusters.
-    Fat16,
-    /// 28-bit entries, 65525–268435445 clusters.
-    Fat32,
-}
-
-impl FatType {
-    /// Bits per FAT entry.
-    #[must_use]
-    pub const fn bits(self) -> u64 {
-        match self {
-            FatType::Fat12 => 12,
-            FatType::Fat16 => 16,
-            FatType::Fat32 => 32,
-        }
-    }
-
-    /// `fat12`, `fat16` or `fat32`.
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            FatType::Fat12 => "fat12",
-            FatType::Fat16 => "fat16",
-            FatType::Fat32 => "fat32",
-        }
-    }
-
-    /// Smallest cluster count of this type (Microsoft's rule).
-    #[must_use]
-    pub const fn min_clusters(self) -> u64 {
-        match self {
-            FatType::Fat12 => 1,
-            FatType::Fat16 => 4085,
-            FatType::Fat32 => 65525,
-        }
-    }
-
-    /// Largest cluster count of this type.
-    #[must_use]
-    pub const fn max_clusters(self) -> u64 {
-        match self {
-            FatType::Fat12 => 4084,
-            FatType::Fat16 => 65524,
-            FatType::Fat32 => MAX_FAT32_CLUSTERS,
-        }
-    }
-
-    /// Parses `fat12`/`fat16`/`fat32`.
-    #[must_use]
-    pub fn from_name(s: &str) -> Option<Self> {
-        match s {
-            "fat12" => Some(FatType::Fat12),
-            "fat16" => Some(FatType::Fat16),
-            "fat32" => Some(FatType::Fat32),
-            _ => None,
-        }
-    }
-}
 
 /// The complete on-disk geometry; every count is in filesystem sectors unless named.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -318,24 +253,21 @@ struct Checked {
     label: Option<String>,
 }
 
-fn invalid(key: &'static str, reason: impl Into<String>) -> Error {
-    Error::InvalidSpec {
-        key,
-        reason: reason.into(),
-    }
+fn invalid(field: Field, reason: impl Into<String>) -> Error {
+    Error::Invalid(Invalid::new(field, reason))
 }
 
 fn check_request(req: &FatRequest) -> Result<Checked, Error> {
     let e = req.erase_block_bytes;
     if !e.is_power_of_two() || e < 512 {
         return Err(invalid(
-            "erase-block",
+            Field::EraseBlock,
             format!("{e}: the erase block must be a power of two of at least 512 bytes"),
         ));
     }
     if e > 1 << 40 {
         return Err(invalid(
-            "erase-block",
+            Field::EraseBlock,
             format!(
                 "{e}: an erase block larger than 1 TiB is not a real device's; use 128KiB to 16MiB"
             ),
@@ -347,36 +279,20 @@ fn check_request(req: &FatRequest) -> Result<Checked, Error> {
         .is_none()
     {
         return Err(invalid(
-            "start",
+            Field::Start,
             format!(
                 "a partition of {} bytes cannot start at byte {}: the end is past 2^64",
                 req.partition_size_bytes, req.partition_start_bytes
             ),
         ));
     }
-    let dev = u64::from(req.device_sector.bytes());
-    let s = u64::from(req.options.sector_size.unwrap_or(req.device_sector.bytes()));
-    if s != 512 && s != 4096 {
-        return Err(invalid(
-            "fat.sector-size",
-            format!("sector-size = {s}: FAT sectors must be 512 or 4096 bytes"),
-        ));
-    }
-    if s < dev {
-        return Err(invalid(
-            "fat.sector-size",
-            format!("{s} is smaller than the device's {dev}-byte sectors; Linux refuses to mount that (use {dev})"),
-        ));
-    }
-    if e < s {
-        return Err(invalid(
-            "erase-block",
-            format!("the erase block ({e} bytes) is smaller than the {s}-byte FAT sector"),
-        ));
-    }
+    req.options
+        .validate(req.device_sector.bytes(), e)
+        .map_err(Error::Invalid)?;
+    let s = req.options.effective_sector(req.device_sector.bytes());
     if req.partition_start_bytes % s != 0 {
         return Err(invalid(
-            "start",
+            Field::Start,
             format!(
                 "the partition starts at byte {}, not a multiple of the {s}-byte FAT sector",
                 req.partition_start_bytes
@@ -384,16 +300,10 @@ fn check_request(req: &FatRequest) -> Result<Checked, Error> {
         ));
     }
     let fats = u64::from(req.options.fats);
-    if fats != 1 && fats != 2 {
-        return Err(invalid(
-            "fat.fats",
-            format!("fats = {fats}: a FAT volume has 1 or 2 FATs"),
-        ));
-    }
     let total = req.partition_size_bytes / s;
     if total > u64::from(u32::MAX) {
         return Err(invalid(
-            "size",
+            Field::Size,
             format!(
                 "{} is too large for FAT with {s}-byte sectors (at most {}); use a smaller partition{}",
                 format_size(req.partition_size_bytes),
@@ -404,21 +314,7 @@ fn check_request(req: &FatRequest) -> Result<Checked, Error> {
     }
     let label = match &req.label {
         None => None,
-        Some(l) => {
-            let up = l.to_ascii_uppercase();
-            let ok = !up.is_empty()
-                && up.len() <= 11
-                && up.bytes().all(|b| {
-                    b.is_ascii() && !b.is_ascii_control() && !b"\"*+,./:;<=>?[\\]|".contains(&b)
-                });
-            if !ok {
-                return Err(invalid(
-                    "label",
-                    format!("{l:?} is not a FAT label: 1 to 11 ASCII characters, none of \"*+,./:;<=>?[\\]|"),
-                ));
-            }
-            Some(up.trim_end().to_string()).filter(|s| !s.is_empty())
-        }
+        Some(l) => validate_label(l).map_err(Error::Invalid)?,
     };
     Ok(Checked {
         g: Geom {
@@ -449,7 +345,7 @@ fn explain(
     let have = format_size(c.size);
     match short {
         Shortfall::Reserved(r) => invalid(
-            "erase-block",
+            Field::EraseBlock,
             format!(
                 "aligning to the {} erase block needs {r} reserved sectors, more than the 65535 a FAT boot sector can count; use fat.sector-size = 4096, a smaller erase-block or align-fat = false",
                 format_size(c.erase)
@@ -492,7 +388,7 @@ fn explain(
                 Shortfall::TooFew(n) => format!(" ({have} gives {n} clusters, {name} needs at least {})", kind.min_clusters()),
                 _ => format!(" ({have} does not even hold the reserved area and FATs)"),
             };
-            invalid("size", format!("{what} needs {need_text}{why}; use {alt}"))
+            invalid(Field::Size, format!("{what} needs {need_text}{why}; use {alt}"))
         }
         Shortfall::TooMany(n) => {
             let alt = match kind {
@@ -501,7 +397,7 @@ fn explain(
                 FatType::Fat32 => "a larger fat.cluster",
             };
             invalid(
-                if cluster.is_some() { "fat.cluster" } else { "size" },
+                if cluster.is_some() { Field::Cluster } else { Field::Size },
                 format!(
                     "{have} with {}-byte clusters gives {n} clusters, more than the {} {name} allows; use {alt}",
                     tried,
@@ -517,27 +413,6 @@ fn try_type(c: &Checked, kind: FatType, forced: Option<u64>) -> Result<(Layout, 
     let s = c.g.s;
     let max_c = c.erase.min(128 * s);
     if let Some(cb) = forced {
-        if !cb.is_power_of_two() || cb < s {
-            return Err(invalid(
-                "fat.cluster",
-                format!("{cb}: a cluster is a power of two of at least one {s}-byte sector"),
-            ));
-        }
-        if cb > c.erase {
-            return Err(invalid(
-                "fat.cluster",
-                format!("{cb} is larger than the erase block ({}): clusters would straddle erase blocks", c.erase),
-            ));
-        }
-        if cb > 128 * s {
-            return Err(invalid(
-                "fat.cluster",
-                format!(
-                    "{cb}: at most 128 sectors per cluster, so at most {} with {s}-byte sectors",
-                    128 * s
-                ),
-            ));
-        }
         return compute(c.g, kind, cb / s)
             .map(|l| {
                 (
@@ -605,30 +480,32 @@ pub fn plan_layout(req: &FatRequest) -> Result<(Layout, FatPlan), Error> {
     let c = check_request(req)?;
     let forced = req.options.cluster;
     const MIB: u64 = 1 << 20;
-    let (order, why_type): (&[FatType], String) = match req.fs {
-        FsKind::Fat12 => (&[FatType::Fat12], "fat12 as requested.".into()),
-        FsKind::Fat16 => (&[FatType::Fat16], "fat16 as requested.".into()),
-        FsKind::Fat32 => (&[FatType::Fat32], "fat32 as requested.".into()),
-        FsKind::FatAuto => {
+    let only = |t: FatType| (vec![t], format!("{} as requested.", t.name()));
+    let (order, why_type): (Vec<FatType>, String) = match req.fs {
+        FsKind::Fat(Some(t)) => only(t),
+        FsKind::Fat(None) => {
             if c.size < 16 * MIB {
                 (
-                    &[FatType::Fat12, FatType::Fat16, FatType::Fat32],
+                    vec![FatType::Fat12, FatType::Fat16, FatType::Fat32],
                     "fat12 chosen automatically: the volume is under 16 MiB.".into(),
                 )
             } else if c.size < 512 * MIB {
                 (
-                    &[FatType::Fat16, FatType::Fat32, FatType::Fat12],
+                    vec![FatType::Fat16, FatType::Fat32, FatType::Fat12],
                     "fat16 chosen automatically: the volume is under 512 MiB.".into(),
                 )
             } else {
                 (
-                    &[FatType::Fat32, FatType::Fat16, FatType::Fat12],
+                    vec![FatType::Fat32, FatType::Fat16, FatType::Fat12],
                     "fat32 chosen automatically: the volume is 512 MiB or more.".into(),
                 )
             }
         }
         other => {
-            return Err(invalid("fs", format!("{other:?} is not a FAT filesystem")));
+            return Err(invalid(
+                Field::Fs,
+                format!("{other} is not a FAT filesystem"),
+            ));
         }
     };
     let pick = |c: &Checked| -> Result<(Layout, String, String), Error> {
@@ -653,7 +530,7 @@ pub fn plan_layout(req: &FatRequest) -> Result<(Layout, FatPlan), Error> {
                 }
             }
         }
-        Err(first_err.unwrap_or_else(|| invalid("fs", "no FAT type fits this volume")))
+        Err(first_err.unwrap_or_else(|| invalid(Field::Fs, "no FAT type fits this volume")))
     };
     let mut c = c;
     let mut fat_fallback = false;
@@ -741,7 +618,7 @@ pub fn plan_layout(req: &FatRequest) -> Result<(Layout, FatPlan), Error> {
         notes.push("warning: the partition start does not fit the 32-bit hidden-sectors field; it is recorded as 0xFFFFFFFF.".into());
     }
     let plan = FatPlan {
-        kind: layout.kind.name().into(),
+        kind: layout.kind,
         label: c.label,
         sector_bytes: u32::try_from(s).unwrap_or(0),
         cluster_bytes: u32::try_from(layout.cluster_bytes()).unwrap_or(0),
@@ -761,7 +638,8 @@ pub fn plan_layout(req: &FatRequest) -> Result<(Layout, FatPlan), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use blockwise_geometry::{FatOptions, SectorSize};
+    use crate::FatOptions;
+    use blockwise_geometry::SectorSize;
     use proptest::prelude::*;
 
     const KIB: u64 = 1 << 10;
@@ -813,15 +691,39 @@ mod tests {
         // Same reserved sectors; the FATs are padded only until the data area lands on E
         // (DESIGN.md), where the prototype rounded each FAT to a whole erase block.
         check(
-            &req(MIB, GIB, 512, 4 * MIB, FsKind::Fat32, None, Some(4096)),
+            &req(
+                MIB,
+                GIB,
+                512,
+                4 * MIB,
+                FsKind::Fat(Some(FatType::Fat32)),
+                None,
+                Some(4096),
+            ),
             (6144, 4096, 14336, 260_352),
         );
         check(
-            &req(MIB, GIB, 4096, 4 * MIB, FsKind::Fat32, None, Some(4096)),
+            &req(
+                MIB,
+                GIB,
+                4096,
+                4 * MIB,
+                FsKind::Fat(Some(FatType::Fat32)),
+                None,
+                Some(4096),
+            ),
             (768, 512, 1792, 260_352),
         );
         check(
-            &req(MIB, GIB, 512, MIB, FsKind::Fat32, None, Some(512)),
+            &req(
+                MIB,
+                GIB,
+                512,
+                MIB,
+                FsKind::Fat(Some(FatType::Fat32)),
+                None,
+                Some(512),
+            ),
             (2048, 16384, 34816, 2_062_336),
         );
     }
@@ -834,7 +736,7 @@ mod tests {
             4 * GIB,
             512,
             128 * KIB,
-            FsKind::Fat32,
+            FsKind::Fat(Some(FatType::Fat32)),
             None,
             Some(64 * KIB),
         );
@@ -850,7 +752,7 @@ mod tests {
             512 * MIB,
             512,
             4 * MIB,
-            FsKind::Fat32,
+            FsKind::Fat(Some(FatType::Fat32)),
             None,
             Some(4096),
         );
@@ -864,10 +766,19 @@ mod tests {
     #[test]
     fn auto_types() {
         let kind = |size, s| {
-            plan_layout(&req(4 * MIB, size, s, 4 * MIB, FsKind::FatAuto, None, None))
-                .unwrap()
-                .1
-                .kind
+            plan_layout(&req(
+                4 * MIB,
+                size,
+                s,
+                4 * MIB,
+                FsKind::Fat(None),
+                None,
+                None,
+            ))
+            .unwrap()
+            .1
+            .kind
+            .name()
         };
         assert_eq!(kind(8 * MIB, 512), "fat12");
         assert_eq!(kind(64 * MIB, 512), "fat16");
@@ -884,7 +795,7 @@ mod tests {
             200 * MIB,
             4096,
             4 * MIB,
-            FsKind::Fat32,
+            FsKind::Fat(Some(FatType::Fat32)),
             None,
             None,
         ))
@@ -900,7 +811,7 @@ mod tests {
             16 * GIB,
             512,
             4 * MIB,
-            FsKind::Fat16,
+            FsKind::Fat(Some(FatType::Fat16)),
             None,
             None,
         ))
@@ -912,7 +823,7 @@ mod tests {
             2 * MIB,
             512,
             4 * MIB,
-            FsKind::Fat16,
+            FsKind::Fat(Some(FatType::Fat16)),
             None,
             None,
         ))
@@ -921,8 +832,16 @@ mod tests {
         assert!(e.contains("use fat12"), "{e}");
         // A 64 MiB erase block needs more than 65535 reserved 512-byte sectors to align the
         // FAT: the planner keeps only the data area aligned and says so.
-        let (_, p) =
-            plan_layout(&req(4 * MIB, GIB, 512, 64 * MIB, FsKind::Fat32, None, None)).unwrap();
+        let (_, p) = plan_layout(&req(
+            4 * MIB,
+            GIB,
+            512,
+            64 * MIB,
+            FsKind::Fat(Some(FatType::Fat32)),
+            None,
+            None,
+        ))
+        .unwrap();
         assert_eq!(p.data_start_bytes % (64 * MIB), 0);
         assert!(p.notes.iter().any(|n| n.contains("65535")));
         let e = plan_layout(&req(
@@ -930,7 +849,7 @@ mod tests {
             GIB,
             512,
             4 * MIB,
-            FsKind::Fat32,
+            FsKind::Fat(Some(FatType::Fat32)),
             None,
             Some(8 * MIB),
         ))
@@ -942,14 +861,22 @@ mod tests {
             GIB,
             4096,
             4 * MIB,
-            FsKind::Fat32,
+            FsKind::Fat(Some(FatType::Fat32)),
             Some(512),
             None,
         ))
         .unwrap_err()
         .to_string();
         assert!(e.contains("smaller than the device"), "{e}");
-        let mut r = req(4 * MIB, GIB, 512, 4 * MIB, FsKind::Fat32, None, None);
+        let mut r = req(
+            4 * MIB,
+            GIB,
+            512,
+            4 * MIB,
+            FsKind::Fat(Some(FatType::Fat32)),
+            None,
+            None,
+        );
         r.label = Some("bad/label".into());
         assert!(plan_layout(&r)
             .unwrap_err()
@@ -959,20 +886,45 @@ mod tests {
 
     #[test]
     fn fat32_minimum_with_4k_sectors_is_about_257_mib() {
-        let e = plan_layout(&req(MIB, 250 * MIB, 4096, MIB, FsKind::Fat32, None, None))
-            .unwrap_err()
-            .to_string();
+        let e = plan_layout(&req(
+            MIB,
+            250 * MIB,
+            4096,
+            MIB,
+            FsKind::Fat(Some(FatType::Fat32)),
+            None,
+            None,
+        ))
+        .unwrap_err()
+        .to_string();
         assert!(
             e.starts_with("fat32 with 4096-byte sectors needs at least 25"),
             "{e}"
         );
-        assert!(plan_layout(&req(MIB, 260 * MIB, 4096, MIB, FsKind::Fat32, None, None)).is_ok());
+        assert!(plan_layout(&req(
+            MIB,
+            260 * MIB,
+            4096,
+            MIB,
+            FsKind::Fat(Some(FatType::Fat32)),
+            None,
+            None
+        ))
+        .is_ok());
     }
 
     #[test]
     fn four_k_sectors_warn() {
-        let (_, p) =
-            plan_layout(&req(4 * MIB, GIB, 4096, 4 * MIB, FsKind::Fat32, None, None)).unwrap();
+        let (_, p) = plan_layout(&req(
+            4 * MIB,
+            GIB,
+            4096,
+            4 * MIB,
+            FsKind::Fat(Some(FatType::Fat32)),
+            None,
+            None,
+        ))
+        .unwrap();
         assert!(p.notes.iter().any(|n| n.contains("U-Boot")));
     }
 
@@ -983,7 +935,7 @@ mod tests {
             GIB,
             512,
             128 * KIB,
-            FsKind::Fat32,
+            FsKind::Fat(Some(FatType::Fat32)),
             None,
             Some(4096),
         );
@@ -1011,7 +963,11 @@ mod tests {
                     256 * GIB,
                     2047 * GIB,
                 ] {
-                    for fs in [FsKind::FatAuto, FsKind::Fat16, FsKind::Fat32] {
+                    for fs in [
+                        FsKind::Fat(None),
+                        FsKind::Fat(Some(FatType::Fat16)),
+                        FsKind::Fat(Some(FatType::Fat32)),
+                    ] {
                         match plan_layout(&req(e, size, dev, e, fs, None, None)) {
                             Ok((_, p)) => {
                                 assert!(p.aligned);
@@ -1028,10 +984,10 @@ mod tests {
 
     fn kind_strategy() -> impl Strategy<Value = FsKind> {
         prop_oneof![
-            Just(FsKind::FatAuto),
-            Just(FsKind::Fat12),
-            Just(FsKind::Fat16),
-            Just(FsKind::Fat32)
+            Just(FsKind::Fat(None)),
+            Just(FsKind::Fat(Some(FatType::Fat12))),
+            Just(FsKind::Fat(Some(FatType::Fat16))),
+            Just(FsKind::Fat(Some(FatType::Fat32)))
         ]
     }
 

@@ -14,13 +14,14 @@ use zerocopy::little_endian::{U16, U32};
 use zerocopy::IntoBytes;
 
 use crate::names::{self, Names, ShortNames};
-use crate::plan::{FatType, Layout};
+use crate::plan::Layout;
 use crate::raw::{
     BpbRaw, DirEntryRaw, Fat16ExtRaw, Fat32ExtRaw, FsInfoRaw, LfnEntryRaw, ATTR_ARCHIVE,
     ATTR_DIRECTORY, ATTR_LONG_NAME, ATTR_VOLUME_ID, FSI_LEAD_SIG, FSI_STRUC_SIG, FSI_TRAIL_SIG,
 };
 use crate::time::{fat_time, FatTime};
 use crate::{Error, Warning, WriteReport};
+use blockwise_geometry::FatType;
 
 /// Coalescing buffer size: writes go out in chunks of up to this many bytes.
 const CHUNK: usize = 8 << 20;

@@ -126,18 +126,36 @@ fn round_trip(req: &blockwise_fat::FatRequest, files: usize) {
 
 #[test]
 fn round_trip_fat32_512() {
-    round_trip(&request(4 * MIB, GIB, 4 * MIB, 512, FsKind::Fat32), 2100);
+    round_trip(
+        &request(
+            4 * MIB,
+            GIB,
+            4 * MIB,
+            512,
+            FsKind::Fat(Some(FatType::Fat32)),
+        ),
+        2100,
+    );
 }
 
 #[test]
 fn round_trip_fat32_4096_sectors() {
-    round_trip(&request(MIB, 300 * MIB, MIB, 4096, FsKind::Fat32), 2000);
+    round_trip(
+        &request(MIB, 300 * MIB, MIB, 4096, FsKind::Fat(Some(FatType::Fat32))),
+        2000,
+    );
 }
 
 #[test]
 fn round_trip_fat16() {
     round_trip(
-        &request(128 * KIB, 128 * MIB, 128 * KIB, 512, FsKind::Fat16),
+        &request(
+            128 * KIB,
+            128 * MIB,
+            128 * KIB,
+            512,
+            FsKind::Fat(Some(FatType::Fat16)),
+        ),
         2000,
     );
 }
@@ -145,7 +163,13 @@ fn round_trip_fat16() {
 #[test]
 fn round_trip_fat12() {
     round_trip(
-        &request(4 * MIB, 15 * MIB, 4 * MIB, 512, FsKind::Fat12),
+        &request(
+            4 * MIB,
+            15 * MIB,
+            4 * MIB,
+            512,
+            FsKind::Fat(Some(FatType::Fat12)),
+        ),
         200,
     );
 }
@@ -153,7 +177,13 @@ fn round_trip_fat12() {
 #[test]
 fn two_builds_are_byte_identical() {
     let (tree, content) = sample_tree(500);
-    let req = request(4 * MIB, GIB, 4 * MIB, 512, FsKind::Fat32);
+    let req = request(
+        4 * MIB,
+        GIB,
+        4 * MIB,
+        512,
+        FsKind::Fat(Some(FatType::Fat32)),
+    );
     let (_, a, _) = build(&req, &tree, &content);
     let (_, b, _) = build(&req, &tree, &content);
     assert!(a == b, "two builds differ");
@@ -168,13 +198,13 @@ fn alignment_matrix() {
     let dir = tempdir();
     let (tree, content) = sample_tree(20);
     let sizes = [
-        (64 * MIB, FsKind::Fat16),
-        (64 * MIB, FsKind::FatAuto),
-        (300 * MIB, FsKind::Fat32),
-        (300 * MIB, FsKind::Fat16),
-        (GIB, FsKind::Fat32),
-        (8 * GIB, FsKind::Fat32),
-        (32 * GIB, FsKind::Fat32),
+        (64 * MIB, FsKind::Fat(Some(FatType::Fat16))),
+        (64 * MIB, FsKind::Fat(None)),
+        (300 * MIB, FsKind::Fat(Some(FatType::Fat32))),
+        (300 * MIB, FsKind::Fat(Some(FatType::Fat16))),
+        (GIB, FsKind::Fat(Some(FatType::Fat32))),
+        (8 * GIB, FsKind::Fat(Some(FatType::Fat32))),
+        (32 * GIB, FsKind::Fat(Some(FatType::Fat32))),
     ];
     let mut checked = 0;
     let mut rejected = Vec::new();
@@ -230,7 +260,13 @@ fn alignment_matrix() {
 /// 64 KiB clusters; the absolute data-area sector is a multiple of 256.
 #[test]
 fn classic_usb_stick_layout() {
-    let mut req = request(256 * 512, 8 * GIB, 128 * KIB, 512, FsKind::Fat32);
+    let mut req = request(
+        256 * 512,
+        8 * GIB,
+        128 * KIB,
+        512,
+        FsKind::Fat(Some(FatType::Fat32)),
+    );
     req.options.cluster = Some(64 * KIB);
     let (tree, content) = sample_tree(30);
     let (p, disk) = build_disk(&req, &tree, &content);
@@ -278,10 +314,10 @@ impl blockwise_geometry::BlockSink for FileSink {
 fn every_backend_and_stale_bytes() {
     let (tree, content) = sample_tree(300);
     for (size, fs, sector, cluster) in [
-        (64 * MIB, FsKind::Fat16, 512u32, None),
-        (40 * MIB, FsKind::Fat32, 512, Some(512)),
-        (15 * MIB, FsKind::Fat12, 512, None),
-        (300 * MIB, FsKind::Fat32, 4096, None),
+        (64 * MIB, FsKind::Fat(Some(FatType::Fat16)), 512u32, None),
+        (40 * MIB, FsKind::Fat(Some(FatType::Fat32)), 512, Some(512)),
+        (15 * MIB, FsKind::Fat(Some(FatType::Fat12)), 512, None),
+        (300 * MIB, FsKind::Fat(Some(FatType::Fat32)), 4096, None),
     ] {
         let mut req = request(MIB, size, MIB, sector, fs);
         req.options.cluster = cluster;
@@ -321,7 +357,10 @@ fn every_backend_and_stale_bytes() {
 #[test]
 fn one_fat_unaligned_fat_no_label() {
     let (tree, content) = sample_tree(100);
-    for fs in [FsKind::Fat32, FsKind::Fat16] {
+    for fs in [
+        FsKind::Fat(Some(FatType::Fat32)),
+        FsKind::Fat(Some(FatType::Fat16)),
+    ] {
         let mut req = request(63 * 512, 300 * MIB, 128 * KIB, 512, fs);
         req.options.fats = 1;
         req.options.align_fat = false;

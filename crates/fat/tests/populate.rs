@@ -10,7 +10,13 @@ use blockwise_geometry::{FsKind, Meta, NodeKind, SparseImage, Tree};
 use common::*;
 
 fn small_req() -> blockwise_fat::FatRequest {
-    request(4 * MIB, 64 * MIB, 4 * MIB, 512, FsKind::Fat16)
+    request(
+        4 * MIB,
+        64 * MIB,
+        4 * MIB,
+        512,
+        FsKind::Fat(Some(FatType::Fat16)),
+    )
 }
 
 fn try_write(
@@ -105,7 +111,13 @@ fn files_of_4_gib_are_rejected_before_reading() {
         Meta::default(),
     )
     .unwrap();
-    let req = request(4 * MIB, 8 * GIB, 4 * MIB, 512, FsKind::Fat32);
+    let req = request(
+        4 * MIB,
+        8 * GIB,
+        4 * MIB,
+        512,
+        FsKind::Fat(Some(FatType::Fat32)),
+    );
     let e = try_write(&req, &t, &Vec::new()).0.unwrap_err();
     assert!(matches!(e, Error::FileTooLarge { .. }), "{e:?}");
 }
@@ -299,7 +311,13 @@ fn twenty_thousand_files_in_one_directory() {
             1_600_000_000,
         );
     }
-    let req = request(4 * MIB, GIB, 4 * MIB, 512, FsKind::Fat32);
+    let req = request(
+        4 * MIB,
+        GIB,
+        4 * MIB,
+        512,
+        FsKind::Fat(Some(FatType::Fat32)),
+    );
     let started = Instant::now();
     let (_, img, report) = build(&req, &t, &c);
     eprintln!("20,000 files formatted in {:?}", started.elapsed());
@@ -348,7 +366,7 @@ mod random_trees {
                     add_file(&mut t, &mut c, parent, &n, bytes(i as u64, len), 1_600_000_000 + i as i64);
                 }
             }
-            let req = request(MIB, 64 * MIB, MIB, 512, FsKind::Fat16);
+            let req = request(MIB, 64 * MIB, MIB, 512, FsKind::Fat(Some(FatType::Fat16)));
             let p = plan(&req).unwrap();
             let mut img = SparseImage::new(req.partition_size_bytes);
             match write(&mut img, &req, &p, &t, &c, 0) {

@@ -1,43 +1,42 @@
-//! Units, spec parsing and the pure alignment planner of blockwise.
+//! Units, the layout planner and the shared vocabulary of blockwise: plan types, the I/O
+//! traits, the in-memory tree and the deserialisers every part of a spec uses.
 //!
 //! Everything here is arithmetic: no files, no clocks, no environment. It builds for
-//! `wasm32-unknown-unknown`.
+//! `wasm32-unknown-unknown`. The full spec (with filesystem options and contents) lives in
+//! `blockwise-image`; the planner here takes its disk part, a [`Layout`].
 //!
 //! ```
-//! use blockwise_geometry::{plan, Spec};
-//! let spec = Spec::from_toml(r#"
-//!     [image]
-//!     size = "1GiB"
-//!     erase-block = "4MiB"
-//!     [[partition]]
-//!     fs = "fat32"
-//!     size = "256MiB"
-//!     [[partition]]
-//!     fs = "ext4"
-//!     size = "fill"
-//! "#).unwrap();
-//! let plan = plan(&spec).unwrap();
+//! use blockwise_geometry::{plan, FatType, FsKind, ImageSpec, Layout, PartitionLayout, SizeSpec};
+//! let layout = Layout {
+//!     image: ImageSpec { size: Some(1 << 30), erase_block: 4 << 20, ..ImageSpec::default() },
+//!     partitions: vec![
+//!         PartitionLayout::new(FsKind::Fat(Some(FatType::Fat32)), SizeSpec::Bytes(256 << 20)),
+//!         PartitionLayout::new(FsKind::Ext4, SizeSpec::Fill),
+//!     ],
+//! };
+//! let plan = plan(&layout).unwrap();
 //! assert_eq!(plan.partitions[0].start_bytes / 512, 8192);
 //! assert_eq!(plan.partitions[1].start_bytes / 512, 532480);
 //! ```
 
+pub mod de;
 pub mod fsplan;
 pub mod guid;
 pub mod io;
+pub mod layout;
 pub mod plan;
-pub mod spec;
 pub mod tree;
 pub mod types;
 pub mod units;
 
-pub use fsplan::{Ext4Plan, FatPlan, FsPlan, OtherFs};
+pub use fsplan::{Ext4Plan, FatPlan, FatType, FsPlan, OtherFs, MAX_FAT32_CLUSTERS};
 pub use guid::{derive_u64, Guid};
 pub use io::{BlockSink, BlockSource, OutOfBounds, SparseImage, SubSink, SubSource, WindowError};
-pub use plan::{plan, ExtendedPlan, GptPlan, PartitionPlan, Plan, TablePlan};
-pub use spec::{
-    DiskId, EntryKind, EntrySpec, Ext4Backend, Ext4Options, Ext4Profile, FatOptions, FsKind,
-    ImageSpec, PartitionSpec, SizeSpec, Spec, SpecError, TableKind,
+pub use layout::{
+    DiskId, FsKind, ImageKey, ImageSpec, Layout, LayoutError, LayoutKey, PartKey, PartitionLayout,
+    SizeSpec, TableKind,
 };
+pub use plan::{plan, ExtendedPlan, GptPlan, PartitionPlan, Plan, TablePlan};
 pub use tree::{ContentError, ContentSource, Meta, Node, NodeId, NodeKind, Tree};
 pub use types::PartType;
 pub use units::{alignment_of, format_size, parse_size, round_down, round_up, SectorSize};

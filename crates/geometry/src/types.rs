@@ -4,8 +4,9 @@ use core::fmt;
 
 use serde::{Serialize, Serializer};
 
+use crate::fsplan::FatType;
 use crate::guid::Guid;
-use crate::spec::{FsKind, TableKind};
+use crate::layout::{FsKind, TableKind};
 
 /// A resolved partition type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -86,9 +87,12 @@ const GPT_ALIASES: &[(&[&str], &str)] = &[
 ];
 
 const MBR_ALIASES: &[(&[&str], u8)] = &[
-    (&["fat12"], 0x01),
-    (&["fat16"], 0x0e),
-    (&["fat", "fat32", "vfat", "msdata", "basic"], 0x0c),
+    (&["fat12"], FatType::Fat12.mbr_type()),
+    (&["fat16"], FatType::Fat16.mbr_type()),
+    (
+        &["fat", "fat32", "vfat", "msdata", "basic"],
+        FatType::Fat32.mbr_type(),
+    ),
     (&["linux", "ext4"], 0x83),
     (&["swap"], 0x82),
     (&["esp", "efi", "uefi"], 0xef),
@@ -136,9 +140,9 @@ pub fn resolve(table: TableKind, fs: FsKind, text: Option<&str>) -> Result<PartT
             let t = match text {
                 None => {
                     return Ok(PartType::Mbr(match fs {
-                        FsKind::Fat12 => 0x01,
-                        FsKind::Fat16 => 0x0e,
-                        FsKind::Fat32 | FsKind::FatAuto => 0x0c,
+                        // `fs = "fat"` starts as FAT32; the image builder corrects the
+                        // byte once the FAT planner has chosen the type.
+                        FsKind::Fat(t) => t.unwrap_or(FatType::Fat32).mbr_type(),
                         _ => 0x83,
                     }))
                 }
@@ -172,7 +176,7 @@ mod tests {
     #[test]
     fn aliases() {
         assert_eq!(
-            resolve(TableKind::Mbr, FsKind::Fat32, None),
+            resolve(TableKind::Mbr, FsKind::Fat(Some(FatType::Fat32)), None),
             Ok(PartType::Mbr(0x0c))
         );
         assert_eq!(
@@ -185,7 +189,12 @@ mod tests {
         );
         assert!(resolve(TableKind::Mbr, FsKind::None, Some("0x05")).is_err());
         assert!(resolve(TableKind::Mbr, FsKind::None, Some("bogus")).is_err());
-        let esp = resolve(TableKind::Gpt, FsKind::Fat32, Some("esp")).unwrap();
+        let esp = resolve(
+            TableKind::Gpt,
+            FsKind::Fat(Some(FatType::Fat32)),
+            Some("esp"),
+        )
+        .unwrap();
         assert_eq!(esp.to_string(), gpt_types::ESP);
         assert_eq!(
             resolve(TableKind::Gpt, FsKind::Ext4, None)

@@ -1,13 +1,15 @@
 //! The pure part of building: full plan (layout + filesystem geometry) and writing a plan
-//! with its trees into a [`SparseImage`]. No OS I/O: builds for wasm32.
+//! with its trees into any [`BlockSink`]. No OS I/O: builds for wasm32.
 
 use blockwise_ext4::Ext4Request;
 use blockwise_fat::FatRequest;
 use blockwise_geometry::{
     plan as plan_layout, BlockSink, ContentSource, FsKind, FsPlan, OtherFs, PartType, Plan,
-    SparseImage, Spec, SpecError, SubSink, TableKind, Tree,
+    SparseImage, SubSink, TableKind, Tree,
 };
 
+use crate::error::PartitionError;
+use crate::spec::{ext4_error, fat_error, layout_error, Spec, SpecError};
 use crate::Error;
 
 /// The FAT request for the partition at `i` of `plan`.
@@ -43,34 +45,34 @@ pub fn ext4_request(spec: &Spec, plan: &Plan, i: usize, timestamp: i64) -> Optio
     })
 }
 
-fn fat_error(index: usize, e: blockwise_fat::Error) -> Error {
+/// A FAT writer error for the partition at 0-based spec index `si`: request errors become
+/// spec errors with their key, the rest stay typed.
+fn fat_failure(si: usize, e: blockwise_fat::Error) -> Error {
     match e {
-        blockwise_fat::Error::InvalidSpec { key, reason } => {
-            Error::Spec(SpecError::new(format!("partition[{index}].{key}"), reason))
-        }
-        other => Error::Partition {
-            index,
-            message: other.to_string(),
-        },
+        blockwise_fat::Error::Invalid(i) => Error::Spec(fat_error(si, i)),
+        other => Error::partition(si + 1, PartitionError::Fat(other)),
     }
 }
 
-fn ext4_error(index: usize, e: blockwise_ext4::Error) -> Error {
+/// An ext4 writer error for the partition at 0-based spec index `si`.
+fn ext4_failure(si: usize, e: blockwise_ext4::Error) -> Error {
     match e {
-        blockwise_ext4::Error::InvalidSpec { key, reason } => {
-            Error::Spec(SpecError::new(format!("partition[{index}].{key}"), reason))
-        }
-        other => Error::Partition {
-            index,
-            message: other.to_string(),
-        },
+        blockwise_ext4::Error::Invalid(i) => Error::Spec(ext4_error(si, i)),
+        other => Error::partition(si + 1, PartitionError::Ext4(other)),
     }
+}
+
+fn internal(si: usize) -> Error {
+    Error::Spec(SpecError::new(
+        format!("partition[{}]", si + 1),
+        "internal: the plan has no such partition",
+    ))
 }
 
 /// Plans layout and filesystems. `trees[i]` (spec order), when given, lets the ext4 planner
 /// size its inode count to the contents. `timestamp` is the filesystem creation time.
 pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<Plan, Error> {
-    let mut plan = plan_layout(spec)?;
+    let mut plan = plan_layout(&spec.layout()).map_err(layout_error)?;
     for i in 0..plan.partitions.len() {
         let Some(p) = plan.partitions.get(i) else {
             continue;
@@ -80,32 +82,26 @@ pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<
             continue;
         };
         let fs = match ps.fs {
-            k if k.is_fat() => {
-                let req = fat_request(spec, &plan, i)
-                    .ok_or_else(|| SpecError::new("partition", "internal: missing partition"))?;
-                let fp = blockwise_fat::plan(&req).map_err(|e| fat_error(si + 1, e))?;
+            FsKind::Fat(_) => {
+                let req = fat_request(spec, &plan, i).ok_or_else(|| internal(si))?;
+                let fp = blockwise_fat::plan(&req).map_err(|e| fat_failure(si, e))?;
                 Some(FsPlan::Fat(fp))
             }
             FsKind::Ext4 => {
-                let req = ext4_request(spec, &plan, i, timestamp)
-                    .ok_or_else(|| SpecError::new("partition", "internal: missing partition"))?;
+                let req = ext4_request(spec, &plan, i, timestamp).ok_or_else(|| internal(si))?;
                 let tree = trees.get(si).and_then(Option::as_ref);
-                let xp = blockwise_ext4::plan(&req, tree).map_err(|e| ext4_error(si + 1, e))?;
+                let xp = blockwise_ext4::plan(&req, tree).map_err(|e| ext4_failure(si, e))?;
                 Some(FsPlan::Ext4(xp))
             }
             FsKind::Raw => Some(FsPlan::Other(OtherFs {
                 kind: "raw".into(),
                 aligned: None,
             })),
-            _ => None,
+            FsKind::None => None,
         };
         // With fs = "fat", the MBR type follows the FAT type the planner chose.
         let chosen_type = match (&fs, ps.type_.is_none(), spec.image.table) {
-            (Some(FsPlan::Fat(f)), true, TableKind::Mbr) => Some(match f.kind.as_str() {
-                "fat12" => 0x01,
-                "fat16" => 0x0e,
-                _ => 0x0c,
-            }),
+            (Some(FsPlan::Fat(f)), true, TableKind::Mbr) => Some(f.kind.mbr_type()),
             _ => None,
         };
         if let Some(p) = plan.partitions.get_mut(i) {
@@ -119,48 +115,53 @@ pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<
     Ok(plan)
 }
 
-/// Reads raw partition content: `read(offset, buf)` returns the bytes read, 0 at the end.
-pub type RawReader<'a> = dyn FnMut(u64, &mut [u8]) -> Result<usize, String> + 'a;
-
 /// What a partition is filled from, for [`assemble`].
 pub enum Fill<'a> {
     /// Nothing (fs = "none").
     Nothing,
     /// A tree (FAT or ext4 native backend).
     Tree(&'a Tree),
-    /// Raw bytes from a reader: `read(offset, buf) -> bytes read` (0 at the end).
-    Raw(&'a mut RawReader<'a>),
-    /// Bytes already produced elsewhere (the mke2fs backend): written by the caller.
+    /// Raw bytes: `size` bytes of `content` in the [`ContentSource`], copied verbatim.
+    Raw {
+        /// The content handle.
+        content: u64,
+        /// Its length in bytes.
+        size: u64,
+    },
+    /// Bytes produced elsewhere (the mke2fs backend): written by the caller.
     External,
 }
 
-/// Writes the partition table and every partition of `plan` into a new [`SparseImage`].
-/// `fills[i]` is in spec order. Returns the image and the writers' warnings.
-pub fn assemble(
+/// Chunk size for raw partition copies.
+const RAW_CHUNK: u64 = 1 << 20;
+
+/// Writes the partition table and every partition of `plan` into `sink`, which must be at
+/// least the plan's size. `fills[i]` is in spec order. Returns the writers' warnings.
+pub fn assemble<S: BlockSink + ?Sized>(
+    sink: &mut S,
     spec: &Spec,
     plan: &Plan,
-    fills: &mut [Fill<'_>],
+    fills: &[Fill<'_>],
     content: &dyn ContentSource,
     timestamp: i64,
-) -> Result<(SparseImage, Vec<String>), Error> {
-    let mut img = SparseImage::new(plan.size_bytes);
+) -> Result<Vec<String>, Error> {
     let mut warnings = Vec::new();
-    blockwise_ptable::write_table(&mut img, plan).map_err(|e| Error::Table(e.to_string()))?;
+    blockwise_ptable::write_table(sink, plan).map_err(|e| Error::Table {
+        source: Box::new(e),
+    })?;
     for (i, p) in plan.partitions.iter().enumerate() {
         let si = p.spec_index;
         let index = si + 1;
-        let part_err = |message: String| Error::Partition { index, message };
-        let mut sub = SubSink::new(&mut img, p.start_bytes, p.size_bytes)
-            .map_err(|e| part_err(e.to_string()))?;
-        let Some(fill) = fills.get_mut(si) else {
+        let mut sub = SubSink::new(sink, p.start_bytes, p.size_bytes)
+            .map_err(|e| Error::partition(index, PartitionError::Window(e)))?;
+        let Some(fill) = fills.get(si) else {
             continue;
         };
         match (&p.filesystem, fill) {
             (Some(FsPlan::Fat(fp)), Fill::Tree(tree)) => {
-                let req =
-                    fat_request(spec, plan, i).ok_or_else(|| part_err("missing request".into()))?;
+                let req = fat_request(spec, plan, i).ok_or_else(|| internal(si))?;
                 let report = blockwise_fat::write(&mut sub, &req, fp, tree, content, timestamp)
-                    .map_err(|e| fat_error(index, e))?;
+                    .map_err(|e| fat_failure(si, e))?;
                 warnings.extend(
                     report
                         .warnings
@@ -169,34 +170,52 @@ pub fn assemble(
                 );
             }
             (Some(FsPlan::Ext4(xp)), Fill::Tree(tree)) => {
-                let req = ext4_request(spec, plan, i, timestamp)
-                    .ok_or_else(|| part_err("missing request".into()))?;
+                let req = ext4_request(spec, plan, i, timestamp).ok_or_else(|| internal(si))?;
                 blockwise_ext4::write(&mut sub, &req, xp, tree, content)
-                    .map_err(|e| ext4_error(index, e))?;
+                    .map_err(|e| ext4_failure(si, e))?;
             }
-            (_, Fill::Raw(read)) => {
-                let mut buf = vec![0u8; 1 << 20];
+            (_, &Fill::Raw { content: id, size }) => {
+                if size > p.size_bytes {
+                    return Err(Error::Spec(SpecError::new(
+                        format!("partition[{index}].source"),
+                        format!("the source is larger than the partition ({} bytes); raise partition[{index}].size", p.size_bytes),
+                    )));
+                }
+                let mut buf = vec![0u8; usize::try_from(RAW_CHUNK.min(size)).unwrap_or(0)];
                 let mut off = 0u64;
-                loop {
-                    let n = read(off, &mut buf).map_err(part_err)?;
-                    if n == 0 {
-                        break;
-                    }
-                    let chunk = buf.get(..n).unwrap_or_default();
-                    if off + n as u64 > p.size_bytes {
-                        return Err(Error::Spec(SpecError::new(
-                            format!("partition[{index}].source"),
-                            format!("the source is larger than the partition ({} bytes); raise partition[{index}].size", p.size_bytes),
-                        )));
-                    }
-                    sub.write_at(off, chunk)
-                        .map_err(|e| part_err(e.to_string()))?;
+                while off < size {
+                    let n = usize::try_from((size - off).min(RAW_CHUNK)).unwrap_or(0);
+                    let chunk = buf.get_mut(..n).unwrap_or_default();
+                    content
+                        .read_at(id, off, chunk)
+                        .map_err(|e| Error::partition(index, PartitionError::Content(e)))?;
+                    sub.write_at(off, chunk).map_err(|e| {
+                        Error::partition(
+                            index,
+                            PartitionError::Sink {
+                                offset: off,
+                                source: Box::new(e),
+                            },
+                        )
+                    })?;
                     off += n as u64;
                 }
             }
-            (_, Fill::Nothing | Fill::External) => {}
-            (_, Fill::Tree(_)) => {}
+            (_, Fill::Nothing | Fill::External | Fill::Tree(_)) => {}
         }
     }
+    Ok(warnings)
+}
+
+/// [`assemble`] into a new in-memory [`SparseImage`] of the plan's size.
+pub fn assemble_sparse(
+    spec: &Spec,
+    plan: &Plan,
+    fills: &[Fill<'_>],
+    content: &dyn ContentSource,
+    timestamp: i64,
+) -> Result<(SparseImage, Vec<String>), Error> {
+    let mut img = SparseImage::new(plan.size_bytes);
+    let warnings = assemble(&mut img, spec, plan, fills, content, timestamp)?;
     Ok((img, warnings))
 }

@@ -1,8 +1,10 @@
-//! Errors of planning and building an image.
+//! Errors of planning and building an image: typed causes, so front ends (the CLI's exit
+//! codes, Python's exception classes, JS error names) can tell them apart without reading
+//! text.
 
-use std::path::PathBuf;
+use blockwise_geometry::OutOfBounds;
 
-use blockwise_geometry::SpecError;
+use crate::spec::SpecError;
 
 /// Why an image could not be planned or built.
 #[derive(Debug, thiserror::Error)]
@@ -11,40 +13,101 @@ pub enum Error {
     /// The spec asks for something impossible; the key says where.
     #[error(transparent)]
     Spec(#[from] SpecError),
-    /// A partition's filesystem could not be written.
-    #[error("partition[{index}]: {message}")]
+    /// A partition's content could not be written.
+    #[error("partition[{index}]: {source}")]
     Partition {
         /// 1-based spec index.
         index: usize,
         /// What went wrong.
-        message: String,
-    },
-    /// Reading an input or writing the output failed.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file involved.
-        path: PathBuf,
-        /// The OS error.
         #[source]
-        source: std::io::Error,
+        source: PartitionError,
     },
     /// The partition table could not be written.
-    #[error("partition table: {0}")]
-    Table(String),
+    #[error("partition table: {source}")]
+    Table {
+        /// The table writer's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+}
+
+/// What went wrong inside one partition.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PartitionError {
+    /// The FAT writer failed (a name FAT cannot store, too little space, the sink …).
+    #[error(transparent)]
+    Fat(blockwise_fat::Error),
+    /// The ext4 writer failed.
+    #[error(transparent)]
+    Ext4(blockwise_ext4::Error),
+    /// Reading a raw partition's source failed.
+    #[error(transparent)]
+    Content(blockwise_geometry::ContentError),
+    /// The partition does not fit the sink.
+    #[error(transparent)]
+    Window(OutOfBounds),
+    /// The sink failed while a raw partition was copied.
+    #[error("writing at byte {offset} of the partition: {source}")]
+    Sink {
+        /// Offset inside the partition.
+        offset: u64,
+        /// The sink's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+}
+
+/// The kind of failure, for front ends that map errors to exception classes or exit codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The spec (or the contents it names) asks for something impossible.
+    Spec,
+    /// Something valid that blockwise does not do.
+    Unsupported,
+    /// Reading an input or writing the output failed.
+    Io,
 }
 
 impl Error {
-    /// True for errors in what the user asked (exit code 2 in the CLI) as opposed to I/O.
+    /// True for errors in what the user asked (exit code 2 in the CLI).
     #[must_use]
     pub fn is_spec(&self) -> bool {
         matches!(self, Error::Spec(_))
     }
 
-    #[cfg(feature = "host")]
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io {
-            path: path.into(),
-            source,
+    /// The kind of failure.
+    #[must_use]
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Spec(_) => ErrorKind::Spec,
+            Error::Partition { source, .. } => source.kind(),
+            Error::Table { .. } => ErrorKind::Io,
+        }
+    }
+
+    pub(crate) fn partition(index: usize, source: PartitionError) -> Self {
+        Error::Partition { index, source }
+    }
+}
+
+impl PartitionError {
+    /// The kind of failure.
+    #[must_use]
+    pub fn kind(&self) -> ErrorKind {
+        use blockwise_ext4::Error as X;
+        use blockwise_fat::Error as F;
+        match self {
+            PartitionError::Fat(F::Unsupported { .. })
+            | PartitionError::Ext4(X::Unsupported { .. } | X::UnsupportedFeature { .. }) => {
+                ErrorKind::Unsupported
+            }
+            PartitionError::Fat(F::Content { .. } | F::Sink { .. })
+            | PartitionError::Ext4(X::Content(_) | X::Sink { .. })
+            | PartitionError::Content(_)
+            | PartitionError::Sink { .. } => ErrorKind::Io,
+            _ => ErrorKind::Spec,
         }
     }
 }

@@ -1,14 +1,15 @@
-//! Spec → sparse disk image. Composes the planner (`blockwise-geometry`), the partition
-//! tables (`blockwise-ptable`) and the filesystem writers (`blockwise-fat`,
-//! `blockwise-ext4`).
+//! Spec → disk image. Composes the planner (`blockwise-geometry`), the partition tables
+//! (`blockwise-ptable`) and the filesystem writers (`blockwise-fat`, `blockwise-ext4`),
+//! and owns the spec: its input structs, its validation and the one map from every crate's
+//! error fields to spec keys.
 //!
-//! The pure part ([`plan_full`], [`assemble`]) builds for wasm32. The `host` feature adds
-//! spec files, content directories, atomic output files, `.bmap` files and the mke2fs
-//! fallback.
+//! Everything here is pure (no files, processes, clocks or environment) and builds for
+//! wasm32; `blockwise-host` adds spec files, content directories, output files, `.bmap`
+//! files and the mke2fs fallback on top.
 //!
 //! ```
-//! use blockwise_geometry::{BlockSource, Spec, Tree};
-//! use blockwise_image::{assemble, plan_full, Fill};
+//! use blockwise_geometry::{BlockSource, SparseImage};
+//! use blockwise_image::{assemble, plan_full, Fill, Spec};
 //! let spec = Spec::from_toml(r#"
 //!     [image]
 //!     size = "64MiB"
@@ -17,23 +18,19 @@
 //!     size = "fill"
 //! "#).unwrap();
 //! let plan = plan_full(&spec, &[], 0).unwrap();
-//! let (img, _warnings) = assemble(&spec, &plan, &mut [Fill::Nothing], &Vec::<Vec<u8>>::new(), 0).unwrap();
+//! let mut img = SparseImage::new(plan.size_bytes);
+//! let _warnings = assemble(&mut img, &spec, &plan, &[Fill::Nothing], &Vec::<Vec<u8>>::new(), 0).unwrap();
 //! let mut sig = [0u8; 2];
 //! img.read_at(510, &mut sig).unwrap();
 //! assert_eq!(sig, [0x55, 0xaa]);
 //! ```
 
 mod assemble;
+mod entries;
 mod error;
-#[cfg(feature = "host")]
-mod host;
-#[cfg(feature = "host")]
-mod mke2fs;
+pub mod spec;
 
-pub use assemble::{assemble, ext4_request, fat_request, plan_full, Fill, RawReader};
-pub use error::Error;
-#[cfg(feature = "host")]
-pub use host::{
-    apply_entries, build, plan_file, resolve_inputs, resolve_timestamp, tree_from_dir, write_bmap,
-    write_image_file, Built, HostContent, SpecFile,
-};
+pub use assemble::{assemble, assemble_sparse, ext4_request, fat_request, plan_full, Fill};
+pub use entries::apply_entries;
+pub use error::{Error, ErrorKind, PartitionError};
+pub use spec::{EntryKind, EntrySpec, PartitionSpec, Spec, SpecError};

@@ -5,17 +5,13 @@
 //! before it is allocated, and both GPT copies are checked separately.
 //!
 //! ```
-//! use blockwise_geometry::{plan, BlockSource, SparseImage, Spec};
+//! use blockwise_geometry::{plan, FsKind, ImageSpec, Layout, PartitionLayout, SizeSpec, SparseImage, TableKind};
 //! use blockwise_ptable::{read_gpt, write_table};
-//! let spec = Spec::from_toml(r#"
-//!     [image]
-//!     table = "gpt"
-//!     size = "64MiB"
-//!     [[partition]]
-//!     fs = "none"
-//!     size = "fill"
-//! "#).unwrap();
-//! let plan = plan(&spec).unwrap();
+//! let layout = Layout {
+//!     image: ImageSpec { table: TableKind::Gpt, size: Some(64 << 20), ..ImageSpec::default() },
+//!     partitions: vec![PartitionLayout::new(FsKind::None, SizeSpec::Fill)],
+//! };
+//! let plan = plan(&layout).unwrap();
 //! let mut img = SparseImage::new(plan.size_bytes);
 //! write_table(&mut img, &plan).unwrap();
 //! let gpt = read_gpt(&img, plan.sector_bytes).unwrap();

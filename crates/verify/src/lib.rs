@@ -46,8 +46,8 @@ mod human;
 pub mod magic;
 
 use blockwise_geometry::{
-    alignment_of, format_size, BlockSource, DiskId, Ext4Plan, FatPlan, FsKind, FsPlan, Guid,
-    OtherFs, PartType, PartitionPlan, SectorSize, SparseImage, TableKind, TablePlan,
+    alignment_of, format_size, BlockSource, DiskId, Ext4Plan, FatPlan, FatType, FsKind, FsPlan,
+    Guid, OtherFs, PartType, PartitionPlan, SectorSize, SparseImage, TableKind, TablePlan,
 };
 use blockwise_ptable::{parse_mbr, read_gpt, read_logical, Corrupt, GptCopy, Mbr};
 use serde::Serialize;
@@ -586,9 +586,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         }
         self.content(&mut p, c)?;
         p.type_ = PartType::Mbr(match (&p.filesystem, p.content) {
-            (_, FsKind::Fat12) => 0x01,
-            (_, FsKind::Fat16) => 0x0e,
-            (_, FsKind::Fat32) => 0x0c,
+            (_, FsKind::Fat(Some(t))) => t.mbr_type(),
             (Some(FsPlan::Other(o)), _) if o.kind == "swap" => 0x82,
             (Some(FsPlan::Other(o)), _) if o.kind == "ntfs" || o.kind == "exfat" => 0x07,
             _ => 0x83,
@@ -1110,7 +1108,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         let vol = match fat::parse_fat(&boot) {
             Ok(v) => v,
             Err(err) => {
-                p.content = FsKind::FatAuto;
+                p.content = FsKind::Fat(None);
                 p.filesystem = Some(FsPlan::Other(OtherFs {
                     kind: "fat".into(),
                     aligned: None,
@@ -1126,11 +1124,12 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         };
         let kind = vol.layout;
         let name = kind.as_str().to_uppercase();
-        p.content = match kind {
-            fat::FatKind::Fat12 => FsKind::Fat12,
-            fat::FatKind::Fat16 => FsKind::Fat16,
-            fat::FatKind::Fat32 => FsKind::Fat32,
+        let fat_type = match kind {
+            fat::FatKind::Fat12 => FatType::Fat12,
+            fat::FatKind::Fat16 => FatType::Fat16,
+            fat::FatKind::Fat32 => FatType::Fat32,
         };
+        p.content = FsKind::Fat(Some(fat_type));
         for issue in &vol.issues {
             let sev = Severity::error_if(issue.is_error());
             self.add(
@@ -1268,7 +1267,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         }
         let aligned = data_start % e == 0 && cluster_ok;
         p.filesystem = Some(FsPlan::Fat(FatPlan {
-            kind: kind.as_str().into(),
+            kind: fat_type,
             label: vol.bpb.label.clone(),
             sector_bytes: vol.bpb.bytes_per_sector.into(),
             cluster_bytes: u32::try_from(cluster).unwrap_or(u32::MAX),

@@ -6,8 +6,9 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use blockwise_ext4::Ext4Options;
 use blockwise_ext4::{plan, write, Ext4Request};
-use blockwise_geometry::{Ext4Options, Meta, NodeId, NodeKind, SparseImage, Tree};
+use blockwise_geometry::{Meta, NodeId, NodeKind, SparseImage, Tree};
 
 /// True when CI demands every oracle tool.
 pub fn oracles_required() -> bool {

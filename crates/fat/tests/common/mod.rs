@@ -8,10 +8,11 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use blockwise_fat::{plan, write, FatRequest, WriteReport};
+use blockwise_fat::{plan, write, FatOptions, FatRequest, WriteReport};
+pub use blockwise_geometry::FatType;
 use blockwise_geometry::{
-    BlockSink, BlockSource, FatOptions, FatPlan, FsKind, Meta, NodeId, NodeKind, SectorSize,
-    SparseImage, SubSink, Tree,
+    BlockSink, BlockSource, FatPlan, FsKind, Meta, NodeId, NodeKind, SectorSize, SparseImage,
+    SubSink, Tree,
 };
 
 pub const KIB: u64 = 1 << 10;

@@ -5,7 +5,7 @@ mod ext4;
 mod fat;
 
 pub use ext4::Ext4Plan;
-pub use fat::FatPlan;
+pub use fat::{FatPlan, FatType, MAX_FAT32_CLUSTERS};
 
 use serde::Serialize;
 

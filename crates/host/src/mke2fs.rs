@@ -11,7 +11,9 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use blockwise_geometry::{BlockSink, EntryKind, EntrySpec, Ext4Plan, Ext4Profile, Guid};
+use blockwise_ext4::Ext4Profile;
+use blockwise_geometry::{BlockSink, Ext4Plan, Guid};
+use blockwise_image::{EntryKind, EntrySpec};
 
 /// Errors of the mke2fs backend.
 #[derive(Debug, thiserror::Error)]

@@ -8,9 +8,10 @@ use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
 use blockwise_geometry::BlockSource;
 use blockwise_verify::DeviceHints;
+
+use crate::Error;
 
 /// A regular file or block device opened read-only.
 #[derive(Debug)]
@@ -23,26 +24,22 @@ pub struct FileSource {
 
 impl FileSource {
     /// Opens `path` read-only. Directories and other special files are refused.
-    pub fn open(path: &Path) -> anyhow::Result<Self> {
-        let mut file =
-            File::open(path).with_context(|| format!("opening {} read-only", path.display()))?;
-        let meta = file
-            .metadata()
-            .with_context(|| format!("reading the metadata of {}", path.display()))?;
+    pub fn open(path: &Path) -> Result<Self, Error> {
+        let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let meta = file.metadata().map_err(|e| Error::io(path, e))?;
         let ft = meta.file_type();
+        let refuse = |what: &str| Error::NotUsable {
+            path: path.to_path_buf(),
+            what: what.to_string(),
+        };
         if ft.is_dir() {
-            anyhow::bail!(
-                "{} is a directory, not an image or block device",
-                path.display()
-            );
+            return Err(refuse("is a directory, not an image or block device"));
         }
         if ft.is_block_device() {
             let len = file
                 .seek(SeekFrom::End(0))
-                .with_context(|| format!("finding the size of {}", path.display()))?;
-            let rdev = meta.rdev();
-            let major = ((rdev >> 8) & 0xfff) | ((rdev >> 32) & !0xfff);
-            let minor = (rdev & 0xff) | ((rdev >> 12) & !0xff);
+                .map_err(|e| Error::io(path, e))?;
+            let (major, minor) = crate::tree::split_dev(meta.rdev());
             let sysfs = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
             return Ok(FileSource {
                 file,
@@ -51,10 +48,7 @@ impl FileSource {
             });
         }
         if !ft.is_file() {
-            anyhow::bail!(
-                "{} is neither a regular file nor a block device",
-                path.display()
-            );
+            return Err(refuse("is neither a regular file nor a block device"));
         }
         Ok(FileSource {
             file,

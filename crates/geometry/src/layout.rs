@@ -1,0 +1,606 @@
+//! The planner's input: the disk (`[image]` of a spec) and, per partition, what decides its
+//! place and type. Filesystem options and contents are not here: each filesystem crate owns
+//! its options, and the image crate's spec puts the pieces together.
+//!
+//! [`ImageSpec`] deserialises from the `[image]` table (TOML, a Python dict, a JS object);
+//! its serde names are the spec keys, which is why [`LayoutKey`] prints them.
+
+use core::fmt;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+
+use crate::de::{opt_size, opt_uint, parse_uint, size, uint};
+use crate::fsplan::FatType;
+use crate::guid::Guid;
+use crate::units::{parse_size, SectorSize};
+
+/// Partition table kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TableKind {
+    /// DOS/MBR table (primary partitions, logical ones through an extended partition).
+    #[default]
+    Mbr,
+    /// GUID partition table with protective MBR.
+    Gpt,
+    /// No table: the image is one bare filesystem.
+    None,
+}
+
+impl TableKind {
+    /// The spec spelling.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TableKind::Mbr => "mbr",
+            TableKind::Gpt => "gpt",
+            TableKind::None => "none",
+        }
+    }
+
+    /// Parses `mbr` (also `dos`, `msdos`), `gpt`, `none`, case-insensitively.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "mbr" | "dos" | "msdos" => Ok(TableKind::Mbr),
+            "gpt" => Ok(TableKind::Gpt),
+            "none" => Ok(TableKind::None),
+            _ => Err(format!("{s:?}: must be \"mbr\", \"gpt\" or \"none\"")),
+        }
+    }
+}
+
+impl fmt::Display for TableKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for TableKind {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        crate::de::from_str(d, "\"mbr\", \"gpt\" or \"none\"", TableKind::parse)
+    }
+}
+
+/// What goes into a partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FsKind {
+    /// FAT; `None` = the type is chosen from the size (`fs = "fat"`).
+    Fat(Option<FatType>),
+    /// ext4.
+    Ext4,
+    /// A file copied verbatim (`source`).
+    Raw,
+    /// Nothing: the partition is left empty (a hole).
+    None,
+}
+
+impl FsKind {
+    /// The spellings `fs` accepts, for messages.
+    pub const CHOICES: &'static str = "fat12, fat16, fat32, fat, ext4, raw, none";
+
+    /// The spec spelling.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FsKind::Fat(None) => "fat",
+            FsKind::Fat(Some(t)) => t.name(),
+            FsKind::Ext4 => "ext4",
+            FsKind::Raw => "raw",
+            FsKind::None => "none",
+        }
+    }
+
+    /// Any FAT variant.
+    #[must_use]
+    pub fn is_fat(self) -> bool {
+        matches!(self, FsKind::Fat(_))
+    }
+
+    /// Parses the spec spelling (`fat32`, `ext4`, …), case-insensitively.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        let lower = s.to_ascii_lowercase();
+        Some(match lower.as_str() {
+            "fat" | "vfat" => FsKind::Fat(None),
+            "ext4" => FsKind::Ext4,
+            "raw" => FsKind::Raw,
+            "none" => FsKind::None,
+            other => FsKind::Fat(Some(FatType::from_name(other)?)),
+        })
+    }
+}
+
+impl fmt::Display for FsKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for FsKind {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        crate::de::from_str(d, "a filesystem name", |s| {
+            FsKind::parse(s).ok_or_else(|| format!("{s:?}: must be one of {}", FsKind::CHOICES))
+        })
+    }
+}
+
+/// A partition size request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SizeSpec {
+    /// At least this many bytes (rounded up to the erase block).
+    Bytes(u64),
+    /// Everything up to the end of the disk (last partition only).
+    Fill,
+    /// No size given: for `fs = "raw"` the length of `source`, filled in by the image
+    /// builder before planning; for anything else an error.
+    Source,
+}
+
+impl SizeSpec {
+    /// What an absent `size` key means: [`SizeSpec::Source`].
+    #[must_use]
+    pub fn absent() -> Self {
+        SizeSpec::Source
+    }
+}
+
+impl<'de> Deserialize<'de> for SizeSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = SizeSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a size like \"256MiB\", a number of bytes, or \"fill\"")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<SizeSpec, E> {
+                Ok(SizeSpec::Bytes(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<SizeSpec, E> {
+                u64::try_from(v)
+                    .map(SizeSpec::Bytes)
+                    .map_err(|_| E::custom(format!("size must not be negative, found {v}")))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<SizeSpec, E> {
+                Err(E::custom(format!(
+                    "{v} is not a whole number of bytes; write a size like \"1.5GiB\" as a string"
+                )))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<SizeSpec, E> {
+                if s.trim().eq_ignore_ascii_case("fill") {
+                    return Ok(SizeSpec::Fill);
+                }
+                parse_size(s).map(SizeSpec::Bytes).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A disk identifier from `image.disk-id`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiskId {
+    /// MBR disk signature.
+    Mbr(u32),
+    /// GPT disk GUID.
+    Gpt(Guid),
+}
+
+impl DiskId {
+    /// Parses a GUID or a 32-bit number (`"0x5452574f"`).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if let Ok(g) = s.parse::<Guid>() {
+            return Ok(DiskId::Gpt(g));
+        }
+        parse_uint(s)
+            .and_then(|n| u32::try_from(n).ok())
+            .map(DiskId::Mbr)
+            .ok_or_else(|| {
+                format!("{s:?} is neither a 32-bit number like \"0x5452574f\" nor a GUID")
+            })
+    }
+}
+
+impl<'de> Deserialize<'de> for DiskId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = DiskId;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string like \"0x5452574f\" or a GUID")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<DiskId, E> {
+                u32::try_from(v)
+                    .map(DiskId::Mbr)
+                    .map_err(|_| E::custom(format!("{v} does not fit 32 bits")))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<DiskId, E> {
+                u32::try_from(v)
+                    .map(DiskId::Mbr)
+                    .map_err(|_| E::custom(format!("{v} does not fit 32 bits")))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<DiskId, E> {
+                DiskId::parse(s).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for SectorSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let n = size(d)?;
+        SectorSize::from_bytes(n)
+            .ok_or_else(|| de::Error::custom(format!("{n}: must be 512 or 4096")))
+    }
+}
+
+const U64_MAX: u64 = u64::MAX;
+
+/// Largest `image.timestamp` accepted (a little past 2514).
+pub const MAX_TIMESTAMP: u64 = 4 * u32::MAX as u64;
+
+/// The `[image]` table.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ImageSpec {
+    /// Total image size; `None` = computed from the partitions.
+    #[serde(deserialize_with = "opt_size")]
+    pub size: Option<u64>,
+    /// Erase block E in bytes (power of two).
+    #[serde(deserialize_with = "size")]
+    pub erase_block: u64,
+    /// Device logical sector size.
+    pub sector_size: SectorSize,
+    /// Partition table kind.
+    pub table: TableKind,
+    /// Start of the first partition; `None` = one erase block (or more if the table needs it).
+    #[serde(deserialize_with = "opt_size")]
+    pub first_partition: Option<u64>,
+    /// Explicit disk ID; `None` = derived from `seed`.
+    pub disk_id: Option<DiskId>,
+    /// Seed of every derived ID, UUID and hash seed.
+    #[serde(deserialize_with = "uint::<_, u64, U64_MAX>")]
+    pub seed: u64,
+    /// File timestamps when not preserved; `None` = `SOURCE_DATE_EPOCH` or 0 (resolved by the caller).
+    #[serde(deserialize_with = "opt_uint::<_, u64, MAX_TIMESTAMP>")]
+    pub timestamp: Option<u64>,
+}
+
+impl Default for ImageSpec {
+    fn default() -> Self {
+        ImageSpec {
+            size: None,
+            erase_block: 4 << 20,
+            sector_size: SectorSize::S512,
+            table: TableKind::Mbr,
+            first_partition: None,
+            disk_id: None,
+            seed: 1,
+            timestamp: None,
+        }
+    }
+}
+
+/// What the planner needs to know about one partition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionLayout {
+    /// GPT partition name; default = label.
+    pub name: Option<String>,
+    /// Filesystem or content kind (decides the default type).
+    pub fs: FsKind,
+    /// Requested size.
+    pub size: SizeSpec,
+    /// Explicit partition type (MBR byte, GPT GUID or alias); `None` = from `fs`.
+    pub type_: Option<String>,
+    /// Bootable flag (MBR 0x80; GPT legacy-BIOS-bootable attribute).
+    pub bootable: bool,
+    /// Filesystem label (the GPT name when `name` is not given).
+    pub label: Option<String>,
+}
+
+impl PartitionLayout {
+    /// A partition of `fs` with `size` and nothing else set.
+    #[must_use]
+    pub fn new(fs: FsKind, size: SizeSpec) -> Self {
+        PartitionLayout {
+            name: None,
+            fs,
+            size,
+            type_: None,
+            bootable: false,
+            label: None,
+        }
+    }
+}
+
+/// The whole planner input.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Layout {
+    /// The disk.
+    pub image: ImageSpec,
+    /// The partitions, in spec order.
+    pub partitions: Vec<PartitionLayout>,
+}
+
+/// A key of the `[image]` table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ImageKey {
+    /// `size`.
+    Size,
+    /// `erase-block`.
+    EraseBlock,
+    /// `sector-size`.
+    SectorSize,
+    /// `table`.
+    Table,
+    /// `first-partition`.
+    FirstPartition,
+    /// `disk-id`.
+    DiskId,
+}
+
+impl ImageKey {
+    /// The spec spelling.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ImageKey::Size => "size",
+            ImageKey::EraseBlock => "erase-block",
+            ImageKey::SectorSize => "sector-size",
+            ImageKey::Table => "table",
+            ImageKey::FirstPartition => "first-partition",
+            ImageKey::DiskId => "disk-id",
+        }
+    }
+}
+
+/// A layout key of one `[[partition]]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PartKey {
+    /// `fs`.
+    Fs,
+    /// `size`.
+    Size,
+    /// `type`.
+    Type,
+    /// `name`.
+    Name,
+    /// `bootable`.
+    Bootable,
+}
+
+impl PartKey {
+    /// The spec spelling.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PartKey::Fs => "fs",
+            PartKey::Size => "size",
+            PartKey::Type => "type",
+            PartKey::Name => "name",
+            PartKey::Bootable => "bootable",
+        }
+    }
+}
+
+/// Which part of the layout an error is about. Displays as the spec key
+/// (`image.erase-block`, `partition[2].size`; partition numbers are 1-based).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LayoutKey {
+    /// A key of `[image]`.
+    Image(ImageKey),
+    /// The `[[partition]]` array as a whole.
+    Partitions,
+    /// A key of the partition at this 0-based index.
+    Partition(usize, PartKey),
+}
+
+impl fmt::Display for LayoutKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LayoutKey::Image(k) => write!(f, "image.{}", k.as_str()),
+            LayoutKey::Partitions => f.write_str("partition"),
+            LayoutKey::Partition(i, k) => {
+                write!(f, "partition[{}].{}", i.saturating_add(1), k.as_str())
+            }
+        }
+    }
+}
+
+/// A layout that cannot be planned, with the key that is wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {reason}")]
+pub struct LayoutError {
+    /// Which key.
+    pub key: LayoutKey,
+    /// What is wrong and, where possible, what to do.
+    pub reason: String,
+}
+
+impl LayoutError {
+    /// A new error.
+    pub fn new(key: LayoutKey, reason: impl Into<String>) -> Self {
+        LayoutError {
+            key,
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn image(k: ImageKey, reason: impl Into<String>) -> Self {
+        LayoutError::new(LayoutKey::Image(k), reason)
+    }
+
+    pub(crate) fn part(i: usize, k: PartKey, reason: impl Into<String>) -> Self {
+        LayoutError::new(LayoutKey::Partition(i, k), reason)
+    }
+}
+
+/// Smallest and largest erase block accepted.
+pub const ERASE_BLOCK_RANGE: (u64, u64) = (4096, 256 << 20);
+
+impl Layout {
+    /// Cross-key checks of the disk and the partitions' places (also run by [`crate::plan`]).
+    pub fn validate(&self) -> Result<(), LayoutError> {
+        let img = &self.image;
+        let eb = img.erase_block;
+        let (emin, emax) = ERASE_BLOCK_RANGE;
+        if !eb.is_power_of_two() || !(emin..=emax).contains(&eb) {
+            return Err(LayoutError::image(
+                ImageKey::EraseBlock,
+                format!("{eb} must be a power of two between 4KiB and 256MiB (SD cards: 4MiB or 8MiB, old USB sticks: 128KiB)"),
+            ));
+        }
+        if eb < img.sector_size.bytes_u64() {
+            return Err(LayoutError::image(
+                ImageKey::EraseBlock,
+                format!("{eb} is smaller than the {}-byte sector", img.sector_size),
+            ));
+        }
+        if let Some(s) = img.size {
+            if s == 0 || s % img.sector_size.bytes_u64() != 0 {
+                return Err(LayoutError::image(
+                    ImageKey::Size,
+                    format!(
+                        "{s} must be a non-zero multiple of the {}-byte sector size",
+                        img.sector_size
+                    ),
+                ));
+            }
+        }
+        if let Some(fp) = img.first_partition {
+            if img.table == TableKind::None {
+                return Err(LayoutError::image(
+                    ImageKey::FirstPartition,
+                    "has no meaning with table = \"none\" (the filesystem starts at byte 0)",
+                ));
+            }
+            if fp == 0 || fp % eb != 0 {
+                return Err(LayoutError::image(
+                    ImageKey::FirstPartition,
+                    format!("{fp} must be a non-zero multiple of the erase block ({eb})"),
+                ));
+            }
+        }
+        let disk_id_problem = match (img.table, img.disk_id) {
+            (TableKind::Gpt, Some(DiskId::Mbr(_))) => {
+                Some("a GPT disk ID is a GUID like \"8f3c…-…\", not a 32-bit number")
+            }
+            (TableKind::Mbr, Some(DiskId::Gpt(_))) => {
+                Some("an MBR disk ID is a 32-bit number like \"0x5452574f\", not a GUID")
+            }
+            (TableKind::None, Some(_)) => Some(
+                "has no meaning with table = \"none\"; the filesystem UUID derives from image.seed",
+            ),
+            _ => None,
+        };
+        if let Some(reason) = disk_id_problem {
+            return Err(LayoutError::image(ImageKey::DiskId, reason));
+        }
+        let n = self.partitions.len();
+        if n == 0 {
+            return Err(LayoutError::new(
+                LayoutKey::Partitions,
+                "the spec has no [[partition]]; add at least one",
+            ));
+        }
+        if img.table == TableKind::None && n != 1 {
+            return Err(LayoutError::new(
+                LayoutKey::Partitions,
+                format!("table = \"none\" makes a bare filesystem image and takes exactly one [[partition]], found {n}"),
+            ));
+        }
+        if img.table == TableKind::Gpt && n > 128 {
+            return Err(LayoutError::new(
+                LayoutKey::Partitions,
+                format!("GPT holds at most 128 partitions, found {n}"),
+            ));
+        }
+        let last = n - 1;
+        for (i, p) in self.partitions.iter().enumerate() {
+            if p.size == SizeSpec::Fill && i != last {
+                return Err(LayoutError::part(
+                    i,
+                    PartKey::Size,
+                    "\"fill\" is only allowed on the last partition",
+                ));
+            }
+            if p.size == SizeSpec::Fill && img.size.is_none() {
+                return Err(LayoutError::part(
+                    i,
+                    PartKey::Size,
+                    "\"fill\" needs image.size (the disk size to fill up to)",
+                ));
+            }
+            if p.size == SizeSpec::Bytes(0) {
+                return Err(LayoutError::part(i, PartKey::Size, "must not be 0"));
+            }
+            if img.table == TableKind::None && (p.type_.is_some() || p.bootable) {
+                return Err(LayoutError::part(
+                    i,
+                    if p.bootable {
+                        PartKey::Bootable
+                    } else {
+                        PartKey::Type
+                    },
+                    "has no meaning with table = \"none\" (there is no partition table)",
+                ));
+            }
+            // Names exist only in GPT; with MBR they are accepted and ignored, so one spec
+            // can switch tables.
+            if let Some(name) = &p.name {
+                if name.encode_utf16().count() > 36 {
+                    return Err(LayoutError::part(
+                        i,
+                        PartKey::Name,
+                        "GPT names hold at most 36 UTF-16 units",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_table_deserialises_with_spec_keys() {
+        let img: ImageSpec = serde_json::from_str(
+            r#"{"size": "2GiB", "erase-block": 4194304, "sector-size": "4KiB", "table": "GPT",
+                "disk-id": "0x5452574f", "seed": "0x10", "timestamp": 1700000000}"#,
+        )
+        .unwrap();
+        assert_eq!(img.size, Some(2 << 30));
+        assert_eq!(img.sector_size, SectorSize::S4096);
+        assert_eq!(img.table, TableKind::Gpt);
+        assert_eq!(img.disk_id, Some(DiskId::Mbr(0x5452_574f)));
+        assert_eq!(img.seed, 16);
+        let e = serde_json::from_str::<ImageSpec>(r#"{"sector-size": 1024}"#).unwrap_err();
+        assert!(e.to_string().contains("1024: must be 512 or 4096"), "{e}");
+        let e = serde_json::from_str::<ImageSpec>(r#"{"table": "apm"}"#).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("must be \"mbr\", \"gpt\" or \"none\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn keys_print_as_spec_keys() {
+        assert_eq!(
+            LayoutKey::Partition(1, PartKey::Size).to_string(),
+            "partition[2].size"
+        );
+        assert_eq!(
+            LayoutKey::Image(ImageKey::EraseBlock).to_string(),
+            "image.erase-block"
+        );
+        assert_eq!(
+            FsKind::parse("FAT16"),
+            Some(FsKind::Fat(Some(FatType::Fat16)))
+        );
+        assert_eq!(FsKind::Fat(None).as_str(), "fat");
+    }
+}

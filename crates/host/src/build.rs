@@ -1,0 +1,187 @@
+//! Building: a spec file's inputs resolved and scanned, planned, assembled into an image.
+
+use std::fs;
+use std::path::Path;
+
+use blockwise_ext4::Ext4Backend;
+use blockwise_geometry::{FsKind, Meta, Plan, SizeSpec, SparseImage, Tree};
+use blockwise_image::{apply_entries, assemble, ext4_request, plan_full, Fill, SpecError};
+
+use crate::spec_file::{resolve_timestamp, SpecFile};
+use crate::tree::{tree_from_dir, HostContent};
+use crate::Error;
+
+/// Result of [`build`].
+#[derive(Debug)]
+pub struct Built {
+    /// The plan the image follows (with filesystem geometry).
+    pub plan: Plan,
+    /// The image.
+    pub image: SparseImage,
+    /// Things the writers skipped or worried about.
+    pub warnings: Vec<String>,
+}
+
+/// Fills in sizes of raw partitions without one (the length of `source`) and checks that
+/// every `contents` and `source` exists.
+pub fn resolve_inputs(sf: &mut SpecFile) -> Result<(), Error> {
+    let base = sf.base_dir.clone();
+    for (i, p) in sf.spec.partitions.iter_mut().enumerate() {
+        let key = |k: &str| format!("partition[{}].{k}", i + 1);
+        if let Some(src) = &p.source {
+            let path = base.join(src);
+            let md = fs::metadata(&path).map_err(|e| {
+                SpecError::new(
+                    key("source"),
+                    format!("{src:?} cannot be read ({}): {e}", path.display()),
+                )
+            })?;
+            if !md.is_file() {
+                return Err(SpecError::new(
+                    key("source"),
+                    format!("{src:?} is not a regular file"),
+                )
+                .into());
+            }
+            if p.size == SizeSpec::Source {
+                p.size = SizeSpec::Bytes(md.len().max(1));
+            }
+        }
+        if let Some(c) = &p.contents {
+            let path = base.join(c);
+            if !path.is_dir() {
+                return Err(SpecError::new(
+                    key("contents"),
+                    format!("{c:?} is not a directory ({})", path.display()),
+                )
+                .into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads every FAT/ext4 partition's `contents` (plus its `[[partition.entry]]` overrides)
+/// into a [`Tree`], in spec order (`None` for other partitions).
+fn load_trees(sf: &SpecFile, timestamp: i64) -> Result<(Vec<Option<Tree>>, HostContent), Error> {
+    let spec = &sf.spec;
+    let clamp = spec.image.timestamp.is_some() || std::env::var_os("SOURCE_DATE_EPOCH").is_some();
+    let clamp = clamp.then_some(timestamp);
+    let mut content = HostContent::default();
+    let mut trees: Vec<Option<Tree>> = Vec::new();
+    for (i, p) in spec.partitions.iter().enumerate() {
+        let wants_tree = p.fs.is_fat() || p.fs == FsKind::Ext4;
+        if !wants_tree {
+            trees.push(None);
+            continue;
+        }
+        let mut tree = match &p.contents {
+            Some(c) => tree_from_dir(&sf.resolve(c), clamp, &mut content)?,
+            None => Tree::new(Meta {
+                mode: 0o755,
+                mtime: timestamp,
+                ..Meta::default()
+            }),
+        };
+        if p.contents.is_none() {
+            tree.nodes.iter_mut().for_each(|n| n.meta.mtime = timestamp);
+        }
+        apply_entries(
+            &mut tree,
+            &p.entries,
+            &format!("partition[{}]", i + 1),
+            timestamp,
+        )?;
+        trees.push(Some(tree));
+    }
+    Ok((trees, content))
+}
+
+/// Plans a spec file: layout and filesystem geometry. Contents are scanned (metadata, and
+/// sparse files for their holes)
+/// so that the plan is the one `build` will follow, e.g. the ext4 inode count.
+pub fn plan_file(sf: &mut SpecFile) -> Result<Plan, Error> {
+    resolve_inputs(sf)?;
+    let timestamp = resolve_timestamp(&sf.spec);
+    let (trees, _) = load_trees(sf, timestamp)?;
+    Ok(plan_full(&sf.spec, &trees, timestamp)?)
+}
+
+/// Builds the image of a spec file in memory. `work_dir` holds temporary files of the
+/// mke2fs backend (use the output file's directory).
+pub fn build(sf: &mut SpecFile, work_dir: &Path) -> Result<Built, Error> {
+    resolve_inputs(sf)?;
+    let spec = &sf.spec;
+    let timestamp = resolve_timestamp(spec);
+    let (trees, mut content) = load_trees(sf, timestamp)?;
+    let plan = plan_full(spec, &trees, timestamp)?;
+    let mut fills: Vec<Fill<'_>> = Vec::new();
+    for (p, tree) in spec.partitions.iter().zip(&trees) {
+        fills.push(match (p.fs, tree, &p.source) {
+            (FsKind::Raw, _, Some(src)) => {
+                let path = sf.resolve(src);
+                let size = fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len();
+                Fill::Raw {
+                    content: content.add(path),
+                    size,
+                }
+            }
+            (FsKind::Ext4, _, _) if p.ext4.backend == Ext4Backend::Mke2fs => Fill::External,
+            (_, Some(t), _) => Fill::Tree(t),
+            _ => Fill::Nothing,
+        });
+    }
+    let mut image = SparseImage::new(plan.size_bytes);
+    let warnings = assemble(&mut image, spec, &plan, &fills, &content, timestamp)?;
+    // The mke2fs fallback writes its partitions through a real file.
+    for (i, part) in plan.partitions.iter().enumerate() {
+        let Some(ps) = spec.partitions.get(part.spec_index) else {
+            continue;
+        };
+        if ps.fs != FsKind::Ext4 || ps.ext4.backend != Ext4Backend::Mke2fs {
+            continue;
+        }
+        let index = part.spec_index + 1;
+        #[cfg(feature = "mke2fs")]
+        {
+            let Some(blockwise_geometry::FsPlan::Ext4(xp)) = &part.filesystem else {
+                continue;
+            };
+            let Some(req) = ext4_request(spec, &plan, i, timestamp) else {
+                continue;
+            };
+            let mut sub =
+                blockwise_geometry::SubSink::new(&mut image, part.start_bytes, part.size_bytes)
+                    .map_err(|e| {
+                        Error::Image(blockwise_image::Error::Partition {
+                            index,
+                            source: blockwise_image::PartitionError::Window(e),
+                        })
+                    })?;
+            let dir = ps.contents.as_ref().map(|c| sf.resolve(c));
+            crate::mke2fs::write_with_mke2fs(
+                &mut sub,
+                &req,
+                xp,
+                dir.as_deref(),
+                &ps.entries,
+                work_dir,
+            )
+            .map_err(|source| Error::Mke2fs { index, source })?;
+        }
+        #[cfg(not(feature = "mke2fs"))]
+        {
+            let _ = (i, work_dir);
+            return Err(SpecError::new(
+                format!("partition[{index}].ext4.backend"),
+                "this blockwise was built without the mke2fs backend; use backend = \"native\"",
+            )
+            .into());
+        }
+    }
+    Ok(Built {
+        plan,
+        image,
+        warnings,
+    })
+}

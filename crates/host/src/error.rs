@@ -1,0 +1,77 @@
+//! Errors of the host side: the image crate's errors plus the files and tools around them.
+
+use std::path::PathBuf;
+
+use blockwise_image::{ErrorKind, SpecError};
+
+/// Why a host operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Planning or assembling the image failed (a bad spec, a full filesystem …).
+    #[error(transparent)]
+    Image(#[from] blockwise_image::Error),
+    /// Reading an input or writing the output failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file involved.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A path that must be a regular file, a directory or a block device is something else.
+    #[error("{}: {what}", path.display())]
+    NotUsable {
+        /// The path.
+        path: PathBuf,
+        /// What it is and what was expected.
+        what: String,
+    },
+    /// The mke2fs backend failed for a partition.
+    #[cfg(feature = "mke2fs")]
+    #[error("partition[{index}]: {source}")]
+    Mke2fs {
+        /// 1-based spec index.
+        index: usize,
+        /// What went wrong.
+        #[source]
+        source: crate::mke2fs::Mke2fsError,
+    },
+}
+
+impl From<SpecError> for Error {
+    fn from(e: SpecError) -> Self {
+        Error::Image(e.into())
+    }
+}
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// The kind of failure (spec, unsupported, I/O), for exit codes and exception classes.
+    #[must_use]
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Image(e) => e.kind(),
+            Error::Io { .. } => ErrorKind::Io,
+            Error::NotUsable { .. } => ErrorKind::Spec,
+            #[cfg(feature = "mke2fs")]
+            Error::Mke2fs { .. } => ErrorKind::Io,
+        }
+    }
+
+    /// The spec error inside, if this is one.
+    #[must_use]
+    pub fn spec_error(&self) -> Option<&SpecError> {
+        match self {
+            Error::Image(blockwise_image::Error::Spec(e)) => Some(e),
+            _ => None,
+        }
+    }
+}

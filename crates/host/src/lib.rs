@@ -1,0 +1,35 @@
+//! The host side of blockwise: everything that touches files, devices and processes, shared
+//! by the CLI, the Python package and the device writer.
+//!
+//! - [`SpecFile`]: a spec read from disk, relative paths resolved against its directory;
+//! - [`tree_from_dir`] and [`HostContent`]: content directories scanned into
+//!   [`blockwise_geometry::Tree`]s, file data read on demand;
+//! - [`build`] / [`plan_file`]: a spec file planned and assembled;
+//! - [`write_image_file`] and [`write_bmap`]: atomic output files (temp file, fsync,
+//!   rename) with holes kept, and bmaptool 2.0 block maps;
+//! - [`FileSource`]: a read-only image file or block device for `verify`, with the device's
+//!   sysfs queue limits;
+//! - the mke2fs fallback ext4 backend (feature `mke2fs`, on by default).
+//!
+//! ```no_run
+//! use std::path::Path;
+//! let mut sf = blockwise_host::SpecFile::load(Path::new("examples/rpi.toml")).unwrap();
+//! let built = blockwise_host::build(&mut sf, Path::new(".")).unwrap();
+//! blockwise_host::write_image_file(&built.image, Path::new("rpi.img")).unwrap();
+//! ```
+
+mod build;
+mod error;
+#[cfg(feature = "mke2fs")]
+pub mod mke2fs;
+mod output;
+mod source;
+mod spec_file;
+mod tree;
+
+pub use build::{build, plan_file, resolve_inputs, Built};
+pub use error::Error;
+pub use output::{write_bmap, write_image_file};
+pub use source::FileSource;
+pub use spec_file::{resolve_timestamp, SpecFile};
+pub use tree::{tree_from_dir, HostContent};

@@ -1,0 +1,202 @@
+//! Host directories as [`Tree`]s, and file contents read on demand ([`HostContent`]).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use blockwise_geometry::{ContentError, ContentSource, Meta, NodeId, NodeKind, Tree};
+
+use crate::Error;
+
+/// Most directory levels followed below a `contents` directory.
+const MAX_DEPTH: usize = 256;
+
+/// File contents read on demand from host files.
+#[derive(Debug, Default)]
+pub struct HostContent {
+    paths: Vec<PathBuf>,
+    open: RefCell<Option<(u64, File)>>,
+}
+
+impl HostContent {
+    /// Registers a file and returns its content handle.
+    pub fn add(&mut self, p: PathBuf) -> u64 {
+        self.paths.push(p);
+        self.paths.len() as u64 - 1
+    }
+}
+
+impl ContentSource for HostContent {
+    fn read_at(&self, content: u64, offset: u64, buf: &mut [u8]) -> Result<(), ContentError> {
+        let path = usize::try_from(content)
+            .ok()
+            .and_then(|i| self.paths.get(i))
+            .ok_or(ContentError {
+                content,
+                message: "no such content".into(),
+            })?;
+        let err = |e: std::io::Error| ContentError {
+            content,
+            message: format!("{}: {e}", path.display()),
+        };
+        let mut open = self.open.borrow_mut();
+        if open.as_ref().is_none_or(|(c, _)| *c != content) {
+            *open = Some((content, File::open(path).map_err(err)?));
+        }
+        let (_, f) = open.as_ref().ok_or(ContentError {
+            content,
+            message: "not open".into(),
+        })?;
+        f.read_exact_at(buf, offset).map_err(err)
+    }
+}
+
+fn meta_of(md: &fs::Metadata, clamp: Option<i64>) -> Meta {
+    let mut mtime = md.mtime();
+    let mut nsec = u32::try_from(md.mtime_nsec()).unwrap_or(0);
+    if let Some(c) = clamp {
+        if mtime > c {
+            mtime = c;
+            nsec = 0;
+        }
+    }
+    Meta {
+        mode: md.mode() & 0o7777,
+        uid: md.uid(),
+        gid: md.gid(),
+        mtime,
+        mtime_nsec: nsec,
+        xattrs: Vec::new(),
+    }
+}
+
+/// Splits a Linux `dev_t` into major and minor.
+pub(crate) fn split_dev(rdev: u64) -> (u32, u32) {
+    let major = ((rdev >> 8) & 0xfff) | ((rdev >> 32) & !0xfff);
+    let minor = (rdev & 0xff) | ((rdev >> 12) & !0xff);
+    (
+        u32::try_from(major).unwrap_or(0),
+        u32::try_from(minor).unwrap_or(0),
+    )
+}
+
+/// Data ranges of a file that may be sparse: only when it has fewer allocated blocks than its
+/// size, 4 KiB blocks of zeros are treated as holes.
+fn data_ranges(path: &Path, md: &fs::Metadata) -> Result<Option<Vec<(u64, u64)>>, Error> {
+    let size = md.len();
+    if size == 0 || md.blocks().saturating_mul(512) >= size {
+        return Ok(None);
+    }
+    let f = File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut off = 0u64;
+    while off < size {
+        let n = usize::try_from((size - off).min(buf.len() as u64)).unwrap_or(0);
+        let chunk = buf.get_mut(..n).unwrap_or_default();
+        f.read_exact_at(chunk, off)
+            .map_err(|e| Error::io(path, e))?;
+        for (j, block) in chunk.chunks(4096).enumerate() {
+            if block.iter().all(|&b| b == 0) {
+                continue;
+            }
+            let s = off + (j as u64) * 4096;
+            let e = s + block.len() as u64;
+            match ranges.last_mut() {
+                Some(last) if last.1 == s => last.1 = e,
+                _ => ranges.push((s, e)),
+            }
+        }
+        off += n as u64;
+    }
+    Ok(Some(ranges))
+}
+
+/// Builds a [`Tree`] from a host directory. Symlinks are stored as symlinks (not followed);
+/// device nodes, fifos and sockets are kept; hard links share a link id; file times are
+/// clamped to `clamp` when given (reproducible builds). Names must be UTF-8.
+pub fn tree_from_dir(
+    dir: &Path,
+    clamp: Option<i64>,
+    content: &mut HostContent,
+) -> Result<Tree, Error> {
+    let md = fs::metadata(dir).map_err(|e| Error::io(dir, e))?;
+    if !md.is_dir() {
+        return Err(Error::io(dir, std::io::Error::other("not a directory")));
+    }
+    let mut tree = Tree::new(meta_of(&md, clamp));
+    let mut links: HashMap<(u64, u64), u64> = HashMap::new();
+    let mut stack: Vec<(PathBuf, NodeId, usize)> = vec![(dir.to_path_buf(), 0, 0)];
+    while let Some((path, node, depth)) = stack.pop() {
+        if depth > MAX_DEPTH {
+            return Err(Error::io(
+                &path,
+                std::io::Error::other("directory nesting deeper than 256 levels"),
+            ));
+        }
+        let mut entries: Vec<_> = fs::read_dir(&path)
+            .map_err(|e| Error::io(&path, e))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| Error::io(&path, e))?;
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let p = e.path();
+            let name = e.file_name().into_string().map_err(|_| {
+                Error::io(
+                    &p,
+                    std::io::Error::other("the file name is not valid UTF-8"),
+                )
+            })?;
+            let md = fs::symlink_metadata(&p).map_err(|err| Error::io(&p, err))?;
+            let ft = md.file_type();
+            let meta = meta_of(&md, clamp);
+            let kind = if ft.is_dir() {
+                NodeKind::Dir {
+                    children: Vec::new(),
+                }
+            } else if ft.is_file() {
+                let link = (md.nlink() > 1).then(|| {
+                    let n = links.len() as u64;
+                    *links.entry((md.dev(), md.ino())).or_insert(n)
+                });
+                let ranges = data_ranges(&p, &md)?;
+                NodeKind::File {
+                    size: md.len(),
+                    content: content.add(p.clone()),
+                    data_ranges: ranges,
+                    link,
+                }
+            } else if ft.is_symlink() {
+                let t = fs::read_link(&p).map_err(|err| Error::io(&p, err))?;
+                let target = t.into_os_string().into_string().map_err(|_| {
+                    Error::io(
+                        &p,
+                        std::io::Error::other("the symlink target is not valid UTF-8"),
+                    )
+                })?;
+                NodeKind::Symlink { target }
+            } else if ft.is_char_device() || ft.is_block_device() {
+                let (major, minor) = split_dev(md.rdev());
+                if ft.is_char_device() {
+                    NodeKind::CharDev { major, minor }
+                } else {
+                    NodeKind::BlockDev { major, minor }
+                }
+            } else if ft.is_fifo() {
+                NodeKind::Fifo
+            } else {
+                NodeKind::Socket
+            };
+            let is_dir = matches!(kind, NodeKind::Dir { .. });
+            let id = tree
+                .add(node, &name, kind, meta)
+                .ok_or_else(|| Error::io(&p, std::io::Error::other("duplicate name")))?;
+            if is_dir {
+                stack.push((p, id, depth + 1));
+            }
+        }
+    }
+    Ok(tree)
+}

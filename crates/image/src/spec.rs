@@ -1,0 +1,850 @@
+//! The image spec: what the user asks for, from a TOML file, a Python dict or a JS object.
+//!
+//! Every input struct derives serde's `Deserialize` with `deny_unknown_fields` and
+//! kebab-case names, so the three front ends accept the same keys and reject the same typos.
+//! Parts are owned by the crates that understand them: the `[image]` table and the layout
+//! by `blockwise-geometry` ([`ImageSpec`]), `partition.fat` by `blockwise-fat`
+//! ([`FatOptions`]), `partition.ext4` by `blockwise-ext4` ([`Ext4Options`]). This module
+//! adds the partitions' contents, the `[[partition.entry]]` overrides and the one place that
+//! turns every error — of deserialisation, of validation, of the planners — into a
+//! [`SpecError`] naming a key that exists (`partition[2].fat.cluster`; partition and entry
+//! numbers are 1-based).
+
+use core::fmt;
+use std::collections::BTreeMap;
+
+use blockwise_ext4::Ext4Options;
+use blockwise_fat::FatOptions;
+use blockwise_geometry::de::{from_str, opt_uint};
+use blockwise_geometry::{
+    FsKind, ImageSpec, Layout, LayoutError, LayoutKey, PartKey, PartitionLayout, SizeSpec,
+};
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+
+/// A spec that cannot be used, with the key that is wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {reason}")]
+pub struct SpecError {
+    /// The key path, e.g. `partition[2].size` or `image.erase-block`.
+    pub key: String,
+    /// What is wrong and, where possible, what to do.
+    pub reason: String,
+}
+
+impl SpecError {
+    /// A new error for `key`.
+    pub fn new(key: impl Into<String>, reason: impl Into<String>) -> Self {
+        SpecError {
+            key: key.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Kind of a `[[partition.entry]]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum EntryKind {
+    /// Change the metadata of a path that comes from `contents` (or must exist there).
+    #[default]
+    Existing,
+    /// A regular file (created empty when absent from `contents`).
+    File,
+    /// A directory (created when absent).
+    Dir,
+    /// A symbolic link to `target`.
+    Symlink,
+    /// A character device `major:minor`.
+    Char,
+    /// A block device `major:minor`.
+    Block,
+    /// A named pipe.
+    Fifo,
+    /// A socket.
+    Socket,
+}
+
+impl EntryKind {
+    fn parse(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "file" => EntryKind::File,
+            "dir" | "directory" => EntryKind::Dir,
+            "symlink" => EntryKind::Symlink,
+            "char" => EntryKind::Char,
+            "block" => EntryKind::Block,
+            "fifo" => EntryKind::Fifo,
+            "socket" => EntryKind::Socket,
+            _ => {
+                return Err(format!(
+                    "{s:?}: must be file, dir, symlink, char, block, fifo or socket"
+                ))
+            }
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for EntryKind {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        from_str(d, "an entry kind", EntryKind::parse)
+    }
+}
+
+const U32_MAX: u64 = u32::MAX as u64;
+const MAJOR_MAX: u64 = 4095;
+const MINOR_MAX: u64 = (1 << 20) - 1;
+
+/// One `[[partition.entry]]`: ownership, mode and special files without root.
+#[derive(Clone, Debug, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct EntrySpec {
+    /// Absolute path inside the filesystem, e.g. `/etc/shadow`.
+    pub path: String,
+    /// What the entry is.
+    #[serde(default)]
+    pub kind: EntryKind,
+    /// Permission bits (and setuid/setgid/sticky), e.g. 0o640.
+    #[serde(default, deserialize_with = "opt_mode")]
+    pub mode: Option<u32>,
+    /// Owner.
+    #[serde(default, deserialize_with = "opt_uint::<_, u32, U32_MAX>")]
+    pub uid: Option<u32>,
+    /// Group.
+    #[serde(default, deserialize_with = "opt_uint::<_, u32, U32_MAX>")]
+    pub gid: Option<u32>,
+    /// Device major number.
+    #[serde(default, deserialize_with = "opt_uint::<_, u32, MAJOR_MAX>")]
+    pub major: Option<u32>,
+    /// Device minor number.
+    #[serde(default, deserialize_with = "opt_uint::<_, u32, MINOR_MAX>")]
+    pub minor: Option<u32>,
+    /// Symlink target.
+    #[serde(default)]
+    pub target: Option<String>,
+    /// Extended attributes: `(name, value)`, sorted by name; values given as strings,
+    /// `0x…` hex for binary.
+    #[serde(default, deserialize_with = "xattr_table")]
+    pub xattrs: Vec<(String, Vec<u8>)>,
+}
+
+/// Mode strings are octal: `"0640"`, `"640"`, `"0o640"`; integers are taken as written.
+fn opt_mode<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    struct V;
+    const WANT: &str = "expected an octal mode string like \"0640\"";
+    impl Visitor<'_> for V {
+        type Value = u32;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an octal mode string like \"0640\"")
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<u32, E> {
+            u32::try_from(v)
+                .ok()
+                .filter(|&m| m <= 0o7777)
+                .ok_or_else(|| E::custom(WANT))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<u32, E> {
+            u64::try_from(v)
+                .map_err(|_| E::custom(WANT))
+                .and_then(|v| self.visit_u64(v))
+        }
+        fn visit_str<E: de::Error>(self, s: &str) -> Result<u32, E> {
+            let s = s.trim();
+            let s = s.strip_prefix("0o").unwrap_or(s);
+            u32::from_str_radix(s, 8)
+                .ok()
+                .filter(|&m| m <= 0o7777)
+                .ok_or_else(|| E::custom(WANT))
+        }
+    }
+    d.deserialize_any(V).map(Some)
+}
+
+/// An xattr value: text, or `0x…` hex for binary.
+struct XattrValue(Vec<u8>);
+
+impl<'de> Deserialize<'de> for XattrValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        from_str(d, "a string (\"0x…\" for binary)", |s| {
+            match s.strip_prefix("0x") {
+                Some(hex) => decode_hex(hex)
+                    .map(XattrValue)
+                    .ok_or_else(|| format!("{s:?} is not valid hex")),
+                None => Ok(XattrValue(s.as_bytes().to_vec())),
+            }
+        })
+    }
+}
+
+fn xattr_table<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, Vec<u8>)>, D::Error> {
+    let t = BTreeMap::<String, XattrValue>::deserialize(d)?;
+    Ok(t.into_iter().map(|(k, v)| (k, v.0)).collect())
+}
+
+fn decode_hex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| s.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok()))
+        .collect()
+}
+
+/// `type = "0x0c"`, `type = "esp"` or `type = 12`.
+fn opt_type<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    struct V;
+    impl Visitor<'_> for V {
+        type Value = String;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a string like \"0x0c\" or \"esp\"")
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<String, E> {
+            Ok(format!("0x{v:02x}"))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<String, E> {
+            Ok(format!("0x{v:02x}"))
+        }
+        fn visit_str<E: de::Error>(self, s: &str) -> Result<String, E> {
+            Ok(s.to_string())
+        }
+    }
+    d.deserialize_any(V).map(Some)
+}
+
+/// One `[[partition]]`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PartitionSpec {
+    /// GPT partition name; default = label.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Filesystem or content kind.
+    pub fs: FsKind,
+    /// Requested size ([`SizeSpec::Source`] when absent: only `fs = "raw"` may omit it).
+    #[serde(default = "SizeSpec::absent")]
+    pub size: SizeSpec,
+    /// Directory to populate from, relative to the spec file.
+    #[serde(default)]
+    pub contents: Option<String>,
+    /// File copied verbatim (`fs = "raw"`), relative to the spec file.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// Explicit partition type (MBR byte, GPT GUID or alias); `None` = from `fs`.
+    #[serde(default, rename = "type", deserialize_with = "opt_type")]
+    pub type_: Option<String>,
+    /// Bootable flag (MBR 0x80; GPT legacy-BIOS-bootable attribute).
+    #[serde(default)]
+    pub bootable: bool,
+    /// Filesystem label.
+    #[serde(default)]
+    pub label: Option<String>,
+    /// FAT options.
+    #[serde(default)]
+    pub fat: FatOptions,
+    /// ext4 options.
+    #[serde(default)]
+    pub ext4: Ext4Options,
+    /// Metadata overrides and special files (`[[partition.entry]]`).
+    #[serde(default, rename = "entry")]
+    pub entries: Vec<EntrySpec>,
+}
+
+impl PartitionSpec {
+    /// A partition of `fs` with `size` and every option at its default.
+    #[must_use]
+    pub fn new(fs: FsKind, size: SizeSpec) -> Self {
+        PartitionSpec {
+            name: None,
+            fs,
+            size,
+            contents: None,
+            source: None,
+            type_: None,
+            bootable: false,
+            label: None,
+            fat: FatOptions::default(),
+            ext4: Ext4Options::default(),
+            entries: Vec::new(),
+        }
+    }
+
+    /// What the layout planner needs of this partition.
+    #[must_use]
+    pub fn layout(&self) -> PartitionLayout {
+        PartitionLayout {
+            name: self.name.clone(),
+            fs: self.fs,
+            size: self.size,
+            type_: self.type_.clone(),
+            bootable: self.bootable,
+            label: self.label.clone(),
+        }
+    }
+}
+
+/// A whole spec.
+#[derive(Clone, Debug, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    /// The `[image]` table.
+    #[serde(default)]
+    pub image: ImageSpec,
+    /// The `[[partition]]` array, in order.
+    #[serde(default, rename = "partition")]
+    pub partitions: Vec<PartitionSpec>,
+}
+
+impl Spec {
+    /// Parses and validates a TOML spec.
+    ///
+    /// ```
+    /// let spec = blockwise_image::Spec::from_toml(r#"
+    ///     [image]
+    ///     size = "1GiB"
+    ///     [[partition]]
+    ///     fs = "fat32"
+    ///     size = "256MiB"
+    /// "#).unwrap();
+    /// assert_eq!(spec.partitions.len(), 1);
+    /// let err = blockwise_image::Spec::from_toml("[image]\nsize = \"4XB\"").unwrap_err();
+    /// assert_eq!(err.key, "image.size");
+    /// ```
+    pub fn from_toml(text: &str) -> Result<Spec, SpecError> {
+        let de = toml::Deserializer::parse(text).map_err(|e| toml_syntax(&e))?;
+        let spec: Spec = serde_path_to_error::deserialize(de)
+            .map_err(|e| from_serde(e.path(), e.inner().message()))?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Parses and validates a spec from any serde data format — a JSON value, a Python dict
+    /// through `pythonize`, a JS object through `serde-wasm-bindgen` — with the same keys as
+    /// the TOML file. `message` turns the format's error into its bare message (without
+    /// positions).
+    ///
+    /// ```
+    /// let json: serde_json::Value = serde_json::json!({
+    ///     "image": { "size": "1GiB" },
+    ///     "partition": [ { "fs": "fat32", "size": 268435456 } ]
+    /// });
+    /// let spec = blockwise_image::Spec::from_deserializer(json, |e| e.to_string()).unwrap();
+    /// assert_eq!(spec.partitions[0].size, blockwise_geometry::SizeSpec::Bytes(256 << 20));
+    /// ```
+    pub fn from_deserializer<'de, D: Deserializer<'de>>(
+        de: D,
+        message: impl Fn(&D::Error) -> String,
+    ) -> Result<Spec, SpecError> {
+        let spec: Spec = serde_path_to_error::deserialize(de)
+            .map_err(|e| from_serde(e.path(), &message(e.inner())))?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// The planner's input.
+    #[must_use]
+    pub fn layout(&self) -> Layout {
+        Layout {
+            image: self.image.clone(),
+            partitions: self.partitions.iter().map(PartitionSpec::layout).collect(),
+        }
+    }
+
+    /// Every check that needs no files: the layout's cross-key rules, each partition's
+    /// contents rules, and the filesystem crates' own option checks. Also run for specs built
+    /// in code (CLI flags, bindings).
+    pub fn validate(&self) -> Result<(), SpecError> {
+        for (i, p) in self.partitions.iter().enumerate() {
+            if p.size == SizeSpec::Source && p.fs != FsKind::Raw {
+                return Err(SpecError::new(
+                    pkey(i, "size"),
+                    "missing; a size like \"256MiB\" or \"fill\"",
+                ));
+            }
+        }
+        self.layout().validate().map_err(layout_error)?;
+        for (i, p) in self.partitions.iter().enumerate() {
+            p.validate(i, &self.image)?;
+        }
+        Ok(())
+    }
+}
+
+impl PartitionSpec {
+    fn validate(&self, i: usize, img: &ImageSpec) -> Result<(), SpecError> {
+        let k = |s: &str| pkey(i, s);
+        match self.fs {
+            FsKind::Raw if self.source.is_none() => {
+                return Err(SpecError::new(
+                    k("source"),
+                    "fs = \"raw\" needs source = \"FILE\" (the bytes to copy)",
+                ));
+            }
+            FsKind::Raw => {}
+            _ if self.source.is_some() => {
+                return Err(SpecError::new(
+                    k("source"),
+                    format!("only fs = \"raw\" takes a source (this partition is {}); use contents = \"DIR\" for filesystems", self.fs),
+                ));
+            }
+            _ => {}
+        }
+        if self.contents.is_some() && matches!(self.fs, FsKind::Raw | FsKind::None) {
+            return Err(SpecError::new(
+                k("contents"),
+                format!(
+                    "fs = \"{}\" has no filesystem to fill; use fat32 or ext4",
+                    self.fs
+                ),
+            ));
+        }
+        if !self.entries.is_empty() && self.fs != FsKind::Ext4 {
+            return Err(SpecError::new(
+                k("entry"),
+                "ownership, modes and special files need a filesystem that stores them: use fs = \"ext4\"",
+            ));
+        }
+        if let Some(label) = &self.label {
+            if self.fs.is_fat() {
+                blockwise_fat::validate_label(label).map_err(|e| fat_error(i, e))?;
+            } else if self.fs == FsKind::Ext4 {
+                blockwise_ext4::validate_label(label).map_err(|e| ext4_error(i, e))?;
+            }
+        }
+        self.fat
+            .validate(img.sector_size.bytes(), img.erase_block)
+            .map_err(|e| fat_error(i, e))?;
+        self.ext4.validate().map_err(|e| ext4_error(i, e))?;
+        for (j, en) in self.entries.iter().enumerate() {
+            let ek = |s: &str| format!("{}.entry[{}].{s}", pbase(i), j + 1);
+            if !en.path.starts_with('/') || en.path.split('/').any(|c| c == ".." || c == ".") {
+                return Err(SpecError::new(
+                    ek("path"),
+                    format!(
+                        "{:?} must be an absolute path like \"/etc/shadow\" without . or ..",
+                        en.path
+                    ),
+                ));
+            }
+            let dev = matches!(en.kind, EntryKind::Char | EntryKind::Block);
+            if dev && (en.major.is_none() || en.minor.is_none()) {
+                return Err(SpecError::new(
+                    ek("major"),
+                    "device entries need major and minor",
+                ));
+            }
+            if !dev && (en.major.is_some() || en.minor.is_some()) {
+                return Err(SpecError::new(
+                    ek("major"),
+                    "only kind = \"char\" or \"block\" takes major/minor",
+                ));
+            }
+            if (en.kind == EntryKind::Symlink) != en.target.is_some() {
+                return Err(SpecError::new(
+                    ek("target"),
+                    "kind = \"symlink\" needs target, and only symlinks take one",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+// ---- The one place where fields become spec keys. ----
+
+fn pbase(i: usize) -> String {
+    format!("partition[{}]", i.saturating_add(1))
+}
+
+fn pkey(i: usize, k: &str) -> String {
+    format!("{}.{k}", pbase(i))
+}
+
+/// A layout error as a spec error (its key prints as the spec key).
+#[must_use]
+pub fn layout_error(e: LayoutError) -> SpecError {
+    SpecError::new(e.key.to_string(), e.reason)
+}
+
+/// A FAT planner error about the partition at 0-based spec index `i`, keyed.
+#[must_use]
+pub fn fat_error(i: usize, e: blockwise_fat::Invalid) -> SpecError {
+    use blockwise_fat::Field;
+    let key = match e.field {
+        Field::EraseBlock => LayoutKey::Image(blockwise_geometry::ImageKey::EraseBlock).to_string(),
+        Field::Fs => LayoutKey::Partition(i, PartKey::Fs).to_string(),
+        Field::Size | Field::Start => LayoutKey::Partition(i, PartKey::Size).to_string(),
+        Field::Label => pkey(i, "label"),
+        other => pkey(i, &format!("fat.{}", other.option_key().unwrap_or("?"))),
+    };
+    SpecError::new(key, e.reason)
+}
+
+/// An ext4 planner error about the partition at 0-based spec index `i`, keyed.
+#[must_use]
+pub fn ext4_error(i: usize, e: blockwise_ext4::Invalid) -> SpecError {
+    use blockwise_ext4::Field;
+    let key = match e.field {
+        Field::Size => LayoutKey::Partition(i, PartKey::Size).to_string(),
+        Field::Label => pkey(i, "label"),
+        other => pkey(i, &format!("ext4.{}", other.option_key().unwrap_or("?"))),
+    };
+    SpecError::new(key, e.reason)
+}
+
+/// A TOML syntax error: key `(toml)`, the first line of the message plus its detail.
+fn toml_syntax(e: &toml::de::Error) -> SpecError {
+    let msg = e.to_string();
+    let first = msg.lines().next().unwrap_or("invalid TOML").to_string();
+    let detail = e.message().trim().to_string();
+    SpecError::new(
+        "(toml)",
+        if detail.is_empty() || detail == first {
+            first
+        } else {
+            format!("{first}: {detail}")
+        },
+    )
+}
+
+/// Key path of a serde path, with partition and entry numbers 1-based.
+fn key_of(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut out = String::new();
+    for seg in path.iter() {
+        match seg {
+            Segment::Seq { index } => out.push_str(&format!("[{}]", index.saturating_add(1))),
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(key);
+            }
+            Segment::Unknown => {}
+        }
+    }
+    out
+}
+
+/// Names in backticks, in order (serde's "unknown field `x`, expected `a` or `b`").
+fn backticked(msg: &str) -> Vec<&str> {
+    msg.split('`').skip(1).step_by(2).collect()
+}
+
+/// What the table around `key` is called in messages.
+fn table_name(parent: &str) -> &'static str {
+    let last = parent.rsplit('.').next().unwrap_or("");
+    let last = last.split('[').next().unwrap_or("");
+    match last {
+        "" => "the top level",
+        "image" => "[image]",
+        "partition" => "[[partition]]",
+        "entry" => "[[partition.entry]]",
+        "fat" => "fat",
+        "ext4" => "ext4",
+        "xattrs" => "xattrs",
+        _ => "this table",
+    }
+}
+
+/// A serde error (at `path`, with the format's bare `message`) as a spec error.
+fn from_serde(path: &serde_path_to_error::Path, message: &str) -> SpecError {
+    let key = key_of(path);
+    if let Some(rest) = message.strip_prefix("unknown field ") {
+        let names = backticked(rest);
+        let mut known: Vec<&str> = names.iter().skip(1).copied().collect();
+        known.sort_unstable();
+        let unknown = names.first().copied().unwrap_or("");
+        let parent = key
+            .strip_suffix(unknown)
+            .unwrap_or(&key)
+            .trim_end_matches('.');
+        let hint = closest(unknown, &known)
+            .map(|c| format!(" (did you mean {c:?}?)"))
+            .unwrap_or_default();
+        return SpecError::new(
+            key.clone(),
+            format!(
+                "unknown key{hint}; {} takes {}",
+                table_name(parent),
+                known.join(", ")
+            ),
+        );
+    }
+    if let Some(rest) = message.strip_prefix("missing field ") {
+        let field = backticked(rest).first().copied().unwrap_or("");
+        let reason = match field {
+            "fs" => format!("missing; one of {}", FsKind::CHOICES),
+            "path" => "missing; the absolute path inside the filesystem".to_string(),
+            _ => "missing".to_string(),
+        };
+        let key = if key.is_empty() {
+            field.to_string()
+        } else {
+            format!("{key}.{field}")
+        };
+        return SpecError::new(key, reason);
+    }
+    let reason = message
+        .strip_prefix("invalid type: ")
+        .map_or_else(|| message.to_string(), |r| format!("wrong type: {r}"));
+    SpecError::new(if key.is_empty() { "(spec)".into() } else { key }, reason)
+}
+
+fn closest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
+    known
+        .iter()
+        .map(|k| (edit_distance(key, k), *k))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, k)| k)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev.get(j).copied().unwrap_or(0) + usize::from(ca != *cb);
+            let del = prev.get(j + 1).copied().unwrap_or(0) + 1;
+            let ins = cur.get(j).copied().unwrap_or(0) + 1;
+            cur.push(sub.min(del).min(ins));
+        }
+        prev = cur;
+    }
+    prev.last().copied().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use blockwise_geometry::{plan, DiskId};
+    use proptest::prelude::*;
+
+    fn err(text: &str) -> String {
+        Spec::from_toml(text).unwrap_err().to_string()
+    }
+
+    const BASE: &str = "[image]\nsize = \"1GiB\"\n";
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = err(&format!("{BASE}[[partition]]\nfs=\"none\"\nsize=\"fill\"\n[[partition]]\nfs=\"none\"\nsize=\"fill\""));
+        assert_eq!(
+            e,
+            "partition[1].size: \"fill\" is only allowed on the last partition"
+        );
+        let e = err(&format!(
+            "{BASE}sise = 3\n[[partition]]\nfs=\"none\"\nsize=1"
+        ));
+        assert!(
+            e.starts_with("image.sise: unknown key (did you mean \"size\"?)"),
+            "{e}"
+        );
+        let e = err("[image]\nsize = \"4XB\"\n[[partition]]\nfs=\"none\"\nsize=1");
+        assert!(
+            e.starts_with("image.size: \"4XB\" has an unknown unit"),
+            "{e}"
+        );
+        let e = err(&format!("{BASE}[[partition]]\nfs=\"raw\""));
+        assert!(e.starts_with("partition[1].source:"), "{e}");
+        let e = err(&format!(
+            "{BASE}[[partition]]\nfs=\"fat32\"\nsize=1\nfat={{clustr=4096}}"
+        ));
+        assert!(e.starts_with("partition[1].fat.clustr: unknown key"), "{e}");
+        let e = err("[image\n");
+        assert!(e.starts_with("(toml):"), "{e}");
+    }
+
+    #[test]
+    fn every_error_names_a_key_that_exists() {
+        // (spec text, expected key) — each key is one a user can write.
+        let cases: &[(&str, &str)] = &[
+            ("[[partition]]\nfs=\"fat32\"\nsize=\"1MiB\"\nfat={cluster=3000}", "partition[1].fat.cluster"),
+            ("[[partition]]\nfs=\"fat32\"\nsize=\"1MiB\"\nfat={fats=3}", "partition[1].fat.fats"),
+            ("[[partition]]\nfs=\"fat32\"\nsize=\"1MiB\"\nfat={sector-size=1024}", "partition[1].fat.sector-size"),
+            ("[[partition]]\nfs=\"fat32\"\nsize=\"1MiB\"\nlabel=\"a.b\"", "partition[1].label"),
+            ("[[partition]]\nfs=\"ext4\"\nsize=\"1MiB\"\nlabel=\"seventeen-chars-x\"", "partition[1].label"),
+            ("[[partition]]\nfs=\"ext4\"\nsize=\"1MiB\"\next4={block-size=8192}", "partition[1].ext4.block-size"),
+            ("[[partition]]\nfs=\"ext4\"\nsize=\"1MiB\"\next4={inode-size=100}", "partition[1].ext4.inode-size"),
+            ("[[partition]]\nfs=\"ext4\"\nsize=\"1MiB\"\next4={reserved-percent=60}", "partition[1].ext4.reserved-percent"),
+            ("[[partition]]\nfs=\"ext4\"\nsize=\"1MiB\"\next4={stride=0}", "partition[1].ext4.stride"),
+            ("[[partition]]\nfs=\"ext4\"\nsize=\"1MiB\"\next4={features=[\"A B\"]}", "partition[1].ext4.features"),
+            ("[[partition]]\nfs=\"ext4\"\nsize=\"1MiB\"\next4={backend=\"x\"}", "partition[1].ext4.backend"),
+            ("[[partition]]\nfs=\"ext4\"\nsize=\"1MiB\"\n[[partition.entry]]\npath=\"etc\"", "partition[1].entry[1].path"),
+            ("[[partition]]\nfs=\"ext4\"\nsize=\"1MiB\"\n[[partition.entry]]\npath=\"/a\"\nmode=\"999\"", "partition[1].entry[1].mode"),
+            ("[[partition]]\nfs=\"ext4\"\nsize=\"1MiB\"\n[[partition.entry]]\npath=\"/a\"\nmajor=5000", "partition[1].entry[1].major"),
+            ("[[partition]]\nfs=\"ext4\"\nsize=\"1MiB\"\n[[partition.entry]]\nkind=\"file\"", "partition[1].entry[1].path"),
+            ("[[partition]]\nsize=\"1MiB\"", "partition[1].fs"),
+            ("[[partition]]\nfs=\"fat32\"", "partition[1].size"),
+            ("[[partition]]\nfs=\"xfs\"\nsize=1", "partition[1].fs"),
+            ("[[partition]]\nfs=\"none\"\nsize=1\ntype=\"0x05\"", "partition[1].type"),
+            ("[image]\nerase-block=\"3MiB\"\n[[partition]]\nfs=\"none\"\nsize=1", "image.erase-block"),
+            ("[image]\ntable=\"apm\"\n[[partition]]\nfs=\"none\"\nsize=1", "image.table"),
+            ("[image]\nsector-size=1024\n[[partition]]\nfs=\"none\"\nsize=1", "image.sector-size"),
+            ("[image]\ndisk-id=\"zz\"\n[[partition]]\nfs=\"none\"\nsize=1", "image.disk-id"),
+            ("[image]\ntimestamp=-1\n[[partition]]\nfs=\"none\"\nsize=1", "image.timestamp"),
+            ("[image]\nsize=\"1GiB\"", "partition"),
+            ("bogus=1", "bogus"),
+        ];
+        let known = [
+            "image.size",
+            "image.erase-block",
+            "image.sector-size",
+            "image.table",
+            "image.first-partition",
+            "image.disk-id",
+            "image.seed",
+            "image.timestamp",
+            "partition",
+            "bogus",
+        ];
+        let part_keys = [
+            "fs",
+            "size",
+            "name",
+            "contents",
+            "source",
+            "type",
+            "bootable",
+            "label",
+            "fat.cluster",
+            "fat.fats",
+            "fat.sector-size",
+            "fat.align-fat",
+            "ext4.block-size",
+            "ext4.inode-size",
+            "ext4.reserved-percent",
+            "ext4.stride",
+            "ext4.stripe-width",
+            "ext4.features",
+            "ext4.backend",
+            "ext4.profile",
+            "ext4.journal",
+            "ext4.journal-size",
+            "ext4.inodes",
+            "entry[1].path",
+            "entry[1].mode",
+            "entry[1].major",
+            "entry[1].kind",
+        ];
+        for (text, want) in cases {
+            // Parsing, validation or planning: whichever refuses names the key.
+            let e = match Spec::from_toml(text) {
+                Err(e) => e,
+                Ok(spec) => match crate::plan_full(&spec, &[], 0) {
+                    Err(crate::Error::Spec(e)) => e,
+                    other => panic!("{text}: {other:?}"),
+                },
+            };
+            assert_eq!(&e.key, want, "{text}: {e}");
+            let exists = known.contains(&e.key.as_str())
+                || e.key
+                    .strip_prefix("partition[1].")
+                    .is_some_and(|k| part_keys.contains(&k));
+            assert!(
+                exists || e.key == "bogus",
+                "{text}: {} is not a spec key",
+                e.key
+            );
+        }
+        // Planner errors are keyed by the same map.
+        let spec = Spec::from_toml(
+            "[image]\nerase-block=\"4MiB\"\n[[partition]]\nfs=\"fat32\"\nsize=\"8MiB\"",
+        )
+        .unwrap();
+        let e = crate::plan_full(&spec, &[], 0).unwrap_err().to_string();
+        assert!(
+            e.starts_with("partition[1].size: fat32 with 512-byte sectors needs"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn dict_and_json_deserialise_like_toml() {
+        let toml = Spec::from_toml(
+            "[image]\nsize=\"1GiB\"\n[[partition]]\nfs=\"fat32\"\nsize=\"256MiB\"\nfat={cluster=\"4KiB\"}\n[[partition]]\nfs=\"ext4\"\nsize=\"fill\"\n[[partition.entry]]\npath=\"/etc\"\nmode=\"0750\"",
+        )
+        .unwrap();
+        let json = serde_json::json!({
+            "image": {"size": 1073741824u64},
+            "partition": [
+                {"fs": "fat32", "size": "256MiB", "fat": {"cluster": 4096}},
+                {"fs": "ext4", "size": "fill", "entry": [{"path": "/etc", "mode": 0o750}]},
+            ]
+        });
+        let from_json = Spec::from_deserializer(json, |e| e.to_string()).unwrap();
+        assert_eq!(toml, from_json);
+        let bad = serde_json::json!({"partition": [{"fs": "fat32", "size": 1}, {"fs": "ext4", "size": 1, "ext4": {"blok-size": 1}}]});
+        let e = Spec::from_deserializer(bad, |e| e.to_string()).unwrap_err();
+        assert_eq!(e.key, "partition[2].ext4.blok-size");
+        assert!(e.reason.contains("did you mean \"block-size\""), "{e}");
+    }
+
+    #[test]
+    fn full_design_spec_parses() {
+        let s = Spec::from_toml(r#"
+[image]
+size = "2GiB"
+erase-block = "4MiB"
+sector-size = 512
+table = "mbr"
+first-partition = "4MiB"
+disk-id = "0x5452574f"
+seed = 1
+timestamp = 1700000000
+
+[[partition]]
+name = "boot"
+fs = "fat32"
+size = "512MiB"
+contents = "boot/"
+type = "0x0c"
+bootable = true
+label = "BOOTFS"
+fat  = { sector-size = 512, cluster = "4KiB", align-fat = true, fats = 2 }
+
+[[partition]]
+fs = "ext4"
+size = "fill"
+label = "rootfs"
+ext4 = { block-size = 4096, stride = 1024, stripe-width = 1024, journal = true, inode-size = 256, reserved-percent = 5, backend = "native" }
+[[partition.entry]]
+path = "/etc/shadow"
+mode = "0640"
+uid = 0
+gid = 42
+[[partition.entry]]
+path = "/dev/console"
+kind = "char"
+major = 5
+minor = 1
+mode = "0600"
+xattrs = { "user.x" = "0x0102", "user.y" = "text" }
+"#).unwrap();
+        assert_eq!(s.image.disk_id, Some(DiskId::Mbr(0x5452_574f)));
+        assert_eq!(s.partitions[1].entries[0].mode, Some(0o640));
+        assert_eq!(s.partitions[1].entries[1].kind, EntryKind::Char);
+        assert_eq!(
+            s.partitions[1].entries[1].xattrs,
+            [
+                ("user.x".to_string(), vec![1, 2]),
+                ("user.y".to_string(), b"text".to_vec())
+            ]
+        );
+        assert_eq!(s.partitions[0].fat.cluster, Some(4096));
+        assert_eq!(s.partitions[1].size, SizeSpec::Fill);
+    }
+
+    proptest! {
+        #[test]
+        fn random_toml_never_panics(text in "\\PC{0,200}") {
+            let _ = Spec::from_toml(&text).map(|s| plan(&s.layout()));
+        }
+
+        #[test]
+        fn random_partition_keys_never_panic(size in "[0-9a-zA-Z. ]{0,12}", fs in "[a-z0-9]{0,6}", e in "[0-9a-zA-Z]{0,6}") {
+            let text = format!("[image]\nerase-block = \"{e}\"\nsize = \"1GiB\"\n[[partition]]\nfs = \"{fs}\"\nsize = \"{size}\"\n");
+            if let Ok(s) = Spec::from_toml(&text) { let _ = plan(&s.layout()); }
+        }
+    }
+}
