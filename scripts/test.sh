@@ -24,3 +24,7 @@ if [ -n "${CI:-}" ]; then
   export DISKIMG_REQUIRE_ORACLES=1
 fi
 cargo test --workspace "$@"
+# The library example: a front end through blockwise::host and verify only (what Python and
+# the browser build do). Exit 0 means built, read back and aligned as planned.
+cargo run --quiet --example library -- examples/rpi.toml target/library-example.img
+rm -f target/library-example.img

@@ -4,6 +4,10 @@
 use std::collections::BTreeMap;
 
 /// Something bytes can be written to at absolute offsets: an image in memory, a file, a device.
+///
+/// Writers call [`write_at`](BlockSink::write_at) in any order; a sink that needs more
+/// (a device opened with `O_DIRECT`) says so through [`block_size`](BlockSink::block_size),
+/// and whoever drives it makes the data durable with [`flush`](BlockSink::flush).
 pub trait BlockSink {
     /// The backend's own error.
     type Error: core::error::Error + Send + Sync + 'static;
@@ -14,6 +18,17 @@ pub trait BlockSink {
     /// True when the sink has length 0.
     fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+    /// The granularity writes must respect: offsets and lengths that are multiples of it
+    /// (and, for direct I/O, buffers aligned to it) go straight through; 1 means any write
+    /// is fine. Memory and buffered files are 1; an `O_DIRECT` device is its logical block.
+    fn block_size(&self) -> u64 {
+        1
+    }
+    /// Makes everything written so far durable (`fdatasync` for files and devices). In
+    /// memory there is nothing to do.
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        Ok(())
     }
 }
 
@@ -375,6 +390,12 @@ impl<S: BlockSink + ?Sized> BlockSink for SubSink<'_, S> {
             .write_at(self.offset + offset, data)
             .map_err(WindowError::Inner)
     }
+    fn block_size(&self) -> u64 {
+        self.inner.block_size()
+    }
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        self.inner.flush().map_err(WindowError::Inner)
+    }
 }
 
 /// A read-only window of `len` bytes at `offset` onto another source.
@@ -423,6 +444,53 @@ mod tests {
         assert_eq!(b, [0, 1, 0, 3]);
         assert!(img.write_at((1 << 20) - 1, &[1, 2]).is_err());
         assert_eq!(img.mapped_ranges(), vec![(0, 65536)]);
+    }
+
+    /// A sink that records flushes and asks for 512-byte writes, to check that windows pass
+    /// both through.
+    #[derive(Default)]
+    struct Strict {
+        data: Vec<u8>,
+        flushed: bool,
+    }
+
+    impl BlockSink for Strict {
+        type Error = OutOfBounds;
+        fn len(&self) -> u64 {
+            1 << 16
+        }
+        fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), OutOfBounds> {
+            let err = OutOfBounds {
+                offset,
+                len: data.len() as u64,
+                size: 1 << 16,
+            };
+            if offset % 512 != 0 || data.len() % 512 != 0 {
+                return Err(err);
+            }
+            self.data.extend_from_slice(data);
+            Ok(())
+        }
+        fn block_size(&self) -> u64 {
+            512
+        }
+        fn flush(&mut self) -> Result<(), OutOfBounds> {
+            self.flushed = true;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn windows_pass_block_size_and_flush_through() {
+        let mut dev = Strict::default();
+        let mut sub = SubSink::new(&mut dev, 4096, 8192).unwrap();
+        assert_eq!(sub.block_size(), 512);
+        assert!(sub.write_at(0, &[1; 512]).is_ok());
+        assert!(sub.write_at(1, &[1; 512]).is_err());
+        sub.flush().unwrap();
+        assert!(dev.flushed);
+        assert_eq!(dev.data.len(), 512);
+        assert_eq!(SparseImage::new(1).block_size(), 1);
     }
 
     #[test]
