@@ -40,6 +40,7 @@
 #![deny(clippy::unwrap_used, clippy::panic)]
 
 mod bytes;
+mod code;
 pub mod ext4;
 pub mod fat;
 mod human;
@@ -55,6 +56,7 @@ use blockwise_ptable::parse_mbr;
 use serde::Serialize;
 
 use crate::bytes::has;
+pub use crate::code::FindingCode;
 use crate::magic::Content;
 
 /// Default erase block: 4 MiB.
@@ -186,8 +188,8 @@ impl Severity {
 pub struct Finding {
     /// How bad.
     pub severity: Severity,
-    /// Stable kebab-case code (`partition-not-4k-aligned`, `gpt-backup-missing`, …).
-    pub code: &'static str,
+    /// Stable code, serialised kebab-case (`partition-not-4k-aligned`, `gpt-backup-missing`, …).
+    pub code: FindingCode,
     /// Partition number it concerns (0 = bare filesystem), or `None` for the disk.
     pub partition: Option<u32>,
     /// What is wrong, what it costs and what to do.
@@ -294,7 +296,7 @@ fn verify_bytes_like<S: BlockSource + ?Sized>(src: &S, opts: &Options) -> Report
             r.recognised = false;
             r.findings.push(Finding {
                 severity: Severity::Error,
-                code: "read-failed",
+                code: FindingCode::ReadFailed,
                 partition: None,
                 message: format!("reading the source failed: {e}"),
             });
@@ -382,7 +384,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
     fn add(
         &mut self,
         severity: Severity,
-        code: &'static str,
+        code: FindingCode,
         partition: Option<u32>,
         message: String,
     ) {
@@ -411,7 +413,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             self.r.recognised = false;
             self.add(
                 Severity::Error,
-                "empty-source",
+                FindingCode::EmptySource,
                 None,
                 "the source is empty (0 bytes): nothing to verify".into(),
             );
@@ -421,7 +423,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             let e = self.e;
             self.add(
                 Severity::Warning,
-                "erase-block-odd",
+                FindingCode::EraseBlockOdd,
                 None,
                 format!("erase block {e} B is not a power of two of at least 4 KiB; flash erase blocks are (typically 4 MiB)"),
             );
@@ -494,7 +496,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             self.r.recognised = false;
             self.add(
                 Severity::Error,
-                "unrecognised",
+                FindingCode::Unrecognised,
                 None,
                 "no partition table and no known filesystem".into(),
             );
@@ -525,7 +527,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 }));
                 self.add(
                     Severity::Info,
-                    "not-checked",
+                    FindingCode::NotChecked,
                     Some(p.index),
                     format!("partition {}: {kind} found; its internal layout is not checked (only the partition start)", p.index),
                 );

@@ -5,7 +5,7 @@ use blockwise_geometry::{
     alignment_of, format_size, BlockSource, FsKind, Guid, PartType, PartitionPlan,
 };
 
-use crate::{Severity, Verifier, MAX_REPEATED, PAGE};
+use crate::{FindingCode, Severity, Verifier, MAX_REPEATED, PAGE};
 
 impl<S: BlockSource + ?Sized> Verifier<'_, S> {
     #[expect(
@@ -47,7 +47,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         if start == 0 {
             self.add(
                 Severity::Error,
-                "partition-overlaps-table",
+                FindingCode::PartitionOverlapsTable,
                 Some(index),
                 format!("{what} {index} starts at LBA 0, on top of the partition table: writing to it destroys the table"),
             );
@@ -55,7 +55,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         if size == 0 {
             self.add(
                 Severity::Warning,
-                "partition-empty",
+                FindingCode::PartitionEmpty,
                 Some(index),
                 format!("{what} {index} has 0 sectors"),
             );
@@ -64,7 +64,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         if end > len {
             self.add(
                 Severity::Error,
-                "partition-past-end",
+                FindingCode::PartitionPastEnd,
                 Some(index),
                 format!(
                     "{what} {index} ends at sector {} ({}) but the source has only {} sectors ({}): the image is truncated or the table is wrong; data there is lost",
@@ -103,7 +103,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                     let (ai, bi, bs) = (a.index, b.index, b.start_bytes);
                     self.add(
                         Severity::Error,
-                        "partition-overlap",
+                        FindingCode::PartitionOverlap,
                         Some(bi),
                         format!("partition {bi} (starting at {bs} B) overlaps partition {ai}: writing one corrupts the other; fix the table"),
                     );
@@ -133,7 +133,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         if start % PAGE != 0 {
             self.add(
                 Severity::Error,
-                "partition-not-4k-aligned",
+                FindingCode::PartitionNot4kAligned,
                 Some(i),
                 format!(
                     "partition {i} starts at sector {lba} ({start} B): not 4 KiB aligned — every 4 KiB write touches two flash pages; rebuild with a start on a multiple of the erase block ({})",
@@ -145,7 +145,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             let sev = self.erase_severity();
             self.add(
                 sev,
-                "partition-not-erase-aligned",
+                FindingCode::PartitionNotEraseAligned,
                 Some(i),
                 format!(
                     "partition {i} starts at sector {lba} ({}): {} aligned but not on the {} erase block — writes that cross erase blocks cost extra erases and wear; move it to a multiple of {} (e.g. sector {})",

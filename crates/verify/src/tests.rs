@@ -22,7 +22,7 @@ fn mbr_entry(disk: &mut [u8], slot: usize, type_: u8, start: u32, sectors: u32) 
 }
 
 fn codes(r: &Report) -> Vec<&'static str> {
-    r.findings.iter().map(|f| f.code).collect()
+    r.findings.iter().map(|f| f.code.as_str()).collect()
 }
 
 /// A FAT32 boot sector for a volume of `total` sectors, reserved `rsvd`, FAT size `fatsz`.
@@ -78,8 +78,8 @@ fn sector_63_is_an_error_2048_a_warning_8192_clean() {
         assert_eq!(
             r.findings
                 .iter()
-                .find(|f| f.code.starts_with("partition-"))
-                .map(|f| f.code),
+                .find(|f| f.code.as_str().starts_with("partition-"))
+                .map(|f| f.code.as_str()),
             code,
             "{r:#?}"
         );

@@ -6,7 +6,7 @@ use blockwise_geometry::{
     alignment_of, format_size, BlockSource, Ext4Plan, FsKind, FsPlan, OtherFs, PartitionPlan,
 };
 
-use crate::{bytes, ext4, read_clamped, Severity, Verifier, PAGE};
+use crate::{bytes, ext4, read_clamped, FindingCode, Severity, Verifier, PAGE};
 
 impl<S: BlockSource + ?Sized> Verifier<'_, S> {
     pub(crate) fn ext(&mut self, p: &mut PartitionPlan) -> Result<(), S::Error> {
@@ -23,7 +23,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 }));
                 self.add(
                     Severity::Error,
-                    "ext4-corrupt",
+                    FindingCode::Ext4Corrupt,
                     Some(i),
                     format!("partition {i}: ext2/3/4 superblock: {err} — the kernel will not mount it; run e2fsck (it can use a backup superblock)"),
                 );
@@ -46,7 +46,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         if vol_bytes > p.size_bytes {
             self.add(
                 Severity::Error,
-                "ext4-larger-than-partition",
+                FindingCode::Ext4LargerThanPartition,
                 Some(i),
                 format!(
                     "partition {i} ({kind}): the filesystem has {} blocks ({}) but the partition holds {}: the kernel refuses it (\"block count exceeds size of device\"); resize2fs it or grow the partition",
@@ -73,7 +73,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         for (g, field, block) in &summary.out_of_range {
             self.add(
                 Severity::Error,
-                "ext4-group-desc",
+                FindingCode::Ext4GroupDesc,
                 Some(i),
                 format!("partition {i} ({kind}): group {g}'s {field} is block {block}, outside the filesystem (blocks {}..{}): e2fsck will have to rebuild it", sb.first_data_block, sb.blocks_count),
             );
@@ -94,7 +94,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 aligned = false;
                 self.add(
                     sev,
-                    "ext4-journal-not-aligned",
+                    FindingCode::Ext4JournalNotAligned,
                     Some(i),
                     format!(
                         "partition {i} ({kind}): the journal starts at {j} B ({} aligned), not on the {} erase block — the journal is the most rewritten area, so every commit near its edges costs extra erases; blockwise build places it on E",
@@ -108,7 +108,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             if it % e != 0 {
                 self.add(
                     Severity::Info,
-                    "ext4-inode-table-not-aligned",
+                    FindingCode::Ext4InodeTableNotAligned,
                     Some(i),
                     format!("partition {i} ({kind}): the first inode table starts at {it} B, not on the {} erase block", format_size(e)),
                 );
@@ -120,14 +120,14 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         if stride == 0 && stripe == 0 {
             self.add(
                 Severity::Info,
-                "ext4-no-stride",
+                FindingCode::Ext4NoStride,
                 Some(i),
                 format!("partition {i} ({kind}): stride and stripe_width are 0, so the block allocator does not know the {} erase block; set them with `tune2fs -E stride={e_blocks},stripe_width={e_blocks}`", format_size(e)),
             );
         }
         for (field, v, code) in [
-            ("stride", stride, "ext4-stride-mismatch"),
-            ("stripe_width", stripe, "ext4-stripe-mismatch"),
+            ("stride", stride, FindingCode::Ext4StrideMismatch),
+            ("stripe_width", stripe, FindingCode::Ext4StripeMismatch),
         ] {
             if v == 0 {
                 continue;
@@ -150,7 +150,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             } else if field == "stripe_width" && bytes < e {
                 self.add(
                     Severity::Info,
-                    "ext4-stripe-smaller",
+                    FindingCode::Ext4StripeSmaller,
                     Some(i),
                     format!(
                         "partition {i} ({kind}): stripe_width is {v} blocks ({}), smaller than the {} erase block: large files are aligned to {} only; `tune2fs -E stripe_width={e_blocks}` aligns them to whole erase blocks",
@@ -170,7 +170,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             if bs < phys {
                 self.add(
                     Severity::Warning,
-                    "ext4-block-smaller-than-device",
+                    FindingCode::Ext4BlockSmallerThanDevice,
                     Some(i),
                     format!("partition {i} ({kind}): {bs}-byte blocks are smaller than the device's {phys}-byte physical sector: single-block writes become read-modify-write cycles"),
                 );
@@ -179,7 +179,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         if bs < PAGE {
             self.add(
                 Severity::Warning,
-                "ext4-small-blocks",
+                FindingCode::Ext4SmallBlocks,
                 Some(i),
                 format!("partition {i} ({kind}): {bs}-byte blocks are smaller than a 4 KiB flash page: metadata writes become read-modify-write cycles; use 4096-byte blocks (mke2fs -b 4096)"),
             );

@@ -9,6 +9,7 @@
 )]
 
 use crate::bytes::{arr, crc32c_raw, le16, le32, text, u8_at};
+use crate::FindingCode;
 
 /// Superblock magic.
 pub const MAGIC: u16 = 0xef53;
@@ -327,13 +328,13 @@ pub enum Ext4Issue {
 impl Ext4Issue {
     /// Stable kebab-case code.
     #[must_use]
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> FindingCode {
         match self {
-            Ext4Issue::InodesCount { .. } => "ext4-inodes-count",
-            Ext4Issue::ReservedBlocks { .. } => "ext4-reserved-blocks",
-            Ext4Issue::FirstDataBlock { .. } => "ext4-first-data-block",
-            Ext4Issue::Checksum { .. } => "ext4-superblock-checksum",
-            Ext4Issue::UnknownIncompat { .. } => "ext4-unsupported",
+            Ext4Issue::InodesCount { .. } => FindingCode::Ext4InodesCount,
+            Ext4Issue::ReservedBlocks { .. } => FindingCode::Ext4ReservedBlocks,
+            Ext4Issue::FirstDataBlock { .. } => FindingCode::Ext4FirstDataBlock,
+            Ext4Issue::Checksum { .. } => FindingCode::Ext4SuperblockChecksum,
+            Ext4Issue::UnknownIncompat { .. } => FindingCode::Ext4Unsupported,
         }
     }
 

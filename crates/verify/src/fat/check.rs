@@ -7,7 +7,7 @@ use blockwise_geometry::{
     TableKind,
 };
 
-use crate::{fat, read_clamped, Severity, Verifier, PAGE};
+use crate::{fat, read_clamped, FindingCode, Severity, Verifier, PAGE};
 
 impl<S: BlockSource + ?Sized> Verifier<'_, S> {
     pub(crate) fn fat(&mut self, p: &mut PartitionPlan) -> Result<(), S::Error> {
@@ -24,7 +24,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 }));
                 self.add(
                     Severity::Error,
-                    "fat-corrupt",
+                    FindingCode::FatCorrupt,
                     Some(i),
                     format!("partition {i}: FAT boot sector: {err} — the volume cannot be mounted; reformat it (mkfs.fat) or restore the boot sector from its backup (sector 6)"),
                 );
@@ -56,7 +56,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         if vol.volume_bytes() > p.size_bytes {
             self.add(
                 Severity::Error,
-                "fat-larger-than-partition",
+                FindingCode::FatLargerThanPartition,
                 Some(i),
                 format!(
                     "partition {i} ({name}): the volume claims {} sectors ({}) but the partition holds {}: writes near the end land outside it; reformat to the partition size",
@@ -69,7 +69,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         if data_start % PAGE != 0 {
             self.add(
                 Severity::Error,
-                "fat-data-not-4k-aligned",
+                FindingCode::FatDataNot4kAligned,
                 Some(i),
                 format!(
                     "partition {i} ({name}): the data area starts at {data_start} B ({} sectors into the volume): not 4 KiB aligned — every cluster straddles two flash pages; reformat so the data area lands on the erase block (mkfs.fat -R, or blockwise build)",
@@ -91,7 +91,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             let sev = self.erase_severity();
             self.add(
                 sev,
-                "fat-data-not-aligned",
+                FindingCode::FatDataNotAligned,
                 Some(i),
                 format!(
                     "partition {i} ({name}): the data area starts at {data_start} B ({}), {} aligned but not on the {} erase block — clusters straddle erase blocks, so file writes cost extra erases; {hint}",
@@ -104,7 +104,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         if fat_start % e != 0 && data_start % e == 0 {
             self.add(
                 Severity::Info,
-                "fat-table-not-aligned",
+                FindingCode::FatTableNotAligned,
                 Some(i),
                 format!(
                     "partition {i} ({name}): the first FAT starts at {fat_start} B, not on the {} erase block; FAT updates then touch two erase blocks (blockwise's align-fat puts it on E)",
@@ -116,7 +116,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         if !cluster_ok {
             self.add(
                 Severity::Warning,
-                "fat-cluster-straddles",
+                FindingCode::FatClusterStraddles,
                 Some(i),
                 format!(
                     "partition {i} ({name}): the cluster size {} does not divide the {} erase block: some clusters straddle two erase blocks; use a cluster size that divides it",
@@ -128,7 +128,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         if bps == 4096 {
             self.add(
                 Severity::Warning,
-                "fat-sector-4096",
+                FindingCode::FatSector4096,
                 Some(i),
                 format!("partition {i} ({name}): 4096-byte logical sectors: Raspberry Pi firmware, U-Boot and many UEFI firmwares only read 512-byte FAT sectors; use 512 unless the device is 4Kn"),
             );
@@ -137,7 +137,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         if bps < dev_logical {
             self.add(
                 Severity::Error,
-                "fat-sector-below-logical",
+                FindingCode::FatSectorBelowLogical,
                 Some(i),
                 format!("partition {i} ({name}): the FAT sector ({bps} B) is smaller than the device's logical sector ({dev_logical} B): Linux refuses to mount it (\"logical sector size too small for device\"); reformat with mkfs.fat -S {dev_logical}"),
             );
@@ -150,7 +150,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             if bps < phys {
                 self.add(
                     Severity::Warning,
-                    "fat-sector-smaller-than-device",
+                    FindingCode::FatSectorSmallerThanDevice,
                     Some(i),
                     format!("partition {i} ({name}): the FAT sector ({bps} B) is smaller than the device's physical sector ({phys} B): single-sector FAT writes become read-modify-write cycles"),
                 );
@@ -167,7 +167,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             if !ok {
                 self.add(
                     Severity::Info,
-                    "fat-hidden-sectors",
+                    FindingCode::FatHiddenSectors,
                     Some(i),
                     format!("partition {i} ({name}): HiddSec is {hidden} but the partition starts at sector {}: some boot loaders locate files with it", base / bps.max(1)),
                 );
@@ -211,7 +211,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             if let Err(pb) = fat::check_fsinfo(&s, vol.clusters) {
                 self.add(
                     Severity::Warning,
-                    "fat-fsinfo",
+                    FindingCode::FatFsinfo,
                     Some(i),
                     format!("partition {i} (FAT32): {pb} — free-space reports are wrong until fsck.fat repairs it"),
                 );
@@ -221,7 +221,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         if bk == 0 || bk == 0xffff {
             self.add(
                 Severity::Info,
-                "fat-no-backup-boot",
+                FindingCode::FatNoBackupBoot,
                 Some(i),
                 format!("partition {i} (FAT32): no backup boot sector (BkBootSec = {bk}); a damaged boot sector cannot be recovered"),
             );
@@ -234,7 +234,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             if b.get(..512) != boot.get(..512) {
                 self.add(
                     Severity::Warning,
-                    "fat-backup-boot-differs",
+                    FindingCode::FatBackupBootDiffers,
                     Some(i),
                     format!("partition {i} (FAT32): the backup boot sector (sector {bk}) differs from the boot sector — recovery from it would restore a different geometry; fsck.fat can copy one over the other"),
                 );

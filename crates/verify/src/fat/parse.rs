@@ -9,6 +9,7 @@
 )]
 
 use crate::bytes::{has, le16, le32, text, u8_at};
+use crate::FindingCode;
 
 /// FAT12 volumes have fewer clusters than this.
 pub const FAT12_MAX_CLUSTERS: u64 = 4085;
@@ -274,16 +275,16 @@ pub enum FatIssue {
 impl FatIssue {
     /// Stable kebab-case code.
     #[must_use]
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> FindingCode {
         match self {
-            FatIssue::ClusterCountVsType { .. } => "fat-cluster-count",
-            FatIssue::TooManyClusters { .. } => "fat-too-many-clusters",
-            FatIssue::FatTooSmall { .. } => "fat-too-small",
-            FatIssue::Fat32Field { .. } => "fat32-field",
-            FatIssue::RootCluster { .. } => "fat-root-cluster",
-            FatIssue::ReservedLocation { .. } => "fat-reserved-location",
-            FatIssue::ManyFats { .. } => "fat-many-fats",
-            FatIssue::NoBootSignature => "fat-boot-signature",
+            FatIssue::ClusterCountVsType { .. } => FindingCode::FatClusterCount,
+            FatIssue::TooManyClusters { .. } => FindingCode::FatTooManyClusters,
+            FatIssue::FatTooSmall { .. } => FindingCode::FatTooSmall,
+            FatIssue::Fat32Field { .. } => FindingCode::Fat32Field,
+            FatIssue::RootCluster { .. } => FindingCode::FatRootCluster,
+            FatIssue::ReservedLocation { .. } => FindingCode::FatReservedLocation,
+            FatIssue::ManyFats { .. } => FindingCode::FatManyFats,
+            FatIssue::NoBootSignature => FindingCode::FatBootSignature,
         }
     }
 
@@ -655,7 +656,7 @@ mod tests {
         let v = parse_fat(&b).unwrap();
         assert_eq!(v.kind, FatKind::Fat16);
         assert_eq!(
-            v.issues.first().map(FatIssue::code),
+            v.issues.first().map(|i| i.code().as_str()),
             Some("fat-cluster-count")
         );
         assert_eq!(FatKind::from_clusters(4084), FatKind::Fat12);

@@ -5,7 +5,7 @@ use blockwise_geometry::{
 };
 use blockwise_ptable::{read_gpt, Corrupt, GptCopy, Mbr};
 
-use crate::{bytes, read_clamped, Severity, Verifier};
+use crate::{bytes, read_clamped, FindingCode, Severity, Verifier};
 
 impl<S: BlockSource + ?Sized> Verifier<'_, S> {
     pub(crate) fn gpt(&mut self, mbr: Option<Mbr>) -> Result<(), S::Error> {
@@ -39,7 +39,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 if b.header.my_lba != last {
                     self.add(
                         Severity::Warning,
-                        "gpt-backup-not-at-end",
+                        FindingCode::GptBackupNotAtEnd,
                         None,
                         format!(
                             "the backup GPT is at LBA {} but the disk ends at LBA {last} (the image was written to a larger device): the last {} are unusable and some tools warn; move it with `sgdisk -e` or `sfdisk --relocate gpt-bak-std`",
@@ -51,7 +51,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 if !same_entries(p, b) {
                     self.add(
                         Severity::Error,
-                        "gpt-copies-differ",
+                        FindingCode::GptCopiesDiffer,
                         None,
                         "the primary and backup GPT list different partitions: tools disagree on which is right; rewrite the table from the intended copy".into(),
                     );
@@ -62,21 +62,21 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 if alt >= sectors {
                     self.add(
                         Severity::Error,
-                        "gpt-backup-missing",
+                        FindingCode::GptBackupMissing,
                         None,
                         format!("the primary GPT puts its backup at LBA {alt} but the source has only {sectors} sectors: the image is truncated (or the sector size is wrong); the disk has no backup table — restore the full image or run `sgdisk -e`"),
                     );
                 } else if alt != last {
                     self.add(
                         Severity::Warning,
-                        "gpt-backup-not-at-end",
+                        FindingCode::GptBackupNotAtEnd,
                         None,
                         format!("the primary GPT says the backup is at LBA {alt} but the disk ends at LBA {last}, and no valid backup was found there ({be}) (typical after `dd` to a larger device): relocate it with `sgdisk -e`"),
                     );
                 } else {
                     self.add(
                         Severity::Error,
-                        "gpt-backup-bad",
+                        FindingCode::GptBackupBad,
                         None,
                         format!("{be} — the disk has no usable backup table if the primary is damaged; rewrite it with `sgdisk -e` or rebuild"),
                     );
@@ -85,7 +85,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             (Err(pe), Ok(_)) => {
                 self.add(
                     Severity::Error,
-                    "gpt-primary-bad",
+                    FindingCode::GptPrimaryBad,
                     None,
                     format!("{pe} — firmware reads the primary first and may not boot; partitions below come from the intact backup; restore the primary (gdisk: r, c, w)"),
                 );
@@ -93,7 +93,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             (Err(pe), Err(be)) => {
                 self.add(
                     Severity::Error,
-                    "gpt-corrupt",
+                    FindingCode::GptCorrupt,
                     None,
                     format!("no valid GPT copy: {pe}; {be} — the disk is unpartitioned to every OS; rebuild the table"),
                 );
@@ -109,7 +109,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             if ent.last_lba < ent.first_lba {
                 self.add(
                     Severity::Error,
-                    "gpt-entry-range",
+                    FindingCode::GptEntryRange,
                     Some(ent.index),
                     format!("partition {} ends at LBA {} before it starts at LBA {}: unusable; delete or fix the entry", ent.index, ent.last_lba, ent.first_lba),
                 );
@@ -118,7 +118,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             if ent.first_lba < h.first_usable_lba || ent.last_lba > h.last_usable_lba {
                 self.add(
                     Severity::Error,
-                    "gpt-entry-outside-usable",
+                    FindingCode::GptEntryOutsideUsable,
                     Some(ent.index),
                     format!(
                         "partition {} (LBA {}..={}) lies outside the usable LBAs {}..={}: it overlaps the GPT itself, and writing to it destroys the table",
@@ -155,7 +155,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         let Some(m) = mbr else {
             self.add(
                 Severity::Warning,
-                "gpt-no-protective-mbr",
+                FindingCode::GptNoProtectiveMbr,
                 None,
                 "GPT without a valid protective MBR (no 55 AA or no 0xEE entry): MBR-only tools may see an empty disk and overwrite it; rewrite the protective MBR (sgdisk -z is destructive; use gdisk: x, n, w)".into(),
             );
@@ -164,7 +164,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         let Some((slot, pe)) = m.used().find(|(_, e)| e.type_ == 0xee) else {
             self.add(
                 Severity::Warning,
-                "gpt-no-protective-mbr",
+                FindingCode::GptNoProtectiveMbr,
                 None,
                 "GPT disk whose MBR has no 0xEE protective entry: MBR-only tools see only the MBR entries and may overwrite GPT partitions".into(),
             );
@@ -174,7 +174,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         if u64::from(pe.sectors) != expected && !m.is_hybrid() {
             self.add(
                 Severity::Info,
-                "protective-mbr-size",
+                FindingCode::ProtectiveMbrSize,
                 Some(u32::from(slot)),
                 format!("the protective MBR entry covers {} sectors, the disk has {} after LBA 0 (normal after `dd` to a larger device); harmless", pe.sectors, expected),
             );
@@ -182,7 +182,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         if pe.status != 0 {
             self.add(
                 Severity::Info,
-                "protective-mbr-bootable",
+                FindingCode::ProtectiveMbrBootable,
                 Some(u32::from(slot)),
                 "the 0xEE entry is marked bootable (0x80): the UEFI spec says 0x00, though some old BIOSes need it".into(),
             );
@@ -192,7 +192,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
     fn hybrid(&mut self, m: &Mbr, parts: &[PartitionPlan]) {
         self.add(
             Severity::Warning,
-            "hybrid-mbr",
+            FindingCode::HybridMbr,
             None,
             "hybrid MBR: the protective MBR also lists real partitions; MBR and GPT can drift apart and Windows/firmware may use either — prefer a pure protective MBR".into(),
         );
@@ -206,7 +206,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             {
                 self.add(
                     Severity::Error,
-                    "mbr-gpt-disagree",
+                    FindingCode::MbrGptDisagree,
                     Some(u32::from(slot)),
                     format!(
                         "MBR entry {slot} (start {}, {} bytes) matches no GPT partition: MBR-booting systems see a different disk than GPT ones; make them agree or drop the hybrid entries",

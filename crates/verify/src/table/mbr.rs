@@ -3,7 +3,7 @@
 use blockwise_geometry::{BlockSource, DiskId, PartType, TableKind, TablePlan};
 use blockwise_ptable::{read_logical, Mbr};
 
-use crate::{Severity, Verifier};
+use crate::{FindingCode, Severity, Verifier};
 
 impl<S: BlockSource + ?Sized> Verifier<'_, S> {
     pub(crate) fn mbr(&mut self, m: &Mbr) -> Result<(), S::Error> {
@@ -17,7 +17,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             if e.type_ == 0xee {
                 self.add(
                     Severity::Error,
-                    "gpt-missing",
+                    FindingCode::GptMissing,
                     Some(u32::from(slot)),
                     "an 0xEE (GPT protective) entry sits next to other MBR entries but no GPT header was found: a hybrid MBR whose GPT is gone; rebuild the table".into(),
                 );
@@ -43,7 +43,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         if let Some(problem) = &chain.problem {
             self.add(
                 Severity::Error,
-                "ebr-chain",
+                FindingCode::EbrChain,
                 None,
                 format!("{problem} — logical partitions after this point are not visible to Linux or Windows; rebuild the extended partition"),
             );
@@ -59,7 +59,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 if l.start_lba < es || l.start_lba.saturating_add(l.sectors) > ee {
                     self.add(
                         Severity::Error,
-                        "logical-outside-extended",
+                        FindingCode::LogicalOutsideExtended,
                         Some(l.number),
                         format!(
                             "logical partition {} (sectors {}..{}) does not lie inside its extended partition (sectors {es}..{ee}): it overlaps other partitions or the table; rebuild the extended partition",

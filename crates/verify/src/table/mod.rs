@@ -9,7 +9,7 @@ use blockwise_ptable::{read_gpt, Corrupt, Mbr};
 
 use crate::bytes::has;
 use crate::magic::Content;
-use crate::{Severity, Verifier};
+use crate::{FindingCode, Severity, Verifier};
 
 impl<S: BlockSource + ?Sized> Verifier<'_, S> {
     /// Reads the table that starts in `head` (the first 8 KiB): GPT where an `EFI PART`
@@ -68,7 +68,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 };
                 self.add(
                     Severity::Info,
-                    "no-partitions",
+                    FindingCode::NoPartitions,
                     None,
                     "the MBR has no partition entries: nothing to check".into(),
                 );
@@ -88,7 +88,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                     };
                     self.add(
                         Severity::Error,
-                        "unrecognised",
+                        FindingCode::Unrecognised,
                         None,
                         format!("no partition table (no MBR 55 AA signature, no GPT) and no known filesystem ({what}): not a disk image blockwise can check"),
                     );
@@ -99,7 +99,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                     };
                     self.add(
                         Severity::Error,
-                        "mbr-corrupt",
+                        FindingCode::MbrCorrupt,
                         None,
                         format!("{err} — partitioning tools and firmware may reject this disk; rewrite the table (sfdisk, or blockwise build)"),
                     );
@@ -138,7 +138,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         if score[1] > score[0] {
             self.add(
                 Severity::Info,
-                "sector-size-guessed",
+                FindingCode::SectorSizeGuessed,
                 None,
                 "the MBR's LBAs only make sense in 4096-byte sectors (filesystems found there): read as a 4Kn disk; pass --sector-size to override".into(),
             );
