@@ -1,14 +1,6 @@
 //! Checked little/big-endian reads from untrusted byte slices. A read past the end yields 0,
 //! so parsers must check the length they need first (they do, and report `Truncated`).
 
-#![deny(
-    clippy::indexing_slicing,
-    clippy::arithmetic_side_effects,
-    clippy::as_conversions,
-    clippy::unwrap_used,
-    clippy::panic
-)]
-
 /// Byte `o`, or 0.
 pub(crate) fn u8_at(b: &[u8], o: usize) -> u8 {
     b.get(o).copied().unwrap_or(0)

@@ -4,6 +4,7 @@ use core::fmt::Write as _;
 
 use blockwise_geometry::{format_size, types::gpt_type_name, DiskId, FsPlan, PartType, TableKind};
 
+use crate::num::div;
 use crate::{partition_name, Report, Severity};
 
 fn short_size(b: u64) -> String {
@@ -59,7 +60,7 @@ pub(crate) fn render(r: &Report) -> String {
         r.source,
         format_size(r.size_bytes),
         r.size_bytes,
-        r.size_bytes / sb
+        div(r.size_bytes, sb)
     );
     let phys = r
         .device
@@ -109,8 +110,8 @@ pub(crate) fn render(r: &Report) -> String {
             .partitions
             .iter()
             .map(|p| {
-                let start = p.start_bytes / sb;
-                let sectors = p.size_bytes / sb;
+                let start = div(p.start_bytes, sb);
+                let sectors = div(p.size_bytes, sb);
                 [
                     partition_name(&r.source, p.index),
                     if p.bootable {

@@ -37,7 +37,15 @@
 //! assert_eq!(report.exit_code(), 1);
 //! ```
 
-#![deny(clippy::unwrap_used, clippy::panic)]
+// Every module parses or computes on hostile bytes: no indexing, unchecked arithmetic, `as`,
+// unwrap or panic. Escapes go through `#[expect(.., reason = "…")]`.
+#![deny(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::as_conversions,
+    clippy::unwrap_used,
+    clippy::panic
+)]
 
 mod bytes;
 mod code;
@@ -45,6 +53,7 @@ pub mod ext4;
 pub mod fat;
 mod human;
 pub mod magic;
+mod num;
 mod partition;
 mod table;
 
@@ -334,7 +343,7 @@ pub fn verify<S: BlockSource + ?Sized>(src: &S, opts: &Options) -> Result<Report
         None => true,
     };
     for p in &mut r.partitions {
-        p.aligned = p.start_bytes % e == 0 && fs_ok(p);
+        p.aligned = num::is_multiple(p.start_bytes, e) && fs_ok(p);
     }
     r.aligned = r.recognised && !r.partitions.is_empty() && r.partitions.iter().all(|p| p.aligned);
     Ok(r)
@@ -470,11 +479,11 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             kind: TableKind::None,
             disk_id: None,
         };
-        let largest = if len == 0 {
-            1
-        } else {
-            1u64 << (63 - len.leading_zeros())
-        };
+        // The largest power of two that fits the source (1 for an empty one).
+        let largest = len
+            .checked_ilog2()
+            .and_then(|b| 1u64.checked_shl(b))
+            .unwrap_or(1);
         let mut p = PartitionPlan {
             index: 0,
             spec_index: 0,

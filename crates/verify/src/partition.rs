@@ -5,6 +5,7 @@ use blockwise_geometry::{
     alignment_of, format_size, BlockSource, FsKind, Guid, PartType, PartitionPlan,
 };
 
+use crate::num::{div, is_multiple};
 use crate::{FindingCode, Severity, Verifier, MAX_REPEATED, PAGE};
 
 impl<S: BlockSource + ?Sized> Verifier<'_, S> {
@@ -68,9 +69,9 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 Some(index),
                 format!(
                     "{what} {index} ends at sector {} ({}) but the source has only {} sectors ({}): the image is truncated or the table is wrong; data there is lost",
-                    end / sb,
+                    div(end, sb),
                     format_size(end),
-                    len / sb,
+                    div(len, sb),
                     format_size(len)
                 ),
             );
@@ -129,7 +130,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             return;
         }
         let sb = self.sector.bytes_u64();
-        let lba = start / sb;
+        let lba = div(start, sb);
         if start % PAGE != 0 {
             self.add(
                 Severity::Error,
@@ -140,7 +141,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                     format_size(e)
                 ),
             );
-        } else if start % e != 0 {
+        } else if !is_multiple(start, e) {
             let next = start.div_ceil(e).saturating_mul(e);
             let sev = self.erase_severity();
             self.add(
@@ -153,7 +154,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                     format_size(alignment_of(start)),
                     format_size(e),
                     format_size(e),
-                    next / sb
+                    div(next, sb)
                 ),
             );
         }

@@ -3,6 +3,7 @@
 #![expect(
     clippy::unwrap_used,
     clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
     clippy::panic,
     reason = "tests"
 )]

@@ -6,6 +6,7 @@ use blockwise_geometry::{
     alignment_of, format_size, BlockSource, Ext4Plan, FsKind, FsPlan, OtherFs, PartitionPlan,
 };
 
+use crate::num::{div, is_multiple};
 use crate::{bytes, ext4, read_clamped, FindingCode, Severity, Verifier, PAGE};
 
 impl<S: BlockSource + ?Sized> Verifier<'_, S> {
@@ -58,7 +59,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         }
         // Group descriptors (bounded).
         let groups = sb.groups();
-        let per_block = bs / u64::from(sb.desc_size.max(32));
+        let per_block = div(bs, u64::from(sb.desc_size.max(32)));
         let count = if sb.incompat & 0x10 != 0 {
             groups.min(per_block)
         } else {
@@ -66,7 +67,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         }
         .min(ext4::MAX_DESCRIPTORS);
         // At most 1 MiB of descriptors (16384 groups of 64 bytes = a 2 TiB filesystem with 4 KiB blocks).
-        let count = count.min((1 << 20) / u64::from(sb.desc_size.max(32)));
+        let count = count.min(div(1 << 20, u64::from(sb.desc_size.max(32))));
         let gdt_len = usize::try_from(count.saturating_mul(u64::from(sb.desc_size))).unwrap_or(0);
         let gdt = read_clamped(self.src, base.saturating_add(sb.gdt_offset()), gdt_len)?;
         let summary = ext4::summarise_groups(&sb, &gdt, count);
@@ -90,7 +91,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         let sev = self.erase_severity();
         let mut aligned = true;
         if let Some(j) = journal_start {
-            if j % e != 0 {
+            if !is_multiple(j, e) {
                 aligned = false;
                 self.add(
                     sev,
@@ -105,7 +106,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             }
         }
         if let Some(it) = inode_table_start {
-            if it % e != 0 {
+            if !is_multiple(it, e) {
                 self.add(
                     Severity::Info,
                     FindingCode::Ext4InodeTableNotAligned,
@@ -116,7 +117,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         }
         let stride = u64::from(sb.raid_stride);
         let stripe = u64::from(sb.raid_stripe_width);
-        let e_blocks = e / bs.max(1);
+        let e_blocks = div(e, bs);
         if stride == 0 && stripe == 0 {
             self.add(
                 Severity::Info,
@@ -133,7 +134,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 continue;
             }
             let bytes = v.saturating_mul(bs);
-            if e % bytes != 0 && bytes % e != 0 {
+            if !is_multiple(e, bytes) && !is_multiple(bytes, e) {
                 if field == "stripe_width" {
                     aligned = false;
                 }

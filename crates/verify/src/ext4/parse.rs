@@ -1,13 +1,5 @@
 //! Superblock, group-descriptor and extent-root parsing. The layout is in the [module docs](super).
 
-#![deny(
-    clippy::indexing_slicing,
-    clippy::arithmetic_side_effects,
-    clippy::as_conversions,
-    clippy::unwrap_used,
-    clippy::panic
-)]
-
 use crate::bytes::{arr, crc32c_raw, le16, le32, text, u8_at};
 use crate::FindingCode;
 

@@ -7,6 +7,7 @@ use blockwise_geometry::{
     TableKind,
 };
 
+use crate::num::{div, is_multiple};
 use crate::{fat, read_clamped, FindingCode, Severity, Verifier, PAGE};
 
 impl<S: BlockSource + ?Sized> Verifier<'_, S> {
@@ -76,10 +77,10 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                     vol.first_data_sector
                 ),
             );
-        } else if data_start % e != 0 {
-            let gap = e.saturating_sub(data_start % e);
-            let hint = if gap % bps == 0 {
-                let r = u64::from(vol.bpb.reserved_sectors).saturating_add(gap / bps);
+        } else if !is_multiple(data_start, e) {
+            let gap = e.saturating_sub(data_start.checked_rem(e).unwrap_or(0));
+            let hint = if is_multiple(gap, bps) {
+                let r = u64::from(vol.bpb.reserved_sectors).saturating_add(div(gap, bps));
                 if r <= 0xffff {
                     format!("reformat with more reserved sectors (e.g. mkfs.fat -R {r}, then check again: mkfs.fat may resize the FAT) or with blockwise build")
                 } else {
@@ -101,7 +102,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 ),
             );
         }
-        if fat_start % e != 0 && data_start % e == 0 {
+        if !is_multiple(fat_start, e) && is_multiple(data_start, e) {
             self.add(
                 Severity::Info,
                 FindingCode::FatTableNotAligned,
@@ -112,7 +113,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 ),
             );
         }
-        let cluster_ok = cluster > 0 && e % cluster == 0;
+        let cluster_ok = is_multiple(e, cluster);
         if !cluster_ok {
             self.add(
                 Severity::Warning,
@@ -163,17 +164,17 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             let hidden = u64::from(vol.bpb.hidden_sectors);
             let ok = [bps, 512, self.sector.bytes_u64()]
                 .iter()
-                .any(|&u| base / u == hidden && base % u == 0);
+                .any(|&u| div(base, u) == hidden && is_multiple(base, u));
             if !ok {
                 self.add(
                     Severity::Info,
                     FindingCode::FatHiddenSectors,
                     Some(i),
-                    format!("partition {i} ({name}): HiddSec is {hidden} but the partition starts at sector {}: some boot loaders locate files with it", base / bps.max(1)),
+                    format!("partition {i} ({name}): HiddSec is {hidden} but the partition starts at sector {}: some boot loaders locate files with it", div(base, bps)),
                 );
             }
         }
-        let aligned = data_start % e == 0 && cluster_ok;
+        let aligned = is_multiple(data_start, e) && cluster_ok;
         p.filesystem = Some(FsPlan::Fat(FatPlan {
             kind: kind.as_str().into(),
             label: vol.bpb.label.clone(),

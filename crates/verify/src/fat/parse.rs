@@ -1,13 +1,5 @@
 //! Boot sector (BPB) and FSInfo parsing. The layout is in the [module docs](super).
 
-#![deny(
-    clippy::indexing_slicing,
-    clippy::arithmetic_side_effects,
-    clippy::as_conversions,
-    clippy::unwrap_used,
-    clippy::panic
-)]
-
 use crate::bytes::{has, le16, le32, text, u8_at};
 use crate::FindingCode;
 

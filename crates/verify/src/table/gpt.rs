@@ -5,13 +5,14 @@ use blockwise_geometry::{
 };
 use blockwise_ptable::{read_gpt, Corrupt, GptCopy, Mbr};
 
+use crate::num::div;
 use crate::{bytes, read_clamped, FindingCode, Severity, Verifier};
 
 impl<S: BlockSource + ?Sized> Verifier<'_, S> {
     pub(crate) fn gpt(&mut self, mbr: Option<Mbr>) -> Result<(), S::Error> {
         let s = self.sector;
         let sb = s.bytes_u64();
-        let sectors = self.src.len() / sb;
+        let sectors = div(self.src.len(), sb);
         let last = sectors.saturating_sub(1);
         let mut read = read_gpt(self.src, s)?;
         if let Err(Corrupt::GptUsableRange { last: claimed, .. }) = read.primary {
@@ -210,7 +211,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                     Some(u32::from(slot)),
                     format!(
                         "MBR entry {slot} (start {}, {} bytes) matches no GPT partition: MBR-booting systems see a different disk than GPT ones; make them agree or drop the hybrid entries",
-                        start / sb,
+                        div(start, sb),
                         size
                     ),
                 );
@@ -233,10 +234,8 @@ impl<S: BlockSource + ?Sized> BlockSource for Padded<'_, S> {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), S::Error> {
         buf.fill(0);
         let real = self.inner.len();
-        if offset < real {
-            let n = usize::try_from(real - offset)
-                .unwrap_or(usize::MAX)
-                .min(buf.len());
+        if let Some(left) = real.checked_sub(offset).filter(|&n| n > 0) {
+            let n = usize::try_from(left).unwrap_or(usize::MAX).min(buf.len());
             if let Some(head) = buf.get_mut(..n) {
                 self.inner.read_at(offset, head)?;
             }
