@@ -23,16 +23,26 @@
 //! assert!(gpt.backup.is_ok());
 //! ```
 
+// Every parser here takes hostile bytes: no indexing, unchecked arithmetic, `as`, unwrap or
+// panic. Escapes go through `#[expect(.., reason = "…")]`.
+#![deny(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::as_conversions,
+    clippy::unwrap_used,
+    clippy::panic
+)]
+
 pub mod chs;
 pub mod error;
 pub mod gpt;
 pub mod mbr;
 
-pub use error::{Corrupt, Error, Which};
+pub use error::{Corrupt, Error, PlanError, Which};
 pub use gpt::{read_gpt, GptCopy, GptEntry, GptHeader, GptRead};
 pub use mbr::{parse_mbr, read_logical, read_mbr, Logical, LogicalChain, Mbr, MbrEntry};
 
-use blockwise_geometry::{BlockSink, Plan, TableKind};
+use blockwise_geometry::{BlockSink, Plan, SectorSize, TableKind};
 
 /// Writes the partition table of `plan` (MBR + EBRs, or protective MBR + both GPT copies).
 /// Order: backup GPT, primary GPT, then LBA 0, so an interrupted write leaves no valid-looking
@@ -41,19 +51,18 @@ pub fn write_table<S: BlockSink + ?Sized>(
     sink: &mut S,
     plan: &Plan,
 ) -> Result<(), Error<S::Error>> {
-    let invalid = |reason: String| Error::InvalidPlan { reason };
     if sink.len() < plan.size_bytes {
-        return Err(invalid(format!(
-            "the sink holds {} bytes but the plan needs {}",
-            sink.len(),
-            plan.size_bytes
-        )));
+        return Err(PlanError::SinkTooSmall {
+            sink_bytes: sink.len(),
+            plan_bytes: plan.size_bytes,
+        }
+        .into());
     }
     let mut writes = Vec::new();
     if plan.table.kind == TableKind::Gpt {
-        writes.extend(gpt::gpt_writes(plan).map_err(invalid)?);
+        writes.extend(gpt::gpt_writes(plan)?);
     }
-    let mut mbr = mbr::mbr_sectors(plan).map_err(invalid)?;
+    let mut mbr = mbr::mbr_sectors(plan)?;
     // EBRs before the MBR that points at them.
     let shift = usize::from(!mbr.is_empty());
     mbr.rotate_left(shift);
@@ -62,4 +71,209 @@ pub fn write_table<S: BlockSink + ?Sized>(
         sink.write_at(off, &bytes).map_err(Error::Io)?;
     }
     Ok(())
+}
+
+/// `bytes` in sectors of `sector`, rounded down.
+fn to_lba(bytes: u64, sector: SectorSize) -> u64 {
+    bytes.checked_div(sector.bytes_u64()).unwrap_or(0)
+}
+
+/// The byte offset of `lba` in sectors of `sector`, saturating (for parsers: the result is
+/// compared with the source length).
+fn lba_offset(lba: u64, sector: SectorSize) -> u64 {
+    lba.saturating_mul(sector.bytes_u64())
+}
+
+/// The byte offset of `lba` in sectors of `sector`, for writers.
+fn write_offset(lba: u64, sector: SectorSize) -> Result<u64, PlanError> {
+    lba.checked_mul(sector.bytes_u64())
+        .ok_or(PlanError::OffsetOverflow {
+            lba,
+            sector_bytes: sector.bytes_u64(),
+        })
+}
+
+#[cfg(test)]
+#[expect(
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    reason = "tests"
+)]
+mod tests {
+    use blockwise_geometry::{plan, DiskId, PartType, SparseImage, Spec};
+
+    use super::*;
+
+    fn plan_of(table: &str, partitions: usize) -> Plan {
+        let parts = "[[partition]]\nfs = \"none\"\nsize = \"1MiB\"\n".repeat(partitions);
+        let toml = format!("[image]\ntable = \"{table}\"\nsize = \"64MiB\"\n{parts}");
+        plan(&Spec::from_toml(&toml).unwrap()).unwrap()
+    }
+
+    /// Writes `plan` to a sink of its size and returns the plan error.
+    fn invalid(plan: &Plan) -> PlanError {
+        let mut img = SparseImage::new(plan.size_bytes);
+        match write_table(&mut img, plan) {
+            Err(Error::InvalidPlan(e)) => e,
+            other => panic!("expected a plan error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn valid_plans_write() {
+        for (table, n) in [("mbr", 1), ("mbr", 6), ("gpt", 5)] {
+            let p = plan_of(table, n);
+            let mut img = SparseImage::new(p.size_bytes);
+            write_table(&mut img, &p).unwrap();
+        }
+    }
+
+    #[test]
+    fn sink_too_small() {
+        let p = plan_of("mbr", 1);
+        let mut img = SparseImage::new(p.size_bytes - 512);
+        let err = write_table(&mut img, &p).unwrap_err();
+        assert!(matches!(
+            err,
+            Error::InvalidPlan(PlanError::SinkTooSmall { sink_bytes, plan_bytes })
+                if sink_bytes == p.size_bytes - 512 && plan_bytes == p.size_bytes
+        ));
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "the sink holds {} bytes but the plan needs {}",
+                p.size_bytes - 512,
+                p.size_bytes
+            )
+        );
+    }
+
+    #[test]
+    fn gpt_plan_errors() {
+        let mut p = plan_of("gpt", 1);
+        p.gpt = None;
+        assert!(matches!(invalid(&p), PlanError::MissingGptLayout));
+
+        let mut p = plan_of("gpt", 1);
+        p.table.disk_id = Some(DiskId::Mbr(1));
+        assert!(matches!(invalid(&p), PlanError::MissingDiskGuid));
+
+        let mut p = plan_of("gpt", 2);
+        p.partitions[1].type_ = PartType::Mbr(0x83);
+        let e = invalid(&p);
+        assert!(matches!(
+            e,
+            PlanError::TypeMismatch {
+                partition: 2,
+                table: TableKind::Gpt
+            }
+        ));
+        assert_eq!(e.to_string(), "partition 2: an MBR type in a GPT plan");
+
+        let mut p = plan_of("gpt", 1);
+        let extra = p.partitions[0].clone();
+        p.partitions.resize(129, extra);
+        assert!(matches!(
+            invalid(&p),
+            PlanError::GptEntriesFull {
+                count: 129,
+                max: 128
+            }
+        ));
+
+        let mut p = plan_of("gpt", 1);
+        p.partitions[0].start_bytes = 0;
+        p.partitions[0].size_bytes = 100;
+        assert!(matches!(
+            invalid(&p),
+            PlanError::EndsInFirstSector {
+                partition: 1,
+                end_bytes: 100
+            }
+        ));
+
+        let mut p = plan_of("gpt", 1);
+        if let Some(g) = p.gpt.as_mut() {
+            g.backup_entries_lba = u64::MAX;
+        }
+        assert!(matches!(
+            invalid(&p),
+            PlanError::OffsetOverflow {
+                lba: u64::MAX,
+                sector_bytes: 512
+            }
+        ));
+    }
+
+    #[test]
+    fn mbr_plan_errors() {
+        // Six partitions: three primaries, the extended one, and logicals 5..=7.
+        let six = plan_of("mbr", 6);
+        assert_eq!(six.partitions.iter().filter(|p| p.logical).count(), 3);
+
+        let mut p = six.clone();
+        p.partitions[0].type_ = PartType::Gpt(blockwise_geometry::Guid([1; 16]));
+        let e = invalid(&p);
+        assert!(matches!(
+            e,
+            PlanError::TypeMismatch {
+                partition: 1,
+                table: TableKind::Mbr
+            }
+        ));
+        assert_eq!(e.to_string(), "partition 1: a GPT type in an MBR plan");
+
+        let mut p = six.clone();
+        for q in &mut p.partitions {
+            q.logical = false;
+        }
+        let e = invalid(&p);
+        assert!(matches!(e, PlanError::TooManyPrimaries { count: 6 }));
+        assert_eq!(e.to_string(), "6 primary partitions: an MBR has four slots");
+
+        let mut p = six.clone();
+        p.partitions[3].logical = false;
+        assert!(matches!(
+            invalid(&p),
+            PlanError::NoSlotForExtended { primaries: 4 }
+        ));
+
+        let mut p = six.clone();
+        p.partitions[4].ebr_bytes = None;
+        let index = p.partitions[4].index;
+        assert!(matches!(
+            invalid(&p),
+            PlanError::MissingEbr { partition } if partition == index
+        ));
+
+        let mut p = six.clone();
+        let next = p.partitions[4].clone();
+        p.partitions[4].ebr_bytes = Some(next.end_bytes() + 512);
+        assert!(matches!(
+            invalid(&p),
+            PlanError::EbrPastEnd { partition, .. } if partition == next.index
+        ));
+
+        let mut p = six.clone();
+        p.partitions[0].size_bytes = (1u64 << 32) * 512;
+        assert!(matches!(
+            invalid(&p),
+            PlanError::MbrSectorsOverflow { sectors } if sectors == 1 << 32
+        ));
+
+        let mut p = six.clone();
+        p.partitions[0].start_bytes = (1u64 << 32) * 512;
+        let e = invalid(&p);
+        assert!(matches!(e, PlanError::MbrLbaOverflow { lba } if lba == 1 << 32));
+        assert_eq!(
+            e.to_string(),
+            "LBA 4294967296 does not fit an MBR entry (32 bits)"
+        );
+
+        // A logical partition that starts before its EBR.
+        let mut p = six;
+        p.partitions[3].start_bytes = p.partitions[3].ebr_bytes.unwrap() - 512;
+        assert!(matches!(invalid(&p), PlanError::LbaBeforeBase { .. }));
+    }
 }
