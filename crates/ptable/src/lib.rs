@@ -111,12 +111,18 @@ mod tests {
         plan(&Spec::from_toml(&toml).unwrap()).unwrap()
     }
 
-    /// Writes `plan` to a sink of its size and returns the plan error.
-    fn invalid(plan: &Plan) -> PlanError {
+    /// Writes `plan`, changed by `mutate`, to a sink of its size and checks the plan error
+    /// (its `Debug` form names the exact variant and fields).
+    fn check(plan: &Plan, mutate: impl FnOnce(&mut Plan), expected: &str) -> PlanError {
+        let mut plan = plan.clone();
+        mutate(&mut plan);
         let mut img = SparseImage::new(plan.size_bytes);
-        match write_table(&mut img, plan) {
-            Err(Error::InvalidPlan(e)) => e,
-            other => panic!("expected a plan error, got {other:?}"),
+        match write_table(&mut img, &plan) {
+            Err(Error::InvalidPlan(e)) => {
+                assert_eq!(format!("{e:?}"), expected);
+                e
+            }
+            other => panic!("expected {expected}, got {other:?}"),
         }
     }
 
@@ -134,11 +140,14 @@ mod tests {
         let p = plan_of("mbr", 1);
         let mut img = SparseImage::new(p.size_bytes - 512);
         let err = write_table(&mut img, &p).unwrap_err();
-        assert!(matches!(
-            err,
-            Error::InvalidPlan(PlanError::SinkTooSmall { sink_bytes, plan_bytes })
-                if sink_bytes == p.size_bytes - 512 && plan_bytes == p.size_bytes
-        ));
+        assert_eq!(
+            format!("{err:?}"),
+            format!(
+                "InvalidPlan(SinkTooSmall {{ sink_bytes: {}, plan_bytes: {} }})",
+                p.size_bytes - 512,
+                p.size_bytes
+            )
+        );
         assert_eq!(
             err.to_string(),
             format!(
@@ -151,129 +160,110 @@ mod tests {
 
     #[test]
     fn gpt_plan_errors() {
-        let mut p = plan_of("gpt", 1);
-        p.gpt = None;
-        assert!(matches!(invalid(&p), PlanError::MissingGptLayout));
-
-        let mut p = plan_of("gpt", 1);
-        p.table.disk_id = Some(DiskId::Mbr(1));
-        assert!(matches!(invalid(&p), PlanError::MissingDiskGuid));
-
-        let mut p = plan_of("gpt", 2);
-        p.partitions[1].type_ = PartType::Mbr(0x83);
-        let e = invalid(&p);
-        assert!(matches!(
-            e,
-            PlanError::TypeMismatch {
-                partition: 2,
-                table: TableKind::Gpt
-            }
-        ));
+        let one = plan_of("gpt", 1);
+        check(&one, |p| p.gpt = None, "MissingGptLayout");
+        check(
+            &one,
+            |p| p.table.disk_id = Some(DiskId::Mbr(1)),
+            "MissingDiskGuid",
+        );
+        let e = check(
+            &plan_of("gpt", 2),
+            |p| p.partitions[1].type_ = PartType::Mbr(0x83),
+            "TypeMismatch { partition: 2, table: Gpt }",
+        );
         assert_eq!(e.to_string(), "partition 2: an MBR type in a GPT plan");
-
-        let mut p = plan_of("gpt", 1);
-        let extra = p.partitions[0].clone();
-        p.partitions.resize(129, extra);
-        assert!(matches!(
-            invalid(&p),
-            PlanError::GptEntriesFull {
-                count: 129,
-                max: 128
-            }
-        ));
-
-        let mut p = plan_of("gpt", 1);
-        p.partitions[0].start_bytes = 0;
-        p.partitions[0].size_bytes = 100;
-        assert!(matches!(
-            invalid(&p),
-            PlanError::EndsInFirstSector {
-                partition: 1,
-                end_bytes: 100
-            }
-        ));
-
-        let mut p = plan_of("gpt", 1);
-        if let Some(g) = p.gpt.as_mut() {
-            g.backup_entries_lba = u64::MAX;
-        }
-        assert!(matches!(
-            invalid(&p),
-            PlanError::OffsetOverflow {
-                lba: u64::MAX,
-                sector_bytes: 512
-            }
-        ));
+        check(
+            &one,
+            |p| {
+                let extra = p.partitions[0].clone();
+                p.partitions.resize(129, extra);
+            },
+            "GptEntriesFull { count: 129, max: 128 }",
+        );
+        check(
+            &one,
+            |p| {
+                p.partitions[0].start_bytes = 0;
+                p.partitions[0].size_bytes = 100;
+            },
+            "EndsInFirstSector { partition: 1, end_bytes: 100 }",
+        );
+        check(
+            &one,
+            |p| {
+                if let Some(g) = p.gpt.as_mut() {
+                    g.backup_entries_lba = u64::MAX;
+                }
+            },
+            "OffsetOverflow { lba: 18446744073709551615, sector_bytes: 512 }",
+        );
     }
 
     #[test]
     fn mbr_plan_errors() {
-        // Six partitions: three primaries, the extended one, and logicals 5..=7.
+        // Six partitions: 1, 2, 3 primary, the extended one, and logicals 5, 6, 7.
         let six = plan_of("mbr", 6);
-        assert_eq!(six.partitions.iter().filter(|p| p.logical).count(), 3);
+        let indices: Vec<_> = six
+            .partitions
+            .iter()
+            .map(|p| (p.index, p.logical))
+            .collect();
+        let expected = [1, 2, 3, 5, 6, 7].map(|i| (i, i > 4));
+        assert_eq!(indices, expected);
 
-        let mut p = six.clone();
-        p.partitions[0].type_ = PartType::Gpt(blockwise_geometry::Guid([1; 16]));
-        let e = invalid(&p);
-        assert!(matches!(
-            e,
-            PlanError::TypeMismatch {
-                partition: 1,
-                table: TableKind::Mbr
-            }
-        ));
+        let e = check(
+            &six,
+            |p| p.partitions[0].type_ = PartType::Gpt(blockwise_geometry::Guid([1; 16])),
+            "TypeMismatch { partition: 1, table: Mbr }",
+        );
         assert_eq!(e.to_string(), "partition 1: a GPT type in an MBR plan");
-
-        let mut p = six.clone();
-        for q in &mut p.partitions {
-            q.logical = false;
-        }
-        let e = invalid(&p);
-        assert!(matches!(e, PlanError::TooManyPrimaries { count: 6 }));
+        let e = check(
+            &six,
+            |p| p.partitions.iter_mut().for_each(|q| q.logical = false),
+            "TooManyPrimaries { count: 6 }",
+        );
         assert_eq!(e.to_string(), "6 primary partitions: an MBR has four slots");
-
-        let mut p = six.clone();
-        p.partitions[3].logical = false;
-        assert!(matches!(
-            invalid(&p),
-            PlanError::NoSlotForExtended { primaries: 4 }
-        ));
-
-        let mut p = six.clone();
-        p.partitions[4].ebr_bytes = None;
-        let index = p.partitions[4].index;
-        assert!(matches!(
-            invalid(&p),
-            PlanError::MissingEbr { partition } if partition == index
-        ));
-
-        let mut p = six.clone();
-        let next = p.partitions[4].clone();
-        p.partitions[4].ebr_bytes = Some(next.end_bytes() + 512);
-        assert!(matches!(
-            invalid(&p),
-            PlanError::EbrPastEnd { partition, .. } if partition == next.index
-        ));
-
-        let mut p = six.clone();
-        p.partitions[0].size_bytes = (1u64 << 32) * 512;
-        assert!(matches!(
-            invalid(&p),
-            PlanError::MbrSectorsOverflow { sectors } if sectors == 1 << 32
-        ));
-
-        let mut p = six.clone();
-        p.partitions[0].start_bytes = (1u64 << 32) * 512;
-        let e = invalid(&p);
-        assert!(matches!(e, PlanError::MbrLbaOverflow { lba } if lba == 1 << 32));
+        check(
+            &six,
+            |p| p.partitions[3].logical = false,
+            "NoSlotForExtended { primaries: 4 }",
+        );
+        check(
+            &six,
+            |p| p.partitions[4].ebr_bytes = None,
+            "MissingEbr { partition: 6 }",
+        );
+        // Partition 6's EBR past its end: the link from partition 5's EBR cannot be written.
+        let end_lba = six.partitions[4].end_bytes() / 512;
+        check(
+            &six,
+            |p| p.partitions[4].ebr_bytes = Some((end_lba + 1) * 512),
+            &format!(
+                "EbrPastEnd {{ partition: 6, ebr_lba: {}, end_lba: {end_lba} }}",
+                end_lba + 1
+            ),
+        );
+        check(
+            &six,
+            |p| p.partitions[0].size_bytes = (1 << 32) * 512,
+            "MbrSectorsOverflow { sectors: 4294967296 }",
+        );
+        let e = check(
+            &six,
+            |p| p.partitions[0].start_bytes = (1 << 32) * 512,
+            "MbrLbaOverflow { lba: 4294967296 }",
+        );
         assert_eq!(
             e.to_string(),
             "LBA 4294967296 does not fit an MBR entry (32 bits)"
         );
-
-        // A logical partition that starts before its EBR.
-        let mut p = six;
-        p.partitions[3].start_bytes = p.partitions[3].ebr_bytes.unwrap() - 512;
-        assert!(matches!(invalid(&p), PlanError::LbaBeforeBase { .. }));
+        // Partition 5 starting before its EBR.
+        let ebr_lba = six.partitions[3].ebr_bytes.unwrap() / 512;
+        check(
+            &six,
+            |p| p.partitions[3].start_bytes = (ebr_lba - 1) * 512,
+            &format!("LbaBeforeBase {{ lba: {}, base: {ebr_lba} }}", ebr_lba - 1),
+        );
     }
 }

@@ -510,31 +510,17 @@ mod tests {
             sectors: 2,
             ..MbrEntry::default()
         };
+        let link = |start_lba| MbrEntry {
+            type_: 0x05,
+            start_lba,
+            sectors: 3,
+            ..MbrEntry::default()
+        };
         // EBR at 8 links to 16, 16 links back to 8.
         set(&mut disk, 8, 0, logical);
-        set(
-            &mut disk,
-            8,
-            1,
-            MbrEntry {
-                type_: 0x05,
-                start_lba: 8,
-                sectors: 3,
-                ..MbrEntry::default()
-            },
-        );
+        set(&mut disk, 8, 1, link(8));
         set(&mut disk, 16, 0, logical);
-        set(
-            &mut disk,
-            16,
-            1,
-            MbrEntry {
-                type_: 0x05,
-                start_lba: 0,
-                sectors: 3,
-                ..MbrEntry::default()
-            },
-        );
+        set(&mut disk, 16, 1, link(0));
         let mbr = read_mbr(disk.as_slice()).unwrap();
         let chain = read_logical(disk.as_slice(), SectorSize::S512, &mbr).unwrap();
         assert_eq!(chain.partitions.len(), 2);
