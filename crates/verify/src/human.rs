@@ -18,16 +18,18 @@ fn type_text(t: &PartType) -> String {
     }
 }
 
+/// ` "LABEL"`, or nothing.
+fn label_text(label: Option<&str>) -> String {
+    label.map(|l| format!(" \"{l}\"")).unwrap_or_default()
+}
+
 fn fs_text(fs: Option<&FsPlan>) -> String {
     match fs {
         None => "-".into(),
         Some(FsPlan::Fat(f)) => format!(
             "{}{} sector {} cluster {} FAT@{} data@{}",
             f.kind,
-            f.label
-                .as_ref()
-                .map(|l| format!(" \"{l}\""))
-                .unwrap_or_default(),
+            label_text(f.label.as_deref()),
             f.sector_bytes,
             short_size(f.cluster_bytes.into()),
             f.fat_start_bytes,
@@ -36,10 +38,7 @@ fn fs_text(fs: Option<&FsPlan>) -> String {
         Some(FsPlan::Ext4(x)) => format!(
             "{}{} block {} stride {} stripe {}{}",
             x.kind,
-            x.label
-                .as_ref()
-                .map(|l| format!(" \"{l}\""))
-                .unwrap_or_default(),
+            label_text(x.label.as_deref()),
             x.block_bytes,
             x.stride,
             x.stripe_width,

@@ -405,6 +405,34 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         });
     }
 
+    /// Reports what a filesystem parser found wrong in a volume it understood, as findings
+    /// of partition `i` (`name` is the filesystem type): `(code, is_error, issue)`.
+    fn add_issues<I: core::fmt::Display>(
+        &mut self,
+        i: u32,
+        name: &str,
+        issues: impl IntoIterator<Item = (FindingCode, bool, I)>,
+    ) {
+        for (code, is_error, issue) in issues {
+            self.add(
+                Severity::error_if(is_error),
+                code,
+                Some(i),
+                format!("partition {i} ({name}): {issue}"),
+            );
+        }
+    }
+
+    /// The device's physical sector, when the source is a device whose physical sector is
+    /// larger than `unit` (a FAT sector, an ext4 block): smaller writes are read-modify-write.
+    fn physical_sector_above(&self, unit: u64) -> Option<u64> {
+        self.opts
+            .device
+            .as_ref()
+            .and_then(|d| d.physical_block_bytes)
+            .filter(|&phys| unit < phys)
+    }
+
     /// Warning, or error with `--strict`.
     fn erase_severity(&self) -> Severity {
         Severity::error_if(self.opts.strict)
@@ -484,22 +512,8 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             .checked_ilog2()
             .and_then(|b| 1u64.checked_shl(b))
             .unwrap_or(1);
-        let mut p = PartitionPlan {
-            index: 0,
-            spec_index: 0,
-            start_bytes: 0,
-            size_bytes: len,
-            type_: PartType::Mbr(0x83),
-            name: None,
-            bootable: false,
-            guid: None,
-            content: FsKind::None,
-            logical: false,
-            ebr_bytes: None,
-            aligned: true,
-            alignment_bytes: alignment_of(0).min(largest),
-            filesystem: None,
-        };
+        let mut p = self.part(0, 0, len, PartType::Mbr(0x83), None, false, None);
+        p.alignment_bytes = alignment_of(0).min(largest);
         let c = self.classify(0)?;
         if matches!(c, Content::Empty | Content::Unknown) {
             self.r.recognised = false;

@@ -32,15 +32,11 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             }
         };
         let kind = sb.kind();
-        for issue in &sb.issues {
-            let sev = Severity::error_if(issue.is_error());
-            self.add(
-                sev,
-                issue.code(),
-                Some(i),
-                format!("partition {i} ({kind}): {issue}"),
-            );
-        }
+        self.add_issues(
+            i,
+            kind,
+            sb.issues.iter().map(|x| (x.code(), x.is_error(), x)),
+        );
         let bs = u64::from(sb.block_bytes);
         let e = self.e;
         let vol_bytes = sb.blocks_count.saturating_mul(bs);
@@ -162,20 +158,13 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 );
             }
         }
-        if let Some(phys) = self
-            .opts
-            .device
-            .as_ref()
-            .and_then(|d| d.physical_block_bytes)
-        {
-            if bs < phys {
-                self.add(
-                    Severity::Warning,
-                    FindingCode::Ext4BlockSmallerThanDevice,
-                    Some(i),
-                    format!("partition {i} ({kind}): {bs}-byte blocks are smaller than the device's {phys}-byte physical sector: single-block writes become read-modify-write cycles"),
-                );
-            }
+        if let Some(phys) = self.physical_sector_above(bs) {
+            self.add(
+                Severity::Warning,
+                FindingCode::Ext4BlockSmallerThanDevice,
+                Some(i),
+                format!("partition {i} ({kind}): {bs}-byte blocks are smaller than the device's {phys}-byte physical sector: single-block writes become read-modify-write cycles"),
+            );
         }
         if bs < PAGE {
             self.add(

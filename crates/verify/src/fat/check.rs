@@ -39,15 +39,11 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             fat::FatKind::Fat16 => FsKind::Fat16,
             fat::FatKind::Fat32 => FsKind::Fat32,
         };
-        for issue in &vol.issues {
-            let sev = Severity::error_if(issue.is_error());
-            self.add(
-                sev,
-                issue.code(),
-                Some(i),
-                format!("partition {i} ({name}): {issue}"),
-            );
-        }
+        self.add_issues(
+            i,
+            &name,
+            vol.issues.iter().map(|x| (x.code(), x.is_error(), x)),
+        );
         let bps = vol.sector_bytes();
         let cluster = vol.cluster_bytes();
         let fat_start =
@@ -142,20 +138,13 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 Some(i),
                 format!("partition {i} ({name}): the FAT sector ({bps} B) is smaller than the device's logical sector ({dev_logical} B): Linux refuses to mount it (\"logical sector size too small for device\"); reformat with mkfs.fat -S {dev_logical}"),
             );
-        } else if let Some(phys) = self
-            .opts
-            .device
-            .as_ref()
-            .and_then(|d| d.physical_block_bytes)
-        {
-            if bps < phys {
-                self.add(
-                    Severity::Warning,
-                    FindingCode::FatSectorSmallerThanDevice,
-                    Some(i),
-                    format!("partition {i} ({name}): the FAT sector ({bps} B) is smaller than the device's physical sector ({phys} B): single-sector FAT writes become read-modify-write cycles"),
-                );
-            }
+        } else if let Some(phys) = self.physical_sector_above(bps) {
+            self.add(
+                Severity::Warning,
+                FindingCode::FatSectorSmallerThanDevice,
+                Some(i),
+                format!("partition {i} ({name}): the FAT sector ({bps} B) is smaller than the device's physical sector ({phys} B): single-sector FAT writes become read-modify-write cycles"),
+            );
         }
         if kind == fat::FatKind::Fat32 {
             self.fat32_extras(i, base, &vol, &boot)?;

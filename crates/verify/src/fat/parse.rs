@@ -570,25 +570,10 @@ mod tests {
     use super::*;
 
     /// A FAT32 boot sector like `mkfs.fat -F 32 -s 8` on 1 GiB (2097152 sectors).
-    pub(crate) fn fat32_sector() -> Vec<u8> {
-        let mut b = vec![0u8; 512];
-        b[0..3].copy_from_slice(&[0xeb, 0x58, 0x90]);
+    fn fat32_sector() -> Vec<u8> {
+        let mut b = crate::tests::fat32(2_097_152, 32, 2048, 8);
         b[3..11].copy_from_slice(b"mkfs.fat");
-        b[0x0b..0x0d].copy_from_slice(&512u16.to_le_bytes());
-        b[0x0d] = 8;
-        b[0x0e..0x10].copy_from_slice(&32u16.to_le_bytes());
-        b[0x10] = 2;
-        b[0x15] = 0xf8;
-        b[0x20..0x24].copy_from_slice(&2_097_152u32.to_le_bytes());
-        b[0x24..0x28].copy_from_slice(&2048u32.to_le_bytes());
-        b[0x2c..0x30].copy_from_slice(&2u32.to_le_bytes());
-        b[0x30..0x32].copy_from_slice(&1u16.to_le_bytes());
-        b[0x32..0x34].copy_from_slice(&6u16.to_le_bytes());
-        b[0x42] = 0x29;
         b[0x47..0x52].copy_from_slice(b"BOOT       ");
-        b[0x52..0x5a].copy_from_slice(b"FAT32   ");
-        b[510] = 0x55;
-        b[511] = 0xaa;
         b
     }
 
