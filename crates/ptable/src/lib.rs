@@ -1,4 +1,5 @@
-//! MBR and GPT partition tables: written from a [`Plan`], parsed from any [`BlockSource`].
+//! MBR and GPT partition tables: written from a [`Plan`], parsed from any
+//! [`BlockSource`](blockwise_geometry::BlockSource).
 //!
 //! The builders take a validated plan; the parsers take arbitrary bytes and never panic:
 //! every offset is range-checked, the EBR walk is bounded, the GPT entry array is bounded

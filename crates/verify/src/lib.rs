@@ -8,7 +8,7 @@
 //! source's own I/O error.
 //!
 //! The report has the JSON shape of `blockwise plan --json` (it reuses [`PartitionPlan`],
-//! [`FatPlan`] and [`Ext4Plan`]) so that `verify(build(spec))` can be compared with
+//! [`FatPlan`](blockwise_geometry::FatPlan) and [`Ext4Plan`](blockwise_geometry::Ext4Plan)) so that `verify(build(spec))` can be compared with
 //! `plan(spec)` field for field.
 //!
 //! Finding codes (stable; severity in parentheses: E error, W warning, I info, E* warning or, with `strict`, error):
