@@ -42,7 +42,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
     }
 
     /// Range checks an extent (partition or extended container) against the disk.
-    pub(crate) fn check_extent(&mut self, index: u32, start: u64, size: u64, what: &str) -> bool {
+    pub(crate) fn check_extent(&mut self, index: u32, start: u64, size: u64, what: &str) {
         let len = self.src.len();
         let sb = self.sector.bytes_u64();
         if start == 0 {
@@ -75,9 +75,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                     format_size(len)
                 ),
             );
-            return false;
         }
-        true
     }
 
     pub(crate) fn finish_partitions(
@@ -112,13 +110,12 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             }
         }
         for p in &mut parts {
-            let inside = self.check_extent(p.index, p.start_bytes, p.size_bytes, "partition");
+            self.check_extent(p.index, p.start_bytes, p.size_bytes, "partition");
             self.check_start(p);
             if p.start_bytes < self.src.len() && p.size_bytes > 0 {
                 let c = self.classify(p.start_bytes)?;
                 self.content(p, c)?;
             }
-            let _ = inside;
         }
         self.r.partitions = parts;
         Ok(())
