@@ -46,7 +46,7 @@ fn opts(p: &Path) -> Options {
 }
 
 fn codes(r: &Report) -> Vec<&'static str> {
-    r.findings.iter().map(|f| f.code).collect()
+    r.findings.iter().map(|f| f.code.as_str()).collect()
 }
 
 fn ok(o: &Output, what: &str) {

@@ -13,7 +13,7 @@ pub fn encode(lba: u64) -> [u8; 3] {
         return [0xfe, 0xff, 0xff];
     }
     let h = (lba / SECTORS) % HEADS;
-    let s = lba % SECTORS + 1;
+    let s = (lba % SECTORS).saturating_add(1);
     let c = u16::try_from(c).unwrap_or(1023);
     [
         u8::try_from(h).unwrap_or(0xfe),

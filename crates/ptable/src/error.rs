@@ -2,6 +2,8 @@
 
 use core::fmt;
 
+use blockwise_geometry::TableKind;
+
 /// Which GPT copy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Which {
@@ -169,6 +171,117 @@ pub enum Corrupt {
     },
 }
 
+/// Why a plan cannot be written as a table. `blockwise_geometry::plan` never makes such a
+/// plan; a hand-made or edited one can.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// The sink is smaller than the image the plan describes.
+    #[error("the sink holds {sink_bytes} bytes but the plan needs {plan_bytes}")]
+    SinkTooSmall {
+        /// Sink length.
+        sink_bytes: u64,
+        /// `Plan::size_bytes`.
+        plan_bytes: u64,
+    },
+    /// A GPT plan without its GPT layout (`Plan::gpt`).
+    #[error("GPT plan has no GPT layout")]
+    MissingGptLayout,
+    /// A GPT plan whose disk ID is not a GUID.
+    #[error("GPT plan without a disk GUID")]
+    MissingDiskGuid,
+    /// A partition whose type belongs to the other table kind.
+    #[error("partition {partition}: {}", type_mismatch(*.table))]
+    TypeMismatch {
+        /// Partition number.
+        partition: u32,
+        /// The plan's table kind.
+        table: TableKind,
+    },
+    /// More partitions than the GPT entry array holds.
+    #[error("{count} partitions but the GPT entry array holds {max}")]
+    GptEntriesFull {
+        /// Partitions in the plan.
+        count: usize,
+        /// Entries in the array.
+        max: u32,
+    },
+    /// More primary partitions than the MBR has slots.
+    #[error("{count} primary partitions: an MBR has four slots")]
+    TooManyPrimaries {
+        /// Primary partitions in the plan.
+        count: usize,
+    },
+    /// Four primary partitions and an extended one.
+    #[error("no MBR slot left for the extended partition after {primaries} primary partitions")]
+    NoSlotForExtended {
+        /// Primary partitions in the plan.
+        primaries: usize,
+    },
+    /// A logical partition without an EBR location (`PartitionPlan::ebr_bytes`).
+    #[error("logical partition {partition} has no EBR")]
+    MissingEbr {
+        /// Partition number.
+        partition: u32,
+    },
+    /// A logical partition whose EBR does not lie before its end.
+    #[error("logical partition {partition}: its EBR at LBA {ebr_lba} does not lie before its end (LBA {end_lba})")]
+    EbrPastEnd {
+        /// Partition number.
+        partition: u32,
+        /// Its EBR.
+        ebr_lba: u64,
+        /// End of the partition (exclusive).
+        end_lba: u64,
+    },
+    /// An MBR entry's start lies before the LBA it is stored relative to.
+    #[error("LBA {lba} lies before its base {base}")]
+    LbaBeforeBase {
+        /// Absolute start.
+        lba: u64,
+        /// The MBR (0), the EBR or the extended partition it is relative to.
+        base: u64,
+    },
+    /// A start LBA that does not fit the 32-bit MBR field.
+    #[error("LBA {lba} does not fit an MBR entry (32 bits)")]
+    MbrLbaOverflow {
+        /// Relative start.
+        lba: u64,
+    },
+    /// A sector count that does not fit the 32-bit MBR field.
+    #[error("{sectors} sectors do not fit an MBR entry (32 bits)")]
+    MbrSectorsOverflow {
+        /// Sector count.
+        sectors: u64,
+    },
+    /// A GPT partition that ends inside LBA 0 (its last LBA would be negative).
+    #[error("partition {partition} ends at byte {end_bytes}, inside LBA 0")]
+    EndsInFirstSector {
+        /// Partition number.
+        partition: u32,
+        /// Its end.
+        end_bytes: u64,
+    },
+    /// An LBA whose byte offset does not fit 64 bits.
+    #[error("LBA {lba} of {sector_bytes}-byte sectors lies past 2^64 bytes")]
+    OffsetOverflow {
+        /// The LBA.
+        lba: u64,
+        /// Sector size.
+        sector_bytes: u64,
+    },
+    /// `mbrman` could not encode an MBR or EBR.
+    #[error("encoding the MBR/EBR sector failed")]
+    Encode(#[source] mbrman::Error),
+}
+
+fn type_mismatch(table: TableKind) -> &'static str {
+    match table {
+        TableKind::Gpt => "an MBR type in a GPT plan",
+        TableKind::Mbr | TableKind::None => "a GPT type in an MBR plan",
+    }
+}
+
 /// Errors of reading or writing a table.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -177,11 +290,8 @@ pub enum Error<E: core::error::Error + 'static> {
     #[error(transparent)]
     Corrupt(#[from] Corrupt),
     /// The plan cannot be written as a table (a bug in the caller or a hand-made plan).
-    #[error("cannot write the table: {reason}")]
-    InvalidPlan {
-        /// Why.
-        reason: String,
-    },
+    #[error(transparent)]
+    InvalidPlan(#[from] PlanError),
     /// The sink or source failed.
     #[error("I/O: {0}")]
     Io(#[source] E),

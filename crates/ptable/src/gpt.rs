@@ -9,11 +9,12 @@
 //! LBA N-1        backup header ──┘ MyLBA=N-1, AlternateLBA=1
 //! ```
 
-use blockwise_geometry::{BlockSource, DiskId, Guid, PartType, Plan, SectorSize};
+use blockwise_geometry::{BlockSource, DiskId, Guid, PartType, Plan, SectorSize, TableKind};
 use zerocopy::little_endian::{U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
-use crate::error::{Corrupt, Which};
+use crate::error::{Corrupt, PlanError, Which};
+use crate::{lba_offset, to_lba, write_offset};
 
 /// `EFI PART`.
 pub const SIGNATURE: [u8; 8] = *b"EFI PART";
@@ -25,6 +26,9 @@ pub const ENTRY_COUNT: u32 = 128;
 pub const ENTRY_SIZE: u32 = 128;
 /// The largest entry array the parser accepts (bound before allocating).
 pub const MAX_ENTRY_ARRAY_BYTES: u64 = 1 << 20;
+/// Bytes of the entry array we write: [`ENTRY_COUNT`] × [`ENTRY_SIZE`].
+const ENTRY_ARRAY_BYTES: usize = 128 * 128;
+const _: () = assert!(ENTRY_COUNT == 128 && ENTRY_SIZE == 128);
 /// Attribute bit 2: legacy BIOS bootable.
 pub const ATTR_LEGACY_BOOTABLE: u64 = 1 << 2;
 
@@ -170,11 +174,8 @@ fn decode_name(raw: &[u8; 72]) -> String {
 
 fn encode_name(name: &str) -> [u8; 72] {
     let mut out = [0u8; 72];
-    for (i, u) in name.encode_utf16().take(36).enumerate() {
-        let b = u.to_le_bytes();
-        if let Some(dst) = out.get_mut(i * 2..i * 2 + 2) {
-            dst.copy_from_slice(&b);
-        }
+    for (dst, u) in out.chunks_exact_mut(2).zip(name.encode_utf16()) {
+        dst.copy_from_slice(&u.to_le_bytes());
     }
     out
 }
@@ -188,8 +189,8 @@ fn read_copy<S: BlockSource + ?Sized>(
 ) -> Result<Result<GptCopy, Corrupt>, S::Error> {
     let sb = sector.bytes_u64();
     let len = src.len();
-    let sectors = len / sb;
-    let offset = lba.saturating_mul(sb);
+    let sectors = to_lba(len, sector);
+    let offset = lba_offset(lba, sector);
     if lba >= sectors || sectors < 3 {
         return Ok(Err(Corrupt::Truncated {
             what: "GPT header",
@@ -215,7 +216,7 @@ fn read_copy<S: BlockSource + ?Sized>(
     if header_size < 92 || u64::from(header_size) > sb {
         return Ok(Err(Corrupt::GptHeaderSize {
             copy,
-            offset: offset + 12,
+            offset: offset.saturating_add(12),
             value: header_size,
         }));
     }
@@ -231,7 +232,7 @@ fn read_copy<S: BlockSource + ?Sized>(
     if stored != computed {
         return Ok(Err(Corrupt::GptHeaderCrc {
             copy,
-            offset: offset + 16,
+            offset: offset.saturating_add(16),
             stored,
             computed,
         }));
@@ -261,7 +262,7 @@ fn read_copy<S: BlockSource + ?Sized>(
     if !size_ok || total > MAX_ENTRY_ARRAY_BYTES || count == 0 {
         return Ok(Err(Corrupt::GptEntryArray {
             copy,
-            offset: offset + 80,
+            offset: offset.saturating_add(80),
             count,
             size: esize,
         }));
@@ -282,7 +283,7 @@ fn read_copy<S: BlockSource + ?Sized>(
     }
     // Bounded by MAX_ENTRY_ARRAY_BYTES above.
     let mut array = vec![0u8; usize::try_from(total).unwrap_or(0)];
-    src.read_at(entries_lba * sb, &mut array)?;
+    src.read_at(lba_offset(entries_lba, sector), &mut array)?;
     let stored = raw.partition_entry_array_crc32.get();
     let computed = crc32(&array);
     if stored != computed {
@@ -328,8 +329,7 @@ fn read_copy<S: BlockSource + ?Sized>(
 /// Reads both GPT copies. The backup is looked for at the last LBA of the source; if it is
 /// not there but the primary names another AlternateLBA inside the source, that is tried too.
 pub fn read_gpt<S: BlockSource + ?Sized>(src: &S, sector: SectorSize) -> Result<GptRead, S::Error> {
-    let sb = sector.bytes_u64();
-    let sectors = src.len() / sb;
+    let sectors = to_lba(src.len(), sector);
     let primary = read_copy(src, sector, 1, Which::Primary)?;
     let last = sectors.saturating_sub(1);
     let mut backup = read_copy(src, sector, last, Which::Backup)?;
@@ -348,31 +348,48 @@ pub fn read_gpt<S: BlockSource + ?Sized>(src: &S, sector: SectorSize) -> Result<
 
 /// The writes a GPT plan needs: `(byte offset, bytes)` for the primary header, primary
 /// entries, backup entries and backup header (the protective MBR comes from `mbr_sectors`).
-pub fn gpt_writes(plan: &Plan) -> Result<Vec<(u64, Vec<u8>)>, String> {
-    let g = plan.gpt.ok_or("plan has no GPT layout")?;
-    let sb = plan.sector_bytes.bytes_u64();
+pub fn gpt_writes(plan: &Plan) -> Result<Vec<(u64, Vec<u8>)>, PlanError> {
+    let g = plan.gpt.ok_or(PlanError::MissingGptLayout)?;
+    let sector = plan.sector_bytes;
     let disk_guid = match plan.table.disk_id {
         Some(DiskId::Gpt(g)) => g,
-        _ => return Err("GPT plan without a disk GUID".into()),
+        _ => return Err(PlanError::MissingDiskGuid),
     };
-    let mut array = vec![0u8; usize::try_from(ENTRY_COUNT * ENTRY_SIZE).unwrap_or(16384)];
-    for (slot, p) in plan.partitions.iter().enumerate() {
+    let count = plan.partitions.len();
+    if u32::try_from(count).map_or(true, |c| c > ENTRY_COUNT) {
+        return Err(PlanError::GptEntriesFull {
+            count,
+            max: ENTRY_COUNT,
+        });
+    }
+    let mut array = vec![0u8; ENTRY_ARRAY_BYTES];
+    for (p, slot) in plan
+        .partitions
+        .iter()
+        .zip(array.chunks_exact_mut(size_of::<GptEntryRaw>()))
+    {
         let PartType::Gpt(type_guid) = p.type_ else {
-            return Err("an MBR type in a GPT plan".into());
+            return Err(PlanError::TypeMismatch {
+                partition: p.index,
+                table: TableKind::Gpt,
+            });
         };
+        let ending_lba =
+            to_lba(p.end_bytes(), sector)
+                .checked_sub(1)
+                .ok_or(PlanError::EndsInFirstSector {
+                    partition: p.index,
+                    end_bytes: p.end_bytes(),
+                })?;
         let e = GptEntryRaw {
             partition_type_guid: type_guid.0,
             unique_partition_guid: p.guid.unwrap_or_default().0,
-            starting_lba: U64::new(p.start_bytes / sb),
-            ending_lba: U64::new(p.end_bytes() / sb - 1),
+            starting_lba: U64::new(to_lba(p.start_bytes, sector)),
+            ending_lba: U64::new(ending_lba),
             attributes: U64::new(if p.bootable { ATTR_LEGACY_BOOTABLE } else { 0 }),
             partition_name: encode_name(p.name.as_deref().unwrap_or("")),
         };
-        let at = slot * 128;
-        array
-            .get_mut(at..at + 128)
-            .ok_or("more than 128 GPT entries")?
-            .copy_from_slice(e.as_bytes());
+        slot.copy_from_slice(e.as_bytes());
     }
     let array_crc = crc32(&array);
     let header = |my: u64, alt: u64, entries: u64| {
@@ -393,24 +410,30 @@ pub fn gpt_writes(plan: &Plan) -> Result<Vec<(u64, Vec<u8>)>, String> {
             partition_entry_array_crc32: U32::new(array_crc),
         };
         h.header_crc32 = U32::new(crc32(h.as_bytes()));
-        let mut sector = vec![0u8; usize::try_from(sb).unwrap_or(512)];
-        if let Some(dst) = sector.get_mut(..92) {
+        let mut bytes = vec![0u8; usize::try_from(sector.bytes()).unwrap_or(512)];
+        if let Some(dst) = bytes.get_mut(..size_of::<GptHeaderRaw>()) {
             dst.copy_from_slice(h.as_bytes());
         }
-        sector
+        bytes
     };
     Ok(vec![
-        (g.backup_entries_lba * sb, array.clone()),
+        (write_offset(g.backup_entries_lba, sector)?, array.clone()),
         (
-            g.backup_header_lba * sb,
+            write_offset(g.backup_header_lba, sector)?,
             header(g.backup_header_lba, 1, g.backup_entries_lba),
         ),
-        (2 * sb, array),
-        (sb, header(1, g.backup_header_lba, 2)),
+        (write_offset(2, sector)?, array),
+        (write_offset(1, sector)?, header(1, g.backup_header_lba, 2)),
     ])
 }
 
 #[cfg(test)]
+#[expect(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::as_conversions,
+    reason = "tests"
+)]
 mod tests {
     use super::*;
     use proptest::prelude::*;

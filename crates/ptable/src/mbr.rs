@@ -10,14 +10,21 @@
 
 use std::io::Cursor;
 
-use blockwise_geometry::{BlockSource, DiskId, PartType, Plan, SectorSize, TableKind};
+use blockwise_geometry::{
+    BlockSource, DiskId, PartType, PartitionPlan, Plan, SectorSize, TableKind,
+};
 use mbrman::{MBRHeader, MBRPartitionEntry, CHS};
 
 use crate::chs;
-use crate::error::{Corrupt, Error};
+use crate::error::{Corrupt, Error, PlanError};
+use crate::{lba_offset, to_lba, write_offset};
 
 /// Offset of the first partition entry.
 pub const ENTRIES_OFFSET: usize = 0x1be;
+/// Offset of the `55 AA` boot signature, just past the four entries.
+const SIGNATURE_OFFSET: usize = 0x1fe;
+/// Size of one entry.
+const ENTRY_BYTES: usize = 16;
 /// Most EBRs a chain may have before the parser gives up.
 pub const MAX_EBR_CHAIN: usize = 128;
 
@@ -68,14 +75,28 @@ impl MbrEntry {
     /// Encodes to 16 bytes.
     #[must_use]
     pub fn to_bytes(&self) -> [u8; 16] {
-        let mut b = [0u8; 16];
-        b[0] = self.status;
-        b[1..4].copy_from_slice(&self.first_chs);
-        b[4] = self.type_;
-        b[5..8].copy_from_slice(&self.last_chs);
-        b[8..12].copy_from_slice(&self.start_lba.to_le_bytes());
-        b[12..16].copy_from_slice(&self.sectors.to_le_bytes());
-        b
+        let [c0, c1, c2] = self.first_chs;
+        let [l0, l1, l2] = self.last_chs;
+        let [s0, s1, s2, s3] = self.start_lba.to_le_bytes();
+        let [n0, n1, n2, n3] = self.sectors.to_le_bytes();
+        [
+            self.status,
+            c0,
+            c1,
+            c2,
+            self.type_,
+            l0,
+            l1,
+            l2,
+            s0,
+            s1,
+            s2,
+            s3,
+            n0,
+            n1,
+            n2,
+            n3,
+        ]
     }
 }
 
@@ -129,7 +150,7 @@ pub fn parse_mbr(bytes: &[u8], offset: u64) -> Result<Mbr, Corrupt> {
                 needed: 512,
                 len: u64::try_from(bytes.len()).unwrap_or(u64::MAX),
             })?;
-    let (sig_a, sig_b) = (sector[510], sector[511]);
+    let [.., sig_a, sig_b] = *sector;
     if (sig_a, sig_b) != (0x55, 0xaa) {
         return Err(Corrupt::BootSignature {
             what: "MBR",
@@ -138,23 +159,28 @@ pub fn parse_mbr(bytes: &[u8], offset: u64) -> Result<Mbr, Corrupt> {
             found2: sig_b,
         });
     }
-    let disk_signature =
-        u32::from_le_bytes([sector[0x1b8], sector[0x1b9], sector[0x1ba], sector[0x1bb]]);
+    let disk_signature = sector
+        .get(0x1b8..0x1bc)
+        .and_then(|s| <[u8; 4]>::try_from(s).ok())
+        .map_or(0, u32::from_le_bytes);
+    let table = sector
+        .get(ENTRIES_OFFSET..SIGNATURE_OFFSET)
+        .unwrap_or_default();
     let mut entries = [MbrEntry::default(); 4];
-    for (i, e) in entries.iter_mut().enumerate() {
-        let at = ENTRIES_OFFSET + i * 16;
-        let raw: [u8; 16] = sector
-            .get(at..at + 16)
-            .and_then(|s| s.try_into().ok())
-            .unwrap_or([0; 16]);
-        *e = MbrEntry::from_bytes(&raw);
+    let mut at = offset.saturating_add(0x1be);
+    for ((slot, e), raw) in (1u8..)
+        .zip(entries.iter_mut())
+        .zip(table.chunks_exact(ENTRY_BYTES))
+    {
+        *e = MbrEntry::from_bytes(&<[u8; 16]>::try_from(raw).unwrap_or([0; 16]));
         if e.is_used() && e.status != 0 && e.status != 0x80 {
             return Err(Corrupt::Status {
-                slot: u8::try_from(i + 1).unwrap_or(0),
-                offset: offset + at as u64,
+                slot,
+                offset: at,
                 value: e.status,
             });
         }
+        at = at.saturating_add(16);
     }
     Ok(Mbr {
         disk_signature,
@@ -215,8 +241,7 @@ pub fn read_logical<S: BlockSource + ?Sized>(
     let Some((_, ext)) = mbr.extended() else {
         return Ok(chain);
     };
-    let sb = sector.bytes_u64();
-    let disk_sectors = src.len() / sb;
+    let disk_sectors = to_lba(src.len(), sector);
     let ext_start = u64::from(ext.start_lba);
     let ext_end = ext_start
         .saturating_add(u64::from(ext.sectors))
@@ -229,8 +254,9 @@ pub fn read_logical<S: BlockSource + ?Sized>(
             return Ok(chain);
         }
         let mut buf = [0u8; 512];
-        src.read_at(ebr * sb, &mut buf)?;
-        let parsed = match parse_mbr(&buf, ebr * sb) {
+        let ebr_offset = lba_offset(ebr, sector);
+        src.read_at(ebr_offset, &mut buf)?;
+        let parsed = match parse_mbr(&buf, ebr_offset) {
             Ok(m) => m,
             Err(Corrupt::BootSignature {
                 offset,
@@ -290,14 +316,16 @@ fn entry(
     start: u64,
     count: u64,
     rel_base: u64,
-) -> Result<MBRPartitionEntry, String> {
+) -> Result<MBRPartitionEntry, PlanError> {
     let rel = start
         .checked_sub(rel_base)
-        .ok_or_else(|| format!("LBA {start} lies before its base {rel_base}"))?;
-    let starting_lba =
-        u32::try_from(rel).map_err(|_| format!("LBA {rel} does not fit an MBR entry (32 bits)"))?;
-    let sectors = u32::try_from(count)
-        .map_err(|_| format!("{count} sectors do not fit an MBR entry (32 bits)"))?;
+        .ok_or(PlanError::LbaBeforeBase {
+            lba: start,
+            base: rel_base,
+        })?;
+    let starting_lba = u32::try_from(rel).map_err(|_| PlanError::MbrLbaOverflow { lba: rel })?;
+    let sectors =
+        u32::try_from(count).map_err(|_| PlanError::MbrSectorsOverflow { sectors: count })?;
     let last = start.saturating_add(count).saturating_sub(1);
     Ok(MBRPartitionEntry {
         boot: status,
@@ -309,9 +337,30 @@ fn entry(
     })
 }
 
-fn header_bytes(h: &MBRHeader) -> Result<Vec<u8>, String> {
+/// The entry of a primary or logical partition (start relative to `rel_base`).
+fn partition_entry(
+    p: &PartitionPlan,
+    sector: SectorSize,
+    rel_base: u64,
+) -> Result<MBRPartitionEntry, PlanError> {
+    let PartType::Mbr(type_) = p.type_ else {
+        return Err(PlanError::TypeMismatch {
+            partition: p.index,
+            table: TableKind::Mbr,
+        });
+    };
+    entry(
+        if p.bootable { 0x80 } else { 0 },
+        type_,
+        to_lba(p.start_bytes, sector),
+        to_lba(p.size_bytes, sector),
+        rel_base,
+    )
+}
+
+fn header_bytes(h: &MBRHeader) -> Result<Vec<u8>, PlanError> {
     let mut cur = Cursor::new(vec![0u8; 512]);
-    h.write_into(&mut cur).map_err(|e| format!("mbrman: {e}"))?;
+    h.write_into(&mut cur).map_err(PlanError::Encode)?;
     let mut v = cur.into_inner();
     v.truncate(512);
     Ok(v)
@@ -319,9 +368,9 @@ fn header_bytes(h: &MBRHeader) -> Result<Vec<u8>, String> {
 
 /// The sectors an MBR-table plan writes: `(byte offset, 512 bytes)` for the MBR and each EBR.
 /// For a GPT plan, the protective MBR.
-pub fn mbr_sectors(plan: &Plan) -> Result<Vec<(u64, Vec<u8>)>, String> {
-    let sb = plan.sector_bytes.bytes_u64();
-    let disk_sectors = plan.size_bytes / sb;
+pub fn mbr_sectors(plan: &Plan) -> Result<Vec<(u64, Vec<u8>)>, PlanError> {
+    let sector = plan.sector_bytes;
+    let disk_sectors = to_lba(plan.size_bytes, sector);
     let signature = match plan.table.disk_id {
         Some(DiskId::Mbr(s)) => s,
         _ => 0,
@@ -331,7 +380,7 @@ pub fn mbr_sectors(plan: &Plan) -> Result<Vec<(u64, Vec<u8>)>, String> {
     match plan.table.kind {
         TableKind::None => return Ok(out),
         TableKind::Gpt => {
-            let count = (disk_sectors - 1).min(u64::from(u32::MAX));
+            let count = disk_sectors.saturating_sub(1).min(u64::from(u32::MAX));
             let mut e = entry(0, 0xee, 1, count, 0)?;
             e.first_chs = to_chs(chs::encode(1));
             e.last_chs = to_chs([0xff, 0xff, 0xff]);
@@ -343,56 +392,51 @@ pub fn mbr_sectors(plan: &Plan) -> Result<Vec<(u64, Vec<u8>)>, String> {
         }
         TableKind::Mbr => {}
     }
-    let type_byte = |t: PartType| match t {
-        PartType::Mbr(b) => Ok(b),
-        PartType::Gpt(_) => Err("a GPT type in an MBR plan".to_string()),
-    };
-    let mut slot = 1usize;
-    for p in plan.partitions.iter().filter(|p| !p.logical) {
-        let e = entry(
-            if p.bootable { 0x80 } else { 0 },
-            type_byte(p.type_)?,
-            p.start_bytes / sb,
-            p.size_bytes / sb,
-            0,
-        )?;
-        let s = hdr
-            .get_mut(slot)
-            .ok_or("more than four primary partitions")?;
-        *s = e;
-        slot += 1;
+    let primaries: Vec<_> = plan.partitions.iter().filter(|p| !p.logical).collect();
+    for (slot, p) in (1usize..).zip(&primaries) {
+        let e = partition_entry(p, sector, 0)?;
+        *hdr.get_mut(slot).ok_or(PlanError::TooManyPrimaries {
+            count: primaries.len(),
+        })? = e;
     }
     if let Some(ext) = &plan.extended {
-        let ext_start = ext.start_bytes / sb;
-        let e = entry(0, 0x0f, ext_start, ext.size_bytes / sb, 0)?;
-        let s = hdr
-            .get_mut(slot)
-            .ok_or("no MBR slot left for the extended partition")?;
-        *s = e;
+        let ext_start = to_lba(ext.start_bytes, sector);
+        let e = entry(0, 0x0f, ext_start, to_lba(ext.size_bytes, sector), 0)?;
+        *hdr.get_mut(primaries.len().saturating_add(1))
+            .ok_or(PlanError::NoSlotForExtended {
+                primaries: primaries.len(),
+            })? = e;
+        let ebr_of = |p: &PartitionPlan| {
+            p.ebr_bytes
+                .map(|b| to_lba(b, sector))
+                .ok_or(PlanError::MissingEbr { partition: p.index })
+        };
         let logicals: Vec<_> = plan.partitions.iter().filter(|p| p.logical).collect();
-        for (i, p) in logicals.iter().enumerate() {
-            let ebr = p.ebr_bytes.ok_or("logical partition without an EBR")? / sb;
+        let nexts = logicals.iter().skip(1).map(Some).chain([None]);
+        for (p, next) in logicals.iter().zip(nexts) {
+            let ebr = ebr_of(p)?;
             let mut ebr_hdr = MBRHeader::new([0; 4]);
-            let first = entry(
-                if p.bootable { 0x80 } else { 0 },
-                type_byte(p.type_)?,
-                p.start_bytes / sb,
-                p.size_bytes / sb,
-                ebr,
-            )?;
+            let first = partition_entry(p, sector, ebr)?;
             if let Some(s) = ebr_hdr.get_mut(1) {
                 *s = first;
             }
-            if let Some(next) = logicals.get(i + 1) {
-                let next_ebr = next.ebr_bytes.ok_or("logical partition without an EBR")? / sb;
-                let next_end = next.end_bytes() / sb;
-                let link = entry(0, 0x05, next_ebr, next_end - next_ebr, ext_start)?;
+            if let Some(next) = next {
+                let next_ebr = ebr_of(next)?;
+                let next_end = to_lba(next.end_bytes(), sector);
+                let sectors = next_end
+                    .checked_sub(next_ebr)
+                    .ok_or(PlanError::EbrPastEnd {
+                        partition: next.index,
+                        ebr_lba: next_ebr,
+                        end_lba: next_end,
+                    })?;
+                let link = entry(0, 0x05, next_ebr, sectors, ext_start)?;
                 // CHS of the link describe the absolute position.
                 if let Some(s) = ebr_hdr.get_mut(2) {
                     *s = link;
                 }
             }
-            out.push((ebr * sb, header_bytes(&ebr_hdr)?));
+            out.push((write_offset(ebr, sector)?, header_bytes(&ebr_hdr)?));
         }
     }
     out.insert(0, (0, header_bytes(&hdr)?));
@@ -400,6 +444,7 @@ pub fn mbr_sectors(plan: &Plan) -> Result<Vec<(u64, Vec<u8>)>, String> {
 }
 
 #[cfg(test)]
+#[expect(clippy::indexing_slicing, clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
     use proptest::prelude::*;
@@ -465,31 +510,17 @@ mod tests {
             sectors: 2,
             ..MbrEntry::default()
         };
+        let link = |start_lba| MbrEntry {
+            type_: 0x05,
+            start_lba,
+            sectors: 3,
+            ..MbrEntry::default()
+        };
         // EBR at 8 links to 16, 16 links back to 8.
         set(&mut disk, 8, 0, logical);
-        set(
-            &mut disk,
-            8,
-            1,
-            MbrEntry {
-                type_: 0x05,
-                start_lba: 8,
-                sectors: 3,
-                ..MbrEntry::default()
-            },
-        );
+        set(&mut disk, 8, 1, link(8));
         set(&mut disk, 16, 0, logical);
-        set(
-            &mut disk,
-            16,
-            1,
-            MbrEntry {
-                type_: 0x05,
-                start_lba: 0,
-                sectors: 3,
-                ..MbrEntry::default()
-            },
-        );
+        set(&mut disk, 16, 1, link(0));
         let mbr = read_mbr(disk.as_slice()).unwrap();
         let chain = read_logical(disk.as_slice(), SectorSize::S512, &mbr).unwrap();
         assert_eq!(chain.partitions.len(), 2);

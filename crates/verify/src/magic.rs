@@ -1,14 +1,6 @@
 //! Content recognition by magic numbers. FAT and ext2/3/4 are parsed further by their
 //! modules; everything else is only named ("not checked").
 
-#![deny(
-    clippy::indexing_slicing,
-    clippy::arithmetic_side_effects,
-    clippy::as_conversions,
-    clippy::unwrap_used,
-    clippy::panic
-)]
-
 use crate::bytes::{has, le16, le32};
 use crate::fat::looks_like_fat;
 

@@ -1,68 +1,9 @@
-//! FAT12/16/32 boot sector (BPB) and FSInfo parser, safe on hostile bytes.
-//!
-//! ```text
-//! 0x00 jmpBoot[3]  0x03 OEM[8]  0x0B BytsPerSec u16  0x0D SecPerClus u8  0x0E RsvdSecCnt u16
-//! 0x10 NumFATs u8  0x11 RootEntCnt u16  0x13 TotSec16 u16  0x15 Media u8  0x16 FATSz16 u16
-//! 0x1C HiddSec u32  0x20 TotSec32 u32
-//! FAT32: 0x24 FATSz32 u32  0x2C RootClus u32  0x30 FSInfo u16  0x32 BkBootSec u16
-//!        0x42 BootSig  0x43 VolID  0x47 VolLab[11]
-//! FAT12/16: 0x26 BootSig  0x27 VolID  0x2B VolLab[11]
-//! 0x1FE 55 AA (at 510 even with 4096-byte sectors)
-//! ```
-//! The FAT type is decided by the cluster count (Microsoft's rule, fatgen103 §3.5); the BPB
-//! layout (FAT32 when `FATSz16 == 0`) is what Linux goes by. A mismatch is reported.
-
-#![deny(
-    clippy::indexing_slicing,
-    clippy::arithmetic_side_effects,
-    clippy::as_conversions,
-    clippy::unwrap_used,
-    clippy::panic
-)]
+//! Boot sector (BPB) and FSInfo parsing. The layout is in the [module docs](super).
 
 use crate::bytes::{has, le16, le32, text, u8_at};
+use crate::FindingCode;
 
-/// FAT12 volumes have fewer clusters than this.
-pub const FAT12_MAX_CLUSTERS: u64 = 4085;
-/// FAT16 volumes have fewer clusters than this; FAT32 at least this many.
-pub const FAT16_MAX_CLUSTERS: u64 = 65525;
-/// The largest valid FAT32 cluster count (cluster numbers 2..=0x0FFFFFF6).
-pub const FAT32_MAX_CLUSTERS: u64 = 0x0fff_fff5;
-
-/// FAT12, FAT16 or FAT32.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FatKind {
-    /// 12-bit FAT entries.
-    Fat12,
-    /// 16-bit FAT entries.
-    Fat16,
-    /// 32-bit (28 significant) FAT entries.
-    Fat32,
-}
-
-impl FatKind {
-    /// `fat12`, `fat16`, `fat32`.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FatKind::Fat12 => "fat12",
-            FatKind::Fat16 => "fat16",
-            FatKind::Fat32 => "fat32",
-        }
-    }
-
-    /// The type Microsoft's rule assigns to `clusters`.
-    #[must_use]
-    pub fn from_clusters(clusters: u64) -> Self {
-        if clusters < FAT12_MAX_CLUSTERS {
-            FatKind::Fat12
-        } else if clusters < FAT16_MAX_CLUSTERS {
-            FatKind::Fat16
-        } else {
-            FatKind::Fat32
-        }
-    }
-}
+pub use blockwise_geometry::FatType;
 
 /// The boot sector fields, as stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,9 +53,9 @@ pub struct FatVolume {
     /// The raw fields.
     pub bpb: Bpb,
     /// The layout of the BPB: FAT32 when `FATSz16 == 0`.
-    pub layout: FatKind,
+    pub layout: FatType,
     /// The type by cluster count (Microsoft's rule).
-    pub kind: FatKind,
+    pub kind: FatType,
     /// TotSec.
     pub total_sectors: u64,
     /// FATSz.
@@ -219,12 +160,12 @@ pub enum FatError {
 #[non_exhaustive]
 pub enum FatIssue {
     /// The BPB layout and the cluster count disagree on the type.
-    #[error("the BPB is laid out as {} but it has {clusters} clusters, which Windows and UEFI firmware read as {} (Microsoft's rule: FAT12 < 4085 ≤ FAT16 < 65525 ≤ FAT32) — firmware may not read this volume; reformat with smaller clusters or a type that fits", .layout.as_str().to_uppercase(), .kind.as_str().to_uppercase())]
+    #[error("the BPB is laid out as {} but it has {clusters} clusters, which Windows and UEFI firmware read as {} (Microsoft's rule: FAT12 < 4085 ≤ FAT16 < 65525 ≤ FAT32) — firmware may not read this volume; reformat with smaller clusters or a type that fits", .layout.name().to_uppercase(), .kind.name().to_uppercase())]
     ClusterCountVsType {
         /// BPB layout.
-        layout: FatKind,
+        layout: FatType,
         /// Type by cluster count.
-        kind: FatKind,
+        kind: FatType,
         /// Clusters.
         clusters: u64,
     },
@@ -286,16 +227,16 @@ pub enum FatIssue {
 impl FatIssue {
     /// Stable kebab-case code.
     #[must_use]
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> FindingCode {
         match self {
-            FatIssue::ClusterCountVsType { .. } => "fat-cluster-count",
-            FatIssue::TooManyClusters { .. } => "fat-too-many-clusters",
-            FatIssue::FatTooSmall { .. } => "fat-too-small",
-            FatIssue::Fat32Field { .. } => "fat32-field",
-            FatIssue::RootCluster { .. } => "fat-root-cluster",
-            FatIssue::ReservedLocation { .. } => "fat-reserved-location",
-            FatIssue::ManyFats { .. } => "fat-many-fats",
-            FatIssue::NoBootSignature => "fat-boot-signature",
+            FatIssue::ClusterCountVsType { .. } => FindingCode::FatClusterCount,
+            FatIssue::TooManyClusters { .. } => FindingCode::FatTooManyClusters,
+            FatIssue::FatTooSmall { .. } => FindingCode::FatTooSmall,
+            FatIssue::Fat32Field { .. } => FindingCode::Fat32Field,
+            FatIssue::RootCluster { .. } => FindingCode::FatRootCluster,
+            FatIssue::ReservedLocation { .. } => FindingCode::FatReservedLocation,
+            FatIssue::ManyFats { .. } => FindingCode::FatManyFats,
+            FatIssue::NoBootSignature => FindingCode::FatBootSignature,
         }
     }
 
@@ -443,30 +384,26 @@ pub fn parse_fat(sector: &[u8]) -> Result<FatVolume, FatError> {
         label,
         boot_signature: has(sector, 510, &[0x55, 0xaa]),
     };
-    let kind = FatKind::from_clusters(clusters);
+    let kind = FatType::from_cluster_count(clusters);
     let layout = if layout32 {
-        FatKind::Fat32
-    } else if kind == FatKind::Fat12 {
-        FatKind::Fat12
+        FatType::Fat32
+    } else if kind == FatType::Fat12 {
+        FatType::Fat12
     } else {
-        FatKind::Fat16
+        FatType::Fat16
     };
     let mut issues = Vec::new();
-    if (layout == FatKind::Fat32) != (kind == FatKind::Fat32) {
+    if (layout == FatType::Fat32) != (kind == FatType::Fat32) {
         issues.push(FatIssue::ClusterCountVsType {
             layout,
             kind,
             clusters,
         });
     }
-    if clusters > FAT32_MAX_CLUSTERS {
+    if clusters > FatType::Fat32.max_clusters() {
         issues.push(FatIssue::TooManyClusters { clusters });
     }
-    let entry_bits: u64 = match layout {
-        FatKind::Fat12 => 12,
-        FatKind::Fat16 => 16,
-        FatKind::Fat32 => 32,
-    };
+    let entry_bits = layout.bits();
     let entries = fat_sectors
         .saturating_mul(bps64)
         .saturating_mul(8)
@@ -589,25 +526,10 @@ mod tests {
     use super::*;
 
     /// A FAT32 boot sector like `mkfs.fat -F 32 -s 8` on 1 GiB (2097152 sectors).
-    pub(crate) fn fat32_sector() -> Vec<u8> {
-        let mut b = vec![0u8; 512];
-        b[0..3].copy_from_slice(&[0xeb, 0x58, 0x90]);
+    fn fat32_sector() -> Vec<u8> {
+        let mut b = crate::tests::fat32(2_097_152, 32, 2048, 8);
         b[3..11].copy_from_slice(b"mkfs.fat");
-        b[0x0b..0x0d].copy_from_slice(&512u16.to_le_bytes());
-        b[0x0d] = 8;
-        b[0x0e..0x10].copy_from_slice(&32u16.to_le_bytes());
-        b[0x10] = 2;
-        b[0x15] = 0xf8;
-        b[0x20..0x24].copy_from_slice(&2_097_152u32.to_le_bytes());
-        b[0x24..0x28].copy_from_slice(&2048u32.to_le_bytes());
-        b[0x2c..0x30].copy_from_slice(&2u32.to_le_bytes());
-        b[0x30..0x32].copy_from_slice(&1u16.to_le_bytes());
-        b[0x32..0x34].copy_from_slice(&6u16.to_le_bytes());
-        b[0x42] = 0x29;
         b[0x47..0x52].copy_from_slice(b"BOOT       ");
-        b[0x52..0x5a].copy_from_slice(b"FAT32   ");
-        b[510] = 0x55;
-        b[511] = 0xaa;
         b
     }
 
@@ -620,7 +542,7 @@ mod tests {
     #[test]
     fn golden_fat32() {
         let v = parse_fat(&fat32_sector()).unwrap();
-        assert_eq!(v.kind, FatKind::Fat32);
+        assert_eq!(v.kind, FatType::Fat32);
         assert_eq!(v.first_data_sector, 32 + 2 * 2048);
         assert_eq!(v.clusters, (2_097_152 - 4128) / 8);
         assert_eq!(v.bpb.label.as_deref(), Some("BOOT"));
@@ -665,15 +587,15 @@ mod tests {
         let mut b = fat32_sector();
         b[0x0d] = 64; // 1 GiB with 32 KiB clusters: 32 704 clusters, FAT32 layout
         let v = parse_fat(&b).unwrap();
-        assert_eq!(v.kind, FatKind::Fat16);
+        assert_eq!(v.kind, FatType::Fat16);
         assert_eq!(
-            v.issues.first().map(FatIssue::code),
+            v.issues.first().map(|i| i.code().as_str()),
             Some("fat-cluster-count")
         );
-        assert_eq!(FatKind::from_clusters(4084), FatKind::Fat12);
-        assert_eq!(FatKind::from_clusters(4085), FatKind::Fat16);
-        assert_eq!(FatKind::from_clusters(65524), FatKind::Fat16);
-        assert_eq!(FatKind::from_clusters(65525), FatKind::Fat32);
+        assert_eq!(FatType::from_cluster_count(4084), FatType::Fat12);
+        assert_eq!(FatType::from_cluster_count(4085), FatType::Fat16);
+        assert_eq!(FatType::from_cluster_count(65524), FatType::Fat16);
+        assert_eq!(FatType::from_cluster_count(65525), FatType::Fat32);
     }
 
     #[test]

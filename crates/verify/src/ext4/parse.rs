@@ -1,21 +1,7 @@
-//! ext2/3/4 superblock and group-descriptor parser, safe on hostile bytes.
-//!
-//! ```text
-//! byte 1024 of the volume: superblock (1024 bytes), magic 0xEF53 at 0x38
-//! block first_data_block+1: group descriptor table, 32 bytes per group (64 with 64bit)
-//! ```
-//! Only metadata is read: the superblock, the first descriptors (bounded) and, for the journal
-//! location, the `s_jnl_blocks` backup or inode 8's extent root.
-
-#![deny(
-    clippy::indexing_slicing,
-    clippy::arithmetic_side_effects,
-    clippy::as_conversions,
-    clippy::unwrap_used,
-    clippy::panic
-)]
+//! Superblock, group-descriptor and extent-root parsing. The layout is in the [module docs](super).
 
 use crate::bytes::{arr, crc32c_raw, le16, le32, text, u8_at};
+use crate::FindingCode;
 
 /// Superblock magic.
 pub const MAGIC: u16 = 0xef53;
@@ -334,13 +320,13 @@ pub enum Ext4Issue {
 impl Ext4Issue {
     /// Stable kebab-case code.
     #[must_use]
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> FindingCode {
         match self {
-            Ext4Issue::InodesCount { .. } => "ext4-inodes-count",
-            Ext4Issue::ReservedBlocks { .. } => "ext4-reserved-blocks",
-            Ext4Issue::FirstDataBlock { .. } => "ext4-first-data-block",
-            Ext4Issue::Checksum { .. } => "ext4-superblock-checksum",
-            Ext4Issue::UnknownIncompat { .. } => "ext4-unsupported",
+            Ext4Issue::InodesCount { .. } => FindingCode::Ext4InodesCount,
+            Ext4Issue::ReservedBlocks { .. } => FindingCode::Ext4ReservedBlocks,
+            Ext4Issue::FirstDataBlock { .. } => FindingCode::Ext4FirstDataBlock,
+            Ext4Issue::Checksum { .. } => FindingCode::Ext4SuperblockChecksum,
+            Ext4Issue::UnknownIncompat { .. } => FindingCode::Ext4Unsupported,
         }
     }
 

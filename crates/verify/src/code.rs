@@ -1,0 +1,247 @@
+//! [`FindingCode`]: the stable code of every finding, serialised kebab-case.
+
+use core::fmt;
+
+use serde::Serialize;
+
+/// Declares [`FindingCode`] from `Variant = "code"` pairs: the enum (serialised by serde's
+/// kebab-case, with explicit renames where that differs from the code), [`FindingCode::ALL`]
+/// and [`FindingCode::as_str`]. A unit test checks that serde and `as_str` agree.
+macro_rules! finding_codes {
+    ($( $(#[$attr:meta])* $variant:ident = $code:literal, )*) => {
+        /// The stable code of a [`Finding`](crate::Finding). The JSON report carries it as its
+        /// kebab-case string (`partition-not-4k-aligned`); the crate docs list every code
+        /// with its severity.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+        #[serde(rename_all = "kebab-case")]
+        #[non_exhaustive]
+        pub enum FindingCode {
+            $( $(#[$attr])* $variant, )*
+        }
+
+        impl FindingCode {
+            /// Every code, in the order of the crate-doc table.
+            pub const ALL: &'static [FindingCode] = &[$(FindingCode::$variant),*];
+
+            /// The kebab-case code, as in the JSON report.
+            #[must_use]
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(FindingCode::$variant => $code,)*
+                }
+            }
+        }
+    };
+}
+
+finding_codes! {
+    // source
+    /// `empty-source`: The source is 0 bytes long.
+    EmptySource = "empty-source",
+    /// `unrecognised`: Neither a partition table nor a known filesystem (exit code 2).
+    Unrecognised = "unrecognised",
+    /// `read-failed`: Reading the source failed.
+    ReadFailed = "read-failed",
+    /// `erase-block-odd`: The erase block checked against is not a power of two of at least 4 KiB.
+    EraseBlockOdd = "erase-block-odd",
+    /// `sector-size-guessed`: The MBR's LBAs were read as 4096-byte sectors because filesystems are found there.
+    SectorSizeGuessed = "sector-size-guessed",
+    // MBR
+    /// `mbr-corrupt`: The MBR does not parse (bad status byte, …).
+    MbrCorrupt = "mbr-corrupt",
+    /// `ebr-chain`: The EBR chain stops early (loop, bad signature, outside the extended partition).
+    EbrChain = "ebr-chain",
+    /// `logical-outside-extended`: A logical partition does not lie inside its extended partition.
+    LogicalOutsideExtended = "logical-outside-extended",
+    /// `gpt-missing`: An 0xEE entry next to other MBR entries, but no GPT header.
+    GptMissing = "gpt-missing",
+    /// `no-partitions`: The MBR has no entries.
+    NoPartitions = "no-partitions",
+    // GPT
+    /// `gpt-primary-bad`: The primary GPT is invalid; the backup is used.
+    GptPrimaryBad = "gpt-primary-bad",
+    /// `gpt-backup-bad`: The backup GPT at the last LBA is invalid.
+    GptBackupBad = "gpt-backup-bad",
+    /// `gpt-backup-missing`: The primary GPT puts its backup past the end of the source.
+    GptBackupMissing = "gpt-backup-missing",
+    /// `gpt-corrupt`: Neither GPT copy is valid.
+    GptCorrupt = "gpt-corrupt",
+    /// `gpt-copies-differ`: The primary and backup GPT list different partitions.
+    GptCopiesDiffer = "gpt-copies-differ",
+    /// `gpt-entry-range`: A GPT entry ends before it starts.
+    GptEntryRange = "gpt-entry-range",
+    /// `gpt-entry-outside-usable`: A GPT entry lies outside the header's usable LBAs.
+    GptEntryOutsideUsable = "gpt-entry-outside-usable",
+    /// `mbr-gpt-disagree`: A hybrid MBR entry matches no GPT partition.
+    MbrGptDisagree = "mbr-gpt-disagree",
+    /// `gpt-backup-not-at-end`: The backup GPT is not at the last LBA of the disk.
+    GptBackupNotAtEnd = "gpt-backup-not-at-end",
+    /// `gpt-no-protective-mbr`: A GPT without a valid protective MBR.
+    GptNoProtectiveMbr = "gpt-no-protective-mbr",
+    /// `hybrid-mbr`: The protective MBR also lists real partitions.
+    HybridMbr = "hybrid-mbr",
+    /// `protective-mbr-size`: The 0xEE entry does not cover the whole disk.
+    ProtectiveMbrSize = "protective-mbr-size",
+    /// `protective-mbr-bootable`: The 0xEE entry is marked bootable.
+    ProtectiveMbrBootable = "protective-mbr-bootable",
+    // partitions
+    /// `partition-not-4k-aligned`: A partition does not start on a 4 KiB flash page.
+    #[serde(rename = "partition-not-4k-aligned")]
+    PartitionNot4kAligned = "partition-not-4k-aligned",
+    /// `partition-overlap`: Two partitions overlap.
+    PartitionOverlap = "partition-overlap",
+    /// `partition-past-end`: A partition ends past the end of the source.
+    PartitionPastEnd = "partition-past-end",
+    /// `partition-overlaps-table`: A partition starts at LBA 0, on the table.
+    PartitionOverlapsTable = "partition-overlaps-table",
+    /// `partition-not-erase-aligned`: A partition does not start on the erase block (an error with `strict`).
+    PartitionNotEraseAligned = "partition-not-erase-aligned",
+    /// `partition-empty`: A partition has 0 sectors.
+    PartitionEmpty = "partition-empty",
+    /// `not-checked`: A recognised filesystem whose internal layout is not checked.
+    NotChecked = "not-checked",
+    // FAT
+    /// `fat-corrupt`: The FAT boot sector does not parse.
+    FatCorrupt = "fat-corrupt",
+    /// `fat-cluster-count`: The BPB layout and the cluster count disagree on the FAT type.
+    FatClusterCount = "fat-cluster-count",
+    /// `fat-too-many-clusters`: More clusters than FAT32 can address.
+    FatTooManyClusters = "fat-too-many-clusters",
+    /// `fat-too-small`: The FAT has fewer entries than the volume has clusters.
+    FatTooSmall = "fat-too-small",
+    /// `fat-root-cluster`: RootClus lies outside the cluster range.
+    FatRootCluster = "fat-root-cluster",
+    /// `fat-reserved-location`: FSInfo or BkBootSec lies outside the reserved region.
+    FatReservedLocation = "fat-reserved-location",
+    /// `fat-larger-than-partition`: The volume claims more sectors than the partition holds.
+    FatLargerThanPartition = "fat-larger-than-partition",
+    /// `fat-data-not-4k-aligned`: The data area does not start on a 4 KiB flash page.
+    #[serde(rename = "fat-data-not-4k-aligned")]
+    FatDataNot4kAligned = "fat-data-not-4k-aligned",
+    /// `fat-sector-below-logical`: The FAT sector is smaller than the device's logical sector.
+    FatSectorBelowLogical = "fat-sector-below-logical",
+    /// `fat-data-not-aligned`: The data area does not start on the erase block (an error with `strict`).
+    FatDataNotAligned = "fat-data-not-aligned",
+    /// `fat32-field`: A FAT32 BPB has a FAT12/16-only field set.
+    Fat32Field = "fat32-field",
+    /// `fat-many-fats`: More than two FATs.
+    FatManyFats = "fat-many-fats",
+    /// `fat-boot-signature`: No `55 AA` at byte 510 of the boot sector.
+    FatBootSignature = "fat-boot-signature",
+    /// `fat-cluster-straddles`: The cluster size does not divide the erase block.
+    FatClusterStraddles = "fat-cluster-straddles",
+    /// `fat-sector-4096`: 4096-byte logical sectors, which much firmware cannot read.
+    #[serde(rename = "fat-sector-4096")]
+    FatSector4096 = "fat-sector-4096",
+    /// `fat-sector-smaller-than-device`: The FAT sector is smaller than the device's physical sector.
+    FatSectorSmallerThanDevice = "fat-sector-smaller-than-device",
+    /// `fat-fsinfo`: The FSInfo sector is invalid.
+    FatFsinfo = "fat-fsinfo",
+    /// `fat-backup-boot-differs`: The backup boot sector differs from the boot sector.
+    FatBackupBootDiffers = "fat-backup-boot-differs",
+    /// `fat-table-not-aligned`: The first FAT does not start on the erase block.
+    FatTableNotAligned = "fat-table-not-aligned",
+    /// `fat-no-backup-boot`: A FAT32 volume without a backup boot sector.
+    FatNoBackupBoot = "fat-no-backup-boot",
+    /// `fat-hidden-sectors`: HiddSec does not match the partition start.
+    FatHiddenSectors = "fat-hidden-sectors",
+    // ext2/3/4
+    /// `ext4-corrupt`: The ext2/3/4 superblock does not parse.
+    Ext4Corrupt = "ext4-corrupt",
+    /// `ext4-inodes-count`: s_inodes_count is not inodes per group × groups.
+    Ext4InodesCount = "ext4-inodes-count",
+    /// `ext4-superblock-checksum`: The superblock checksum does not match.
+    Ext4SuperblockChecksum = "ext4-superblock-checksum",
+    /// `ext4-larger-than-partition`: The filesystem has more blocks than the partition holds.
+    Ext4LargerThanPartition = "ext4-larger-than-partition",
+    /// `ext4-group-desc`: A group descriptor points outside the filesystem.
+    Ext4GroupDesc = "ext4-group-desc",
+    /// `ext4-journal-not-aligned`: The journal does not start on the erase block (an error with `strict`).
+    Ext4JournalNotAligned = "ext4-journal-not-aligned",
+    /// `ext4-reserved-blocks`: More reserved blocks than blocks.
+    Ext4ReservedBlocks = "ext4-reserved-blocks",
+    /// `ext4-first-data-block`: s_first_data_block is unexpected for the block size.
+    Ext4FirstDataBlock = "ext4-first-data-block",
+    /// `ext4-unsupported`: Unknown incompatible feature bits.
+    Ext4Unsupported = "ext4-unsupported",
+    /// `ext4-stride-mismatch`: The RAID stride neither divides nor is a multiple of the erase block.
+    Ext4StrideMismatch = "ext4-stride-mismatch",
+    /// `ext4-stripe-mismatch`: The RAID stripe width neither divides nor is a multiple of the erase block.
+    Ext4StripeMismatch = "ext4-stripe-mismatch",
+    /// `ext4-block-smaller-than-device`: Blocks smaller than the device's physical sector.
+    Ext4BlockSmallerThanDevice = "ext4-block-smaller-than-device",
+    /// `ext4-small-blocks`: Blocks smaller than a 4 KiB flash page.
+    Ext4SmallBlocks = "ext4-small-blocks",
+    /// `ext4-no-stride`: Stride and stripe width are 0.
+    Ext4NoStride = "ext4-no-stride",
+    /// `ext4-stripe-smaller`: The stripe width is a divisor of the erase block, smaller than it.
+    Ext4StripeSmaller = "ext4-stripe-smaller",
+    /// `ext4-inode-table-not-aligned`: The first inode table does not start on the erase block.
+    Ext4InodeTableNotAligned = "ext4-inode-table-not-aligned",
+}
+
+impl fmt::Display for FindingCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for FindingCode {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for FindingCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<FindingCode> for str {
+    fn eq(&self, other: &FindingCode) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl PartialEq<FindingCode> for &str {
+    fn eq(&self, other: &FindingCode) -> bool {
+        *self == other.as_str()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FindingCode;
+
+    #[test]
+    fn as_str_is_the_serde_name() {
+        for &code in FindingCode::ALL {
+            let json = serde_json::to_string(&code).unwrap_or_default();
+            assert_eq!(json, format!("\"{code}\""));
+        }
+    }
+
+    #[test]
+    fn codes_are_unique() {
+        let mut all: Vec<&str> = FindingCode::ALL.iter().map(|c| c.as_str()).collect();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), FindingCode::ALL.len());
+    }
+
+    /// The crate docs list every code, and nothing else, in their table.
+    #[test]
+    fn doc_table_lists_every_code() {
+        let mut documented: Vec<&str> = include_str!("lib.rs")
+            .lines()
+            .filter_map(|l| l.strip_prefix("//! | "))
+            .skip(1) // the header row
+            .flat_map(|row| row.split('`').skip(1).step_by(2))
+            .collect();
+        documented.sort_unstable();
+        let mut all: Vec<&str> = FindingCode::ALL.iter().map(|c| c.as_str()).collect();
+        all.sort_unstable();
+        assert_eq!(documented, all);
+    }
+}

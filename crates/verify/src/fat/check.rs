@@ -1,0 +1,231 @@
+//! FAT checks on a parsed volume: size against the partition, alignment of the data area,
+//! FAT and clusters to the page and the erase block, sector size against the device, FSInfo
+//! and the backup boot sector.
+
+use blockwise_geometry::{
+    alignment_of, format_size, BlockSource, FatPlan, FsKind, FsPlan, OtherFs, PartitionPlan,
+    TableKind,
+};
+
+use crate::num::{div, is_multiple};
+use crate::{fat, read_clamped, FindingCode, Severity, Verifier, PAGE};
+
+impl<S: BlockSource + ?Sized> Verifier<'_, S> {
+    pub(crate) fn fat(&mut self, p: &mut PartitionPlan) -> Result<(), S::Error> {
+        let i = p.index;
+        let base = p.start_bytes;
+        let boot = read_clamped(self.src, base, 4096)?;
+        let vol = match fat::parse_fat(&boot) {
+            Ok(v) => v,
+            Err(err) => {
+                p.content = FsKind::Fat(None);
+                p.filesystem = Some(FsPlan::Other(OtherFs {
+                    kind: "fat".into(),
+                    aligned: None,
+                }));
+                self.add(
+                    Severity::Error,
+                    FindingCode::FatCorrupt,
+                    Some(i),
+                    format!("partition {i}: FAT boot sector: {err} — the volume cannot be mounted; reformat it (mkfs.fat) or restore the boot sector from its backup (sector 6)"),
+                );
+                return Ok(());
+            }
+        };
+        let kind = vol.layout;
+        let name = kind.name().to_uppercase();
+        p.content = FsKind::Fat(Some(kind));
+        self.add_issues(
+            i,
+            &name,
+            vol.issues.iter().map(|x| (x.code(), x.is_error(), x)),
+        );
+        let bps = vol.sector_bytes();
+        let cluster = vol.cluster_bytes();
+        let fat_start =
+            base.saturating_add(u64::from(vol.bpb.reserved_sectors).saturating_mul(bps));
+        let data_start = base.saturating_add(vol.first_data_sector.saturating_mul(bps));
+        let e = self.e;
+        if vol.volume_bytes() > p.size_bytes {
+            self.add(
+                Severity::Error,
+                FindingCode::FatLargerThanPartition,
+                Some(i),
+                format!(
+                    "partition {i} ({name}): the volume claims {} sectors ({}) but the partition holds {}: writes near the end land outside it; reformat to the partition size",
+                    vol.total_sectors,
+                    format_size(vol.volume_bytes()),
+                    format_size(p.size_bytes)
+                ),
+            );
+        }
+        if data_start % PAGE != 0 {
+            self.add(
+                Severity::Error,
+                FindingCode::FatDataNot4kAligned,
+                Some(i),
+                format!(
+                    "partition {i} ({name}): the data area starts at {data_start} B ({} sectors into the volume): not 4 KiB aligned — every cluster straddles two flash pages; reformat so the data area lands on the erase block (mkfs.fat -R, or blockwise build)",
+                    vol.first_data_sector
+                ),
+            );
+        } else if !is_multiple(data_start, e) {
+            let gap = e.saturating_sub(data_start.checked_rem(e).unwrap_or(0));
+            let hint = if is_multiple(gap, bps) {
+                let r = u64::from(vol.bpb.reserved_sectors).saturating_add(div(gap, bps));
+                if r <= 0xffff {
+                    format!("reformat with more reserved sectors (e.g. mkfs.fat -R {r}, then check again: mkfs.fat may resize the FAT) or with blockwise build")
+                } else {
+                    "reformat with blockwise build, which chooses reserved sectors and FAT size so the data area lands on the erase block".into()
+                }
+            } else {
+                "reformat with blockwise build".into()
+            };
+            let sev = self.erase_severity();
+            self.add(
+                sev,
+                FindingCode::FatDataNotAligned,
+                Some(i),
+                format!(
+                    "partition {i} ({name}): the data area starts at {data_start} B ({}), {} aligned but not on the {} erase block — clusters straddle erase blocks, so file writes cost extra erases; {hint}",
+                    format_size(data_start),
+                    format_size(alignment_of(data_start)),
+                    format_size(e)
+                ),
+            );
+        }
+        if !is_multiple(fat_start, e) && is_multiple(data_start, e) {
+            self.add(
+                Severity::Info,
+                FindingCode::FatTableNotAligned,
+                Some(i),
+                format!(
+                    "partition {i} ({name}): the first FAT starts at {fat_start} B, not on the {} erase block; FAT updates then touch two erase blocks (blockwise's align-fat puts it on E)",
+                    format_size(e)
+                ),
+            );
+        }
+        let cluster_ok = is_multiple(e, cluster);
+        if !cluster_ok {
+            self.add(
+                Severity::Warning,
+                FindingCode::FatClusterStraddles,
+                Some(i),
+                format!(
+                    "partition {i} ({name}): the cluster size {} does not divide the {} erase block: some clusters straddle two erase blocks; use a cluster size that divides it",
+                    format_size(cluster),
+                    format_size(e)
+                ),
+            );
+        }
+        if bps == 4096 {
+            self.add(
+                Severity::Warning,
+                FindingCode::FatSector4096,
+                Some(i),
+                format!("partition {i} ({name}): 4096-byte logical sectors: Raspberry Pi firmware, U-Boot and many UEFI firmwares only read 512-byte FAT sectors; use 512 unless the device is 4Kn"),
+            );
+        }
+        let dev_logical = self.sector.bytes_u64();
+        if bps < dev_logical {
+            self.add(
+                Severity::Error,
+                FindingCode::FatSectorBelowLogical,
+                Some(i),
+                format!("partition {i} ({name}): the FAT sector ({bps} B) is smaller than the device's logical sector ({dev_logical} B): Linux refuses to mount it (\"logical sector size too small for device\"); reformat with mkfs.fat -S {dev_logical}"),
+            );
+        } else if let Some(phys) = self.physical_sector_above(bps) {
+            self.add(
+                Severity::Warning,
+                FindingCode::FatSectorSmallerThanDevice,
+                Some(i),
+                format!("partition {i} ({name}): the FAT sector ({bps} B) is smaller than the device's physical sector ({phys} B): single-sector FAT writes become read-modify-write cycles"),
+            );
+        }
+        if kind == fat::FatType::Fat32 {
+            self.fat32_extras(i, base, &vol, &boot)?;
+        }
+        if self.r.table.kind != TableKind::None {
+            let hidden = u64::from(vol.bpb.hidden_sectors);
+            let ok = [bps, 512, self.sector.bytes_u64()]
+                .iter()
+                .any(|&u| div(base, u) == hidden && is_multiple(base, u));
+            if !ok {
+                self.add(
+                    Severity::Info,
+                    FindingCode::FatHiddenSectors,
+                    Some(i),
+                    format!("partition {i} ({name}): HiddSec is {hidden} but the partition starts at sector {}: some boot loaders locate files with it", div(base, bps)),
+                );
+            }
+        }
+        let aligned = is_multiple(data_start, e) && cluster_ok;
+        p.filesystem = Some(FsPlan::Fat(FatPlan {
+            kind,
+            label: vol.bpb.label.clone(),
+            sector_bytes: vol.bpb.bytes_per_sector.into(),
+            cluster_bytes: u32::try_from(cluster).unwrap_or(u32::MAX),
+            reserved_sectors: vol.bpb.reserved_sectors.into(),
+            fat_count: vol.bpb.fat_count,
+            fat_sectors: u32::try_from(vol.fat_sectors).unwrap_or(u32::MAX),
+            cluster_count: u32::try_from(vol.clusters).unwrap_or(u32::MAX),
+            fat_start_bytes: fat_start,
+            data_start_bytes: data_start,
+            volume_id: vol.bpb.volume_id.unwrap_or(0),
+            aligned,
+            notes: Vec::new(),
+        }));
+        Ok(())
+    }
+
+    fn fat32_extras(
+        &mut self,
+        i: u32,
+        base: u64,
+        vol: &fat::FatVolume,
+        boot: &[u8],
+    ) -> Result<(), S::Error> {
+        let bps = vol.sector_bytes();
+        let rsvd = vol.bpb.reserved_sectors;
+        let fsi = vol.bpb.fs_info_sector;
+        if fsi != 0 && fsi != 0xffff && fsi < rsvd {
+            let s = read_clamped(
+                self.src,
+                base.saturating_add(u64::from(fsi).saturating_mul(bps)),
+                512,
+            )?;
+            if let Err(pb) = fat::check_fsinfo(&s, vol.clusters) {
+                self.add(
+                    Severity::Warning,
+                    FindingCode::FatFsinfo,
+                    Some(i),
+                    format!("partition {i} (FAT32): {pb} — free-space reports are wrong until fsck.fat repairs it"),
+                );
+            }
+        }
+        let bk = vol.bpb.backup_boot_sector;
+        if bk == 0 || bk == 0xffff {
+            self.add(
+                Severity::Info,
+                FindingCode::FatNoBackupBoot,
+                Some(i),
+                format!("partition {i} (FAT32): no backup boot sector (BkBootSec = {bk}); a damaged boot sector cannot be recovered"),
+            );
+        } else if bk < rsvd {
+            let b = read_clamped(
+                self.src,
+                base.saturating_add(u64::from(bk).saturating_mul(bps)),
+                512,
+            )?;
+            if b.get(..512) != boot.get(..512) {
+                self.add(
+                    Severity::Warning,
+                    FindingCode::FatBackupBootDiffers,
+                    Some(i),
+                    format!("partition {i} (FAT32): the backup boot sector (sector {bk}) differs from the boot sector — recovery from it would restore a different geometry; fsck.fat can copy one over the other"),
+                );
+            }
+        }
+        Ok(())
+    }
+}

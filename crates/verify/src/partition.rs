@@ -1,0 +1,159 @@
+//! Partition-level checks, whatever the table: range (past the end, over the table, empty),
+//! overlaps, and the start's alignment to the flash page and the erase block.
+
+use blockwise_geometry::{
+    alignment_of, format_size, BlockSource, FsKind, Guid, PartType, PartitionPlan,
+};
+
+use crate::num::{div, is_multiple};
+use crate::{FindingCode, Severity, Verifier, MAX_REPEATED, PAGE};
+
+impl<S: BlockSource + ?Sized> Verifier<'_, S> {
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one constructor for every table kind"
+    )]
+    pub(crate) fn part(
+        &self,
+        index: u32,
+        start: u64,
+        size: u64,
+        type_: PartType,
+        name: Option<String>,
+        bootable: bool,
+        guid: Option<Guid>,
+    ) -> PartitionPlan {
+        PartitionPlan {
+            index,
+            spec_index: 0,
+            start_bytes: start,
+            size_bytes: size,
+            type_,
+            name,
+            bootable,
+            guid,
+            content: FsKind::None,
+            logical: false,
+            ebr_bytes: None,
+            aligned: true,
+            alignment_bytes: alignment_of(start),
+            filesystem: None,
+        }
+    }
+
+    /// Range checks an extent (partition or extended container) against the disk.
+    pub(crate) fn check_extent(&mut self, index: u32, start: u64, size: u64, what: &str) {
+        let len = self.src.len();
+        let sb = self.sector.bytes_u64();
+        if start == 0 {
+            self.add(
+                Severity::Error,
+                FindingCode::PartitionOverlapsTable,
+                Some(index),
+                format!("{what} {index} starts at LBA 0, on top of the partition table: writing to it destroys the table"),
+            );
+        }
+        if size == 0 {
+            self.add(
+                Severity::Warning,
+                FindingCode::PartitionEmpty,
+                Some(index),
+                format!("{what} {index} has 0 sectors"),
+            );
+        }
+        let end = start.saturating_add(size);
+        if end > len {
+            self.add(
+                Severity::Error,
+                FindingCode::PartitionPastEnd,
+                Some(index),
+                format!(
+                    "{what} {index} ends at sector {} ({}) but the source has only {} sectors ({}): the image is truncated or the table is wrong; data there is lost",
+                    div(end, sb),
+                    format_size(end),
+                    div(len, sb),
+                    format_size(len)
+                ),
+            );
+        }
+    }
+
+    pub(crate) fn finish_partitions(
+        &mut self,
+        mut parts: Vec<PartitionPlan>,
+    ) -> Result<(), S::Error> {
+        // Overlaps, in start order.
+        let mut order: Vec<usize> = (0..parts.len()).collect();
+        order.sort_by_key(|&i| parts.get(i).map_or(0, |p| p.start_bytes));
+        let mut overlaps = 0usize;
+        for (k, &i) in order.iter().enumerate() {
+            for &j in order.iter().skip(k.saturating_add(1)) {
+                let (Some(a), Some(b)) = (parts.get(i), parts.get(j)) else {
+                    continue;
+                };
+                if b.start_bytes >= a.end_bytes() {
+                    break;
+                }
+                if a.size_bytes == 0 || b.size_bytes == 0 {
+                    continue;
+                }
+                overlaps = overlaps.saturating_add(1);
+                if overlaps <= MAX_REPEATED {
+                    let (ai, bi, bs) = (a.index, b.index, b.start_bytes);
+                    self.add(
+                        Severity::Error,
+                        FindingCode::PartitionOverlap,
+                        Some(bi),
+                        format!("partition {bi} (starting at {bs} B) overlaps partition {ai}: writing one corrupts the other; fix the table"),
+                    );
+                }
+            }
+        }
+        for p in &mut parts {
+            self.check_extent(p.index, p.start_bytes, p.size_bytes, "partition");
+            self.check_start(p);
+            if p.start_bytes < self.src.len() && p.size_bytes > 0 {
+                let c = self.classify(p.start_bytes)?;
+                self.content(p, c)?;
+            }
+        }
+        self.r.partitions = parts;
+        Ok(())
+    }
+
+    fn check_start(&mut self, p: &PartitionPlan) {
+        let (i, start, e) = (p.index, p.start_bytes, self.e);
+        if start == 0 {
+            return;
+        }
+        let sb = self.sector.bytes_u64();
+        let lba = div(start, sb);
+        if start % PAGE != 0 {
+            self.add(
+                Severity::Error,
+                FindingCode::PartitionNot4kAligned,
+                Some(i),
+                format!(
+                    "partition {i} starts at sector {lba} ({start} B): not 4 KiB aligned — every 4 KiB write touches two flash pages; rebuild with a start on a multiple of the erase block ({})",
+                    format_size(e)
+                ),
+            );
+        } else if !is_multiple(start, e) {
+            let next = start.div_ceil(e).saturating_mul(e);
+            let sev = self.erase_severity();
+            self.add(
+                sev,
+                FindingCode::PartitionNotEraseAligned,
+                Some(i),
+                format!(
+                    "partition {i} starts at sector {lba} ({}): {} aligned but not on the {} erase block — writes that cross erase blocks cost extra erases and wear; move it to a multiple of {} (e.g. sector {})",
+                    format_size(start),
+                    format_size(alignment_of(start)),
+                    format_size(e),
+                    format_size(e),
+                    div(next, sb)
+                ),
+            );
+        }
+    }
+}

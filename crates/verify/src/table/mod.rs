@@ -1,0 +1,149 @@
+//! Partition-table checks: which table the disk carries (MBR, GPT at 512 or 4096, or none
+//! that parses), then the MBR/EBR and GPT specifics in [`mbr`] and [`gpt`].
+
+mod gpt;
+mod mbr;
+
+use blockwise_geometry::{BlockSource, DiskId, SectorSize, TableKind, TablePlan};
+use blockwise_ptable::{read_gpt, Corrupt, Mbr};
+
+use crate::bytes::has;
+use crate::magic::Content;
+use crate::{FindingCode, Severity, Verifier};
+
+impl<S: BlockSource + ?Sized> Verifier<'_, S> {
+    /// Reads the table that starts in `head` (the first 8 KiB): GPT where an `EFI PART`
+    /// header is found (or a protective MBR points to one), else the MBR.
+    pub(crate) fn table(
+        &mut self,
+        head: &[u8],
+        mbr: Result<Mbr, Corrupt>,
+        forced: Option<SectorSize>,
+    ) -> Result<(), S::Error> {
+        let candidates: Vec<SectorSize> = match forced {
+            Some(s) => vec![s],
+            None => vec![SectorSize::S512, SectorSize::S4096],
+        };
+        let gpt_at = candidates
+            .iter()
+            .copied()
+            .find(|s| usize::try_from(s.bytes()).is_ok_and(|o| has(head, o, b"EFI PART")));
+        let protective = mbr
+            .as_ref()
+            .is_ok_and(|m| m.used().any(|(_, e)| e.type_ == 0xee));
+        if let Some(s) = gpt_at {
+            self.sector = s;
+            self.r.sector_bytes = s;
+            return self.gpt(mbr.ok());
+        }
+        if protective {
+            // No primary header where expected: look for a usable backup at either size.
+            for &s in &candidates {
+                let read = read_gpt(self.src, s)?;
+                if read.backup.is_ok() {
+                    self.sector = s;
+                    self.r.sector_bytes = s;
+                    return self.gpt(mbr.ok());
+                }
+            }
+            return self.gpt(mbr.ok());
+        }
+        match mbr {
+            Ok(m) if m.used().count() > 0 => {
+                if forced.is_none() {
+                    self.sector = self.guess_mbr_sector(&m)?;
+                    self.r.sector_bytes = self.sector;
+                }
+                self.mbr(&m)
+            }
+            Ok(m) => {
+                if self.bare_content()? != Content::Unknown
+                    && self.bare_content()? != Content::Empty
+                {
+                    return self.bare();
+                }
+                self.r.table = TablePlan {
+                    kind: TableKind::Mbr,
+                    disk_id: Some(DiskId::Mbr(m.disk_signature)),
+                };
+                self.add(
+                    Severity::Info,
+                    FindingCode::NoPartitions,
+                    None,
+                    "the MBR has no partition entries: nothing to check".into(),
+                );
+                Ok(())
+            }
+            Err(err) => {
+                let c = self.bare_content()?;
+                if c != Content::Unknown && c != Content::Empty {
+                    return self.bare();
+                }
+                if let Corrupt::BootSignature { .. } | Corrupt::Truncated { .. } = err {
+                    self.r.recognised = false;
+                    let what = if c == Content::Empty {
+                        "all zeros at the start"
+                    } else {
+                        "unrecognised bytes"
+                    };
+                    self.add(
+                        Severity::Error,
+                        FindingCode::Unrecognised,
+                        None,
+                        format!("no partition table (no MBR 55 AA signature, no GPT) and no known filesystem ({what}): not a disk image blockwise can check"),
+                    );
+                } else {
+                    self.r.table = TablePlan {
+                        kind: TableKind::Mbr,
+                        disk_id: None,
+                    };
+                    self.add(
+                        Severity::Error,
+                        FindingCode::MbrCorrupt,
+                        None,
+                        format!("{err} — partitioning tools and firmware may reject this disk; rewrite the table (sfdisk, or blockwise build)"),
+                    );
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// For an MBR without a device hint: 512 unless 4096-byte LBAs land on more
+    /// recognisable filesystems.
+    fn guess_mbr_sector(&mut self, m: &Mbr) -> Result<SectorSize, S::Error> {
+        let mut score = [0usize; 2];
+        for (i, s) in [SectorSize::S512, SectorSize::S4096]
+            .into_iter()
+            .enumerate()
+        {
+            for (_, e) in m
+                .used()
+                .filter(|(_, e)| !e.is_extended() && e.type_ != 0xee)
+            {
+                let off = u64::from(e.start_lba).saturating_mul(s.bytes_u64());
+                if off == 0 || off >= self.src.len() {
+                    continue;
+                }
+                if matches!(
+                    self.classify(off)?,
+                    Content::Fat | Content::Ext | Content::Other(_)
+                ) {
+                    if let Some(sc) = score.get_mut(i) {
+                        *sc = sc.saturating_add(1);
+                    }
+                }
+            }
+        }
+        if score[1] > score[0] {
+            self.add(
+                Severity::Info,
+                FindingCode::SectorSizeGuessed,
+                None,
+                "the MBR's LBAs only make sense in 4096-byte sectors (filesystems found there): read as a 4Kn disk; pass --sector-size to override".into(),
+            );
+            return Ok(SectorSize::S4096);
+        }
+        Ok(SectorSize::S512)
+    }
+}
