@@ -57,6 +57,7 @@ pub mod csum;
 mod dir;
 mod features;
 mod geom;
+pub mod raw;
 mod xattr;
 
 pub use features::Features;
