@@ -1,9 +1,8 @@
 //! Data block allocation: the space check, then every inode's xattr block, data runs
 //! (stride-aligned when large) and extent-tree blocks, in inode order.
 
-use super::extent::{push_run, tree_blocks_for};
+use super::extent::{push_run, tree_blocks_for, MAX_EXTENT};
 use super::inode::Ino;
-use super::MAX_EXTENT;
 use crate::geom::{Bitmap, Geometry};
 use crate::Error;
 

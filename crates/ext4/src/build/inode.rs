@@ -2,10 +2,20 @@
 
 use blockwise_geometry::BlockSink;
 
-use super::{put, Prepared, EXTENTS_FL, S_IFDIR};
+use core::mem::size_of;
+
+use zerocopy::{FromZeros, IntoBytes};
+
+use super::{put, Prepared};
 use crate::csum::{crc32c_raw, inode_seed};
+use crate::raw::{InodeFlags, InodeRaw, GOOD_OLD_INODE_SIZE, N_BLOCKS, S_IFDIR, S_IFMT};
 use crate::xattr::{self, Attr};
 use crate::Error;
+
+/// Bytes of an inode record holding every [`InodeRaw`] field; in-inode xattrs follow.
+pub(super) const INODE_RAW: usize = size_of::<InodeRaw>();
+/// `i_extra_isize` (and `s_{min,want}_extra_isize`): all of [`InodeRaw`] is used.
+pub(super) const EXTRA_ISIZE: u16 = INODE_RAW as u16 - GOOD_OLD_INODE_SIZE;
 
 /// What an inode holds besides its extents.
 #[derive(Clone, Debug)]
@@ -17,7 +27,7 @@ pub(super) enum Body {
     /// A slow symlink's target (one block).
     SlowLink(Vec<u8>),
     /// `i_block` verbatim (fast symlinks, devices).
-    Raw([u8; 60]),
+    Raw([u8; N_BLOCKS * 4]),
     /// Journal: extents only, superblock written separately.
     Journal,
     /// Nothing (fifos, sockets, empty files).
@@ -35,7 +45,7 @@ pub(super) struct Ino {
     pub links: u32,
     pub time: i64,
     pub nsec: u32,
-    pub flags: u32,
+    pub flags: InodeFlags,
     pub body: Body,
     /// Data block runs per logical run: `(logical block, count)`, before allocation.
     pub want: Vec<(u64, u64)>,
@@ -58,7 +68,7 @@ impl Ino {
             links: 1,
             time,
             nsec: 0,
-            flags: 0,
+            flags: InodeFlags::empty(),
             body: Body::None,
             want: Vec::new(),
             extents: Vec::new(),
@@ -76,61 +86,60 @@ impl Ino {
 }
 
 impl Prepared {
-    /// Serializes one inode (with checksum).
+    /// Serializes one inode record of `s_inode_size` bytes (with checksum).
     pub(super) fn inode_bytes(&self, r: &Ino) -> Vec<u8> {
         let g = &self.geo;
         let isz = g.inode_size as usize;
-        let mut b = vec![0u8; isz];
-        let put16 = |b: &mut [u8], o: usize, v: u16| b[o..o + 2].copy_from_slice(&v.to_le_bytes());
-        let put32 = |b: &mut [u8], o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_le_bytes());
-        put16(&mut b, 0x00, r.mode);
-        put16(&mut b, 0x02, r.uid as u16);
-        put32(&mut b, 0x04, r.size as u32);
         let secs = r.time as u32;
-        put32(&mut b, 0x08, secs);
-        put32(&mut b, 0x0C, secs);
-        put32(&mut b, 0x10, secs);
-        put16(&mut b, 0x18, r.gid as u16);
-        put16(&mut b, 0x1A, r.links as u16);
         let sectors = r.data_blocks() * (g.bs / 512);
-        put32(&mut b, 0x1C, sectors as u32);
-        put32(&mut b, 0x20, r.flags);
+        let mut raw = InodeRaw::new_zeroed();
+        raw.i_mode.set(r.mode);
+        raw.i_uid.set(r.uid as u16);
+        raw.i_size_lo.set(r.size as u32);
+        raw.i_atime.set(secs);
+        raw.i_ctime.set(secs);
+        raw.i_mtime.set(secs);
+        raw.i_gid.set(r.gid as u16);
+        raw.i_links_count.set(r.links as u16);
+        raw.i_blocks_lo.set(sectors as u32);
+        raw.i_flags.set(r.flags.bits());
         match &r.body {
-            Body::Raw(raw) => b[0x28..0x64].copy_from_slice(raw),
-            _ if r.flags & EXTENTS_FL != 0 => {
-                let (root, _) = self.extent_tree(r);
-                b[0x28..0x64].copy_from_slice(&root);
-            }
+            Body::Raw(b) => raw.i_block = *b,
+            _ if r.flags.contains(InodeFlags::EXTENTS) => raw.i_block = self.extent_tree(r).0,
             _ => {}
         }
         if let Some(x) = r.xattr_block {
-            put32(&mut b, 0x68, x as u32);
-            put16(&mut b, 0x76, (x >> 32) as u16);
+            raw.i_file_acl_lo.set(x as u32);
+            raw.l_i_file_acl_high.set((x >> 32) as u16);
         }
-        put32(&mut b, 0x6C, (r.size >> 32) as u32);
-        put16(&mut b, 0x74, (sectors >> 32) as u16);
-        put16(&mut b, 0x78, (r.uid >> 16) as u16);
-        put16(&mut b, 0x7A, (r.gid >> 16) as u16);
-        let extra = isz >= 160;
+        raw.i_size_high.set((r.size >> 32) as u32);
+        raw.l_i_blocks_high.set((sectors >> 32) as u16);
+        raw.l_i_uid_high.set((r.uid >> 16) as u16);
+        raw.l_i_gid_high.set((r.gid >> 16) as u16);
+        let extra = isz >= INODE_RAW;
         if extra {
-            put16(&mut b, 0x80, 32);
+            raw.i_extra_isize.set(EXTRA_ISIZE);
             let epoch = ((r.time - i64::from(r.time as i32)) >> 32) as u32 & 3;
             let ex = (r.nsec << 2) | epoch;
-            put32(&mut b, 0x84, ex);
-            put32(&mut b, 0x88, ex);
-            put32(&mut b, 0x8C, ex);
-            put32(&mut b, 0x90, secs);
-            put32(&mut b, 0x94, ex);
-            if r.attrs_in_inode && !r.attrs.is_empty() {
-                xattr::write_in_inode(&mut b[160..], &r.attrs);
-            }
+            raw.i_ctime_extra.set(ex);
+            raw.i_mtime_extra.set(ex);
+            raw.i_atime_extra.set(ex);
+            raw.i_crtime.set(secs);
+            raw.i_crtime_extra.set(ex);
+        }
+        let mut b = vec![0u8; isz];
+        let n = isz.min(INODE_RAW);
+        b[..n].copy_from_slice(&raw.as_bytes()[..n]);
+        if extra && r.attrs_in_inode && !r.attrs.is_empty() {
+            xattr::write_in_inode(&mut b[INODE_RAW..], &r.attrs);
         }
         if let Some(seed) = self.csum() {
             let c = crc32c_raw(inode_seed(seed, r.ino, 0), &b);
-            put16(&mut b, 0x7C, c as u16);
+            raw.l_i_checksum_lo.set(c as u16);
             if extra {
-                put16(&mut b, 0x82, (c >> 16) as u16);
+                raw.i_checksum_hi.set((c >> 16) as u16);
             }
+            b[..n].copy_from_slice(&raw.as_bytes()[..n]);
         }
         b
     }
@@ -156,7 +165,7 @@ impl Prepared {
                     table.resize(off + isz as usize, 0);
                 }
                 table[off..off + isz as usize].copy_from_slice(&self.inode_bytes(r));
-                if r.mode & 0xF000 == S_IFDIR {
+                if r.mode & S_IFMT == S_IFDIR {
                     dirs_per_group[grp as usize] += 1;
                 }
                 k += 1;

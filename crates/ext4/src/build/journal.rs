@@ -5,8 +5,9 @@ use blockwise_geometry::BlockSink;
 
 use super::extent::push_run;
 use super::inode::{Body, Ino};
-use super::{put, Prepared, EXTENTS_FL, JOURNAL_INO, S_IFREG};
+use super::{put, Prepared};
 use crate::geom::Geometry;
+use crate::raw::{InodeFlags, JOURNAL_INO, S_IFREG};
 use crate::Error;
 
 /// The journal inode (mode 0600, extent-mapped over the reserved runs).
@@ -19,7 +20,7 @@ pub(super) fn inode(geo: &Geometry, ts: i64) -> Ino {
         l += n;
     }
     j.body = Body::Journal;
-    j.flags = EXTENTS_FL;
+    j.flags = InodeFlags::EXTENTS;
     j
 }
 

@@ -24,25 +24,15 @@ pub(crate) use superblock::uuid_string;
 use crate::csum::crc32c_raw;
 use crate::features::Features;
 use crate::geom::Geometry;
+use crate::raw::GOOD_OLD_FIRST_INO;
 use crate::{Error, Ext4Request};
 use inode::Ino;
 use numbering::{inodes_needed, Numbering};
 use records::Records;
 use superblock::{hash_seed_for, label_bytes, uuid_for};
 
-const EXTENTS_FL: u32 = 0x8_0000;
-const INDEX_FL: u32 = 0x1000;
-const S_IFREG: u16 = 0x8000;
-const S_IFDIR: u16 = 0x4000;
-const S_IFLNK: u16 = 0xA000;
-const S_IFCHR: u16 = 0x2000;
-const S_IFBLK: u16 = 0x6000;
-const S_IFIFO: u16 = 0x1000;
-const S_IFSOCK: u16 = 0xC000;
-const MAX_EXTENT: u64 = 32768;
-const LOST_FOUND: u32 = 11;
-const JOURNAL_INO: u32 = 8;
-const ROOT_INO: u32 = 2;
+/// lost+found's inode: the first non-reserved one, as mke2fs makes it.
+const LOST_FOUND: u32 = GOOD_OLD_FIRST_INO;
 
 /// Everything decided before any byte is written.
 pub(crate) struct Prepared {

@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use blockwise_geometry::{NodeId, NodeKind, Tree};
 
-use super::{LOST_FOUND, ROOT_INO};
+use super::LOST_FOUND;
+use crate::raw::ROOT_INO;
 
 /// Counts inodes a tree needs (reserved + lost+found + one per distinct node).
 pub(crate) fn inodes_needed(tree: &Tree) -> u64 {

@@ -4,15 +4,17 @@
 
 use blockwise_geometry::{NodeId, NodeKind, Tree};
 
+use super::inode::INODE_RAW;
 use super::inode::{Body, Ino};
 use super::numbering::Numbering;
-use super::{
-    journal, EXTENTS_FL, INDEX_FL, LOST_FOUND, ROOT_INO, S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO,
-    S_IFLNK, S_IFREG, S_IFSOCK,
-};
+use super::{journal, LOST_FOUND};
 use crate::csum::inode_seed;
 use crate::dir::{self, DirParams, Entry};
 use crate::geom::Geometry;
+use crate::raw::{
+    InodeFlags, FT_BLKDEV, FT_CHRDEV, FT_DIR, FT_FIFO, FT_REG_FILE, FT_SOCK, FT_SYMLINK, NAME_LEN,
+    N_BLOCKS, ROOT_INO, S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFREG, S_IFSOCK,
+};
 use crate::xattr;
 use crate::Error;
 
@@ -79,7 +81,7 @@ impl Records<'_> {
         )?;
         lf.size = d.data.len() as u64;
         lf.want = vec![(0, lf.size / bs)];
-        lf.flags = EXTENTS_FL;
+        lf.flags = InodeFlags::EXTENTS;
         lf.body = Body::Dir(d.data);
         Ok(lf)
     }
@@ -115,7 +117,7 @@ impl Records<'_> {
                 }
                 r.want = mapped_runs(*size, data_ranges.as_ref(), bs);
                 r.body = Body::Content(*content);
-                r.flags |= EXTENTS_FL;
+                r.flags |= InodeFlags::EXTENTS;
             }
             NodeKind::Symlink { target } => {
                 r.mode = S_IFLNK | if perm == 0 { 0o777 } else { perm };
@@ -127,14 +129,15 @@ impl Records<'_> {
                         len: t.len(),
                     });
                 }
-                if t.len() < 60 {
-                    let mut b = [0u8; 60];
+                // A fast symlink keeps its target in i_block (shorter than it, NUL-ended).
+                if t.len() < N_BLOCKS * 4 {
+                    let mut b = [0u8; N_BLOCKS * 4];
                     b[..t.len()].copy_from_slice(t);
                     r.body = Body::Raw(b);
                 } else {
                     r.body = Body::SlowLink(t.to_vec());
                     r.want = vec![(0, 1)];
-                    r.flags |= EXTENTS_FL;
+                    r.flags |= InodeFlags::EXTENTS;
                 }
             }
             NodeKind::CharDev { major, minor } => {
@@ -169,7 +172,7 @@ impl Records<'_> {
             .collect();
         for e in &names {
             if e.name.is_empty()
-                || e.name.len() > 255
+                || e.name.len() > NAME_LEN
                 || e.name.contains(&b'/')
                 || e.name.contains(&0)
             {
@@ -180,13 +183,13 @@ impl Records<'_> {
             }
         }
         let add_lf = id == 0 && self.num.adds_lost_found();
-        let subdirs = names.iter().filter(|e| e.ftype == 2).count() as u32 + u32::from(add_lf);
+        let subdirs = names.iter().filter(|e| e.ftype == FT_DIR).count() as u32 + u32::from(add_lf);
         let mut names = names;
         if add_lf {
             names.push(Entry {
                 name: b"lost+found",
                 ino: LOST_FOUND,
-                ftype: 2,
+                ftype: FT_DIR,
             });
         }
         let min = if Some(id) == self.num.lf_node {
@@ -196,7 +199,7 @@ impl Records<'_> {
         };
         let d = dir::build(&self.dir_params(r.ino, parent, min), &names)?;
         if d.indexed {
-            r.flags |= INDEX_FL;
+            r.flags |= InodeFlags::INDEX;
         }
         r.links = 2 + subdirs;
         if r.links > 65000 {
@@ -210,7 +213,7 @@ impl Records<'_> {
         r.size = d.data.len() as u64;
         r.want = vec![(0, r.size / self.geo.bs)];
         r.body = Body::Dir(d.data);
-        r.flags |= EXTENTS_FL;
+        r.flags |= InodeFlags::EXTENTS;
         Ok(())
     }
 
@@ -232,7 +235,7 @@ impl Records<'_> {
             attrs.push(xattr::split(n, v)?);
         }
         xattr::sort(&mut attrs);
-        let room = geo.inode_size.saturating_sub(128 + 32) as usize;
+        let room = (geo.inode_size as usize).saturating_sub(INODE_RAW);
         if geo.inode_size >= 256 && xattr::inode_bytes(&attrs) <= room {
             r.attrs_in_inode = true;
         } else if xattr::block_bytes(&attrs) > geo.bs as usize {
@@ -247,18 +250,20 @@ impl Records<'_> {
 
 fn ftype_of(kind: &NodeKind) -> u8 {
     match kind {
-        NodeKind::File { .. } => 1,
-        NodeKind::Dir { .. } => 2,
-        NodeKind::CharDev { .. } => 3,
-        NodeKind::BlockDev { .. } => 4,
-        NodeKind::Fifo => 5,
-        NodeKind::Socket => 6,
-        NodeKind::Symlink { .. } => 7,
+        NodeKind::File { .. } => FT_REG_FILE,
+        NodeKind::Dir { .. } => FT_DIR,
+        NodeKind::CharDev { .. } => FT_CHRDEV,
+        NodeKind::BlockDev { .. } => FT_BLKDEV,
+        NodeKind::Fifo => FT_FIFO,
+        NodeKind::Socket => FT_SOCK,
+        NodeKind::Symlink { .. } => FT_SYMLINK,
     }
 }
 
-fn dev_iblock(major: u32, minor: u32) -> [u8; 60] {
-    let mut b = [0u8; 60];
+/// `i_block` of a device node: old 16-bit encoding in word 0 when it fits, else the new
+/// 32-bit one in word 1.
+fn dev_iblock(major: u32, minor: u32) -> [u8; N_BLOCKS * 4] {
+    let mut b = [0u8; N_BLOCKS * 4];
     if major < 256 && minor < 256 {
         b[0..4].copy_from_slice(&((major << 8) | minor).to_le_bytes());
     } else {

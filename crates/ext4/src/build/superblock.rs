@@ -3,9 +3,10 @@
 use blockwise_geometry::{BlockSink, Guid};
 
 use super::groups::GroupTables;
-use super::{put, Prepared, JOURNAL_INO};
+use super::{put, Prepared};
 use crate::csum::crc32c_raw;
 use crate::geom::has_super;
+use crate::raw::JOURNAL_INO;
 use crate::{Error, Ext4Request};
 
 pub(super) fn label_bytes(req: &Ext4Request) -> Result<[u8; 16], Error> {

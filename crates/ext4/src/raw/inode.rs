@@ -5,6 +5,8 @@ use core::mem::{offset_of, size_of};
 use zerocopy::little_endian::{U16, U32};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
+use super::N_BLOCKS;
+
 /// An inode: the first 160 bytes of an `s_inode_size` record. The first 128 bytes
 /// ([`GOOD_OLD_INODE_SIZE`](super::GOOD_OLD_INODE_SIZE)) are in every record; the fields from
 /// `i_extra_isize` on exist only in larger records and only up to `128 + i_extra_isize`.
@@ -43,7 +45,7 @@ pub struct InodeRaw {
     pub i_osd1: U32,
     /// 0x28: `i_block[15]`: the extent tree root ([`ExtentHeaderRaw`](super::ExtentHeaderRaw)
     /// and four entries), a fast symlink's target, or a device number.
-    pub i_block: [u8; 60],
+    pub i_block: [u8; N_BLOCKS * 4],
     /// 0x64: file version (NFS); part of the inode checksum seed.
     pub i_generation: U32,
     /// 0x68: extended attribute block, low 32 bits.

@@ -98,6 +98,8 @@ pub const RESIZE_INO: u32 = 7;
 pub const JOURNAL_INO: u32 = 8;
 /// `EXT4_GOOD_OLD_FIRST_INO`: the first non-reserved inode (lost+found by convention).
 pub const GOOD_OLD_FIRST_INO: u32 = 11;
+/// `EXT4_N_BLOCKS`: 32-bit words in `i_block` (60 bytes).
+pub const N_BLOCKS: usize = 15;
 /// `EXT4_GOOD_OLD_INODE_SIZE`: the inode size of revision 0 and the part of every inode
 /// record before `i_extra_isize`.
 pub const GOOD_OLD_INODE_SIZE: u16 = 128;
@@ -180,3 +182,18 @@ pub const JBD2_SUPERBLOCK_V1: u32 = 3;
 pub const JBD2_SUPERBLOCK_V2: u32 = 4;
 /// `JBD2_MIN_JOURNAL_BLOCKS`: the smallest journal jbd2 accepts.
 pub const JBD2_MIN_JOURNAL_BLOCKS: u32 = 1024;
+
+/// Copies `value`'s bytes to `buf[offset..]` (the writer's one way to place a raw struct
+/// inside a larger block).
+///
+/// # Panics
+/// When `buf` is shorter than `offset + size_of::<T>()`: the writer sizes its blocks from
+/// the same layouts, so this is a bug, never a disk value.
+pub(crate) fn put<T: zerocopy::IntoBytes + zerocopy::Immutable>(
+    buf: &mut [u8],
+    offset: usize,
+    value: &T,
+) {
+    let bytes = value.as_bytes();
+    buf[offset..offset + bytes.len()].copy_from_slice(bytes);
+}
