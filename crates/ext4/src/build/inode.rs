@@ -87,7 +87,7 @@ impl Ino {
 
 impl Prepared {
     /// Serializes one inode record of `s_inode_size` bytes (with checksum).
-    pub(super) fn inode_bytes(&self, r: &Ino) -> Vec<u8> {
+    fn inode_bytes(&self, r: &Ino) -> Vec<u8> {
         let g = &self.geo;
         let isz = g.inode_size as usize;
         let secs = r.time as u32;

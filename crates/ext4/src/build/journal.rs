@@ -5,9 +5,15 @@ use blockwise_geometry::BlockSink;
 
 use super::extent::push_run;
 use super::inode::{Body, Ino};
+use zerocopy::little_endian::U32;
+use zerocopy::{FromZeros, IntoBytes};
+
 use super::{put, Prepared};
 use crate::geom::Geometry;
-use crate::raw::{InodeFlags, JOURNAL_INO, S_IFREG};
+use crate::raw::{
+    InodeFlags, JournalSuperblockRaw, JBD2_MAGIC_NUMBER, JBD2_SUPERBLOCK_V2, JOURNAL_INO, N_BLOCKS,
+    S_IFREG,
+};
 use crate::Error;
 
 /// The journal inode (mode 0600, extent-mapped over the reserved runs).
@@ -25,36 +31,35 @@ pub(super) fn inode(geo: &Geometry, ts: i64) -> Ino {
 }
 
 impl Prepared {
-    pub(super) fn jnl_blocks(&self) -> Option<[u8; 68]> {
+    /// `s_jnl_blocks`: the journal inode's `i_block`, then `i_size_high` and `i_size`.
+    pub(super) fn jnl_blocks(&self) -> Option<[U32; 17]> {
         let j = self.inodes.iter().find(|r| r.ino == JOURNAL_INO)?;
-        let ib = self.inode_bytes(j);
-        let mut out = [0u8; 68];
-        out[..60].copy_from_slice(&ib[0x28..0x64]);
-        out[60..64].copy_from_slice(&((j.size >> 32) as u32).to_le_bytes());
-        out[64..68].copy_from_slice(&(j.size as u32).to_le_bytes());
+        let mut out = [U32::ZERO; 17];
+        out.as_mut_bytes()[..N_BLOCKS * 4].copy_from_slice(&self.extent_tree(j).0);
+        out[N_BLOCKS].set((j.size >> 32) as u32);
+        out[N_BLOCKS + 1].set(j.size as u32);
         Some(out)
     }
 
-    /// Writes the journal superblock (clean: `s_start` = 0).
+    /// Writes the journal superblock: an empty (clean, `s_start` = 0) v2 journal without
+    /// features, sharing the filesystem's UUID.
     pub(super) fn write_journal_superblock<S: BlockSink + ?Sized>(
         &self,
         sink: &mut S,
     ) -> Result<(), Error> {
         let g = &self.geo;
-        let bs = g.bs;
-        if let Some(&(js, _)) = g.journal.first() {
-            let mut j = vec![0u8; 1024];
-            let be = |j: &mut [u8], o: usize, v: u32| j[o..o + 4].copy_from_slice(&v.to_be_bytes());
-            be(&mut j, 0x0, 0xC03B_3998);
-            be(&mut j, 0x4, 4);
-            be(&mut j, 0xC, bs as u32);
-            be(&mut j, 0x10, g.journal_blocks as u32);
-            be(&mut j, 0x14, 1);
-            be(&mut j, 0x18, 1);
-            j[0x30..0x40].copy_from_slice(&self.uuid);
-            be(&mut j, 0x40, 1);
-            put(sink, js * bs, &j)?;
-        }
-        Ok(())
+        let Some(&(js, _)) = g.journal.first() else {
+            return Ok(());
+        };
+        let mut j = JournalSuperblockRaw::new_zeroed();
+        j.s_header.h_magic.set(JBD2_MAGIC_NUMBER);
+        j.s_header.h_blocktype.set(JBD2_SUPERBLOCK_V2);
+        j.s_blocksize.set(g.bs as u32);
+        j.s_maxlen.set(g.journal_blocks as u32);
+        j.s_first.set(1);
+        j.s_sequence.set(1);
+        j.s_uuid = self.uuid;
+        j.s_nr_users.set(1);
+        put(sink, js * g.bs, j.as_bytes())
     }
 }

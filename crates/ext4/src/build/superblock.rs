@@ -3,12 +3,20 @@
 use blockwise_geometry::{BlockSink, Guid};
 
 use super::groups::GroupTables;
+use zerocopy::little_endian::U32;
+use zerocopy::{FromZeros, IntoBytes};
+
+use super::inode::{EXTRA_ISIZE, INODE_RAW};
 use super::{put, Prepared};
-use crate::csum::crc32c_raw;
-use crate::geom::has_super;
-use crate::raw::JOURNAL_INO;
+use crate::geom::{has_super, LOG_GROUPS_PER_FLEX};
+use crate::raw::{
+    DefaultMountOpts, SuperFlags, SuperblockRaw, CRC32C_CHKSUM, DX_HASH_HALF_MD4, DYNAMIC_REV,
+    ERRORS_CONTINUE, GOOD_OLD_FIRST_INO, JNL_BACKUP_BLOCKS, JOURNAL_INO, STATE_VALID_FS,
+    SUPERBLOCK_OFFSET, SUPER_MAGIC,
+};
 use crate::{Error, Ext4Request};
 
+/// The volume label, NUL padded; at most 16 bytes.
 pub(super) fn label_bytes(req: &Ext4Request) -> Result<[u8; 16], Error> {
     let mut out = [0u8; 16];
     if let Some(l) = &req.label {
@@ -66,88 +74,84 @@ impl Prepared {
             }
             let sb = self.superblock(grp, t.free_blocks, t.free_inodes);
             let start = g.group_start(grp);
-            if grp == 0 {
-                put(sink, 1024, &sb)?;
-                put(sink, (start + 1) * bs, &t.gdt)?;
+            // The primary sits at byte 1024 (of block 0, or block 1 with 1 KiB blocks);
+            // a backup at the start of its group.
+            let at = if grp == 0 {
+                SUPERBLOCK_OFFSET
             } else {
-                put(sink, start * bs, &sb)?;
-                put(sink, (start + 1) * bs, &t.gdt)?;
-            }
+                start * bs
+            };
+            put(sink, at, sb.as_bytes())?;
+            put(sink, (start + 1) * bs, &t.gdt)?;
         }
         Ok(())
     }
 
-    fn superblock(&self, grp: u64, free_blocks: u64, free_inodes: u64) -> Vec<u8> {
+    /// The superblock copy for group `grp` (0 = the primary).
+    fn superblock(&self, grp: u64, free_blocks: u64, free_inodes: u64) -> SuperblockRaw {
         let g = &self.geo;
         let f = &g.feat;
-        let mut s = vec![0u8; 1024];
-        let p16 =
-            |s: &mut [u8], o: usize, v: u64| s[o..o + 2].copy_from_slice(&(v as u16).to_le_bytes());
-        let p32 =
-            |s: &mut [u8], o: usize, v: u64| s[o..o + 4].copy_from_slice(&(v as u32).to_le_bytes());
-        let ts = self.timestamp as u64;
-        p32(&mut s, 0x00, g.inodes());
-        p32(&mut s, 0x04, g.blocks);
-        p32(&mut s, 0x08, g.reserved_blocks);
-        p32(&mut s, 0x0C, free_blocks);
-        p32(&mut s, 0x10, free_inodes);
-        p32(&mut s, 0x14, g.fdb);
-        let log = u64::from(g.bs.trailing_zeros() - 10);
-        p32(&mut s, 0x18, log);
-        p32(&mut s, 0x1C, log);
-        p32(&mut s, 0x20, g.bpg);
-        p32(&mut s, 0x24, g.bpg);
-        p32(&mut s, 0x28, g.ipg);
-        p32(&mut s, 0x30, ts);
-        p16(&mut s, 0x36, 0xffff);
-        p16(&mut s, 0x38, 0xEF53);
-        p16(&mut s, 0x3A, 1);
-        p16(&mut s, 0x3C, 1);
-        p32(&mut s, 0x40, ts);
-        p32(&mut s, 0x4C, 1);
-        p32(&mut s, 0x54, 11);
-        p16(&mut s, 0x58, g.inode_size);
-        p16(&mut s, 0x5A, grp);
-        p32(&mut s, 0x5C, u64::from(f.compat()));
-        p32(&mut s, 0x60, u64::from(f.incompat()));
-        p32(&mut s, 0x64, u64::from(f.ro_compat()));
-        s[0x68..0x78].copy_from_slice(&self.uuid);
-        s[0x78..0x88].copy_from_slice(&self.label);
+        let ts = self.timestamp as u32;
+        let log = g.bs.trailing_zeros() - 10;
+        let mut s = SuperblockRaw::new_zeroed();
+        s.s_inodes_count.set(g.inodes() as u32);
+        s.s_blocks_count_lo.set(g.blocks as u32);
+        s.s_r_blocks_count_lo.set(g.reserved_blocks as u32);
+        s.s_free_blocks_count_lo.set(free_blocks as u32);
+        s.s_free_inodes_count.set(free_inodes as u32);
+        s.s_first_data_block.set(g.fdb as u32);
+        s.s_log_block_size.set(log);
+        s.s_log_cluster_size.set(log);
+        s.s_blocks_per_group.set(g.bpg as u32);
+        s.s_clusters_per_group.set(g.bpg as u32);
+        s.s_inodes_per_group.set(g.ipg as u32);
+        s.s_wtime.set(ts);
+        s.s_max_mnt_count.set(-1);
+        s.s_magic.set(SUPER_MAGIC);
+        s.s_state.set(STATE_VALID_FS);
+        s.s_errors.set(ERRORS_CONTINUE);
+        s.s_lastcheck.set(ts);
+        s.s_rev_level.set(DYNAMIC_REV);
+        s.s_first_ino.set(GOOD_OLD_FIRST_INO);
+        s.s_inode_size.set(g.inode_size as u16);
+        s.s_block_group_nr.set(grp as u16);
+        s.set_features(f.flags());
+        s.s_uuid = self.uuid;
+        s.s_volume_name = self.label;
         if f.has_journal {
-            p32(&mut s, 0xE0, u64::from(JOURNAL_INO));
+            s.s_journal_inum.set(JOURNAL_INO);
         }
-        for (k, w) in self.hash_seed.iter().enumerate() {
-            p32(&mut s, 0xEC + 4 * k, u64::from(*w));
-        }
-        s[0xFC] = 1;
+        s.s_hash_seed = self.hash_seed.map(U32::new);
+        s.s_def_hash_version = DX_HASH_HALF_MD4;
         if f.has_journal {
-            s[0xFD] = 1;
+            s.s_jnl_backup_type = JNL_BACKUP_BLOCKS;
         }
-        p16(&mut s, 0xFE, if f.bit64 { 64 } else { 0 });
-        p32(&mut s, 0x100, 0x0C);
-        p32(&mut s, 0x108, ts);
+        s.s_desc_size
+            .set(if f.bit64 { g.desc_size as u16 } else { 0 });
+        s.s_default_mount_opts
+            .set((DefaultMountOpts::XATTR_USER | DefaultMountOpts::ACL).bits());
+        s.s_mkfs_time.set(ts);
         if let Some(j) = self.jnl_blocks() {
-            s[0x10C..0x150].copy_from_slice(&j);
+            s.s_jnl_blocks = j;
         }
         if f.bit64 {
-            p32(&mut s, 0x150, g.blocks >> 32);
-            p32(&mut s, 0x154, g.reserved_blocks >> 32);
-            p32(&mut s, 0x158, free_blocks >> 32);
+            s.s_blocks_count_hi.set((g.blocks >> 32) as u32);
+            s.s_r_blocks_count_hi.set((g.reserved_blocks >> 32) as u32);
+            s.s_free_blocks_count_hi.set((free_blocks >> 32) as u32);
         }
-        if g.inode_size >= 160 {
-            p16(&mut s, 0x15C, 32);
-            p16(&mut s, 0x15E, 32);
+        if g.inode_size as usize >= INODE_RAW {
+            s.s_min_extra_isize.set(EXTRA_ISIZE);
+            s.s_want_extra_isize.set(EXTRA_ISIZE);
         }
-        p32(&mut s, 0x160, 1); // signed directory hash
-        p16(&mut s, 0x164, u64::from(g.stride));
-        p32(&mut s, 0x170, u64::from(g.stripe_width));
+        s.s_flags.set(SuperFlags::SIGNED_HASH.bits());
+        s.s_raid_stride.set(g.stride as u16);
+        s.s_raid_stripe_width.set(g.stripe_width);
         if f.flex_bg {
-            s[0x174] = 4;
+            s.s_log_groups_per_flex = LOG_GROUPS_PER_FLEX;
         }
         if f.metadata_csum {
-            s[0x175] = 1;
-            let c = crc32c_raw(0xffff_ffff, &s[..0x3FC]);
-            p32(&mut s, 0x3FC, u64::from(c));
+            s.s_checksum_type = CRC32C_CHKSUM;
+            s.s_checksum.set(s.checksum());
         }
         s
     }
