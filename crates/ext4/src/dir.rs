@@ -349,17 +349,22 @@ mod tests {
         }
     }
 
-    #[test]
-    fn small_dir_is_linear() {
-        let names: Vec<String> = (0..10).map(|i| format!("f{i}")).collect();
-        let e: Vec<Entry<'_>> = names
+    /// Regular-file entries named `names`, all inode 20.
+    fn files(names: &[String]) -> Vec<Entry<'_>> {
+        names
             .iter()
             .map(|n| Entry {
                 name: n.as_bytes(),
                 ino: 20,
                 ftype: 1,
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn small_dir_is_linear() {
+        let names: Vec<String> = (0..10).map(|i| format!("f{i}")).collect();
+        let e = files(&names);
         let d = build(&params(Some(7)), &e).unwrap();
         assert!(!d.indexed);
         assert_eq!(d.data.len(), 4096);
@@ -369,14 +374,7 @@ mod tests {
     #[test]
     fn big_dir_is_htree() {
         let names: Vec<String> = (0..20_000).map(|i| format!("file-{i:06}")).collect();
-        let e: Vec<Entry<'_>> = names
-            .iter()
-            .map(|n| Entry {
-                name: n.as_bytes(),
-                ino: 20,
-                ftype: 1,
-            })
-            .collect();
+        let e = files(&names);
         let d = build(&params(Some(7)), &e).unwrap();
         assert!(d.indexed);
         assert!(d.data.len() / 4096 > 90);

@@ -11,7 +11,7 @@ use crate::raw::ROOT_INO;
 /// Counts inodes a tree needs (reserved + lost+found + one per distinct node).
 pub(crate) fn inodes_needed(tree: &Tree) -> u64 {
     let mut links = BTreeSet::new();
-    let mut n = 11u64; // 1..=10 reserved, 11 lost+found
+    let mut n = u64::from(LOST_FOUND); // the reserved inodes 1..=10 and lost+found
     for (id, node) in tree.nodes.iter().enumerate() {
         if id == 0 {
             continue;
@@ -63,7 +63,7 @@ impl Numbering {
             ino_of[lf] = LOST_FOUND;
         }
         let lf_other = lf_node.is_none() && tree.child(0, "lost+found").is_some();
-        let mut next = if lf_other { 11u32 } else { 12 };
+        let mut next = if lf_other { LOST_FOUND } else { LOST_FOUND + 1 };
         let mut order: Vec<NodeId> = Vec::with_capacity(tree.nodes.len());
         let mut stack: Vec<NodeId> = vec![0];
         while let Some(id) = stack.pop() {

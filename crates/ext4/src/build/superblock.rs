@@ -50,13 +50,9 @@ pub(crate) fn uuid_string(u: &[u8; 16]) -> String {
 
 /// The directory hash seed derived from the seed.
 pub(super) fn hash_seed_for(req: &Ext4Request) -> [u32; 4] {
-    let hs = Guid::derive(req.seed, "ext4-hash-seed", 0).to_uuid_bytes();
-    [
-        u32::from_le_bytes([hs[0], hs[1], hs[2], hs[3]]),
-        u32::from_le_bytes([hs[4], hs[5], hs[6], hs[7]]),
-        u32::from_le_bytes([hs[8], hs[9], hs[10], hs[11]]),
-        u32::from_le_bytes([hs[12], hs[13], hs[14], hs[15]]),
-    ]
+    let words: [U32; 4] =
+        zerocopy::transmute!(Guid::derive(req.seed, "ext4-hash-seed", 0).to_uuid_bytes());
+    words.map(U32::get)
 }
 
 impl Prepared {
