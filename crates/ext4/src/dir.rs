@@ -8,8 +8,8 @@ use zerocopy::{FromBytes, IntoBytes};
 
 use crate::csum::{crc32c_raw, dx_hash_half_md4};
 use crate::raw::{
-    put, DirEntryRaw, DirEntryTailRaw, DxCountLimitRaw, DxEntryRaw, DxNodeRaw, DxRootInfoRaw,
-    DxRootRaw, DxTailRaw, DX_HASH_HALF_MD4, FT_DIR, FT_DIR_CSUM,
+    put_struct, DirEntryRaw, DirEntryTailRaw, DxCountLimitRaw, DxEntryRaw, DxNodeRaw,
+    DxRootInfoRaw, DxRootRaw, DxTailRaw, DX_HASH_HALF_MD4, FT_DIR, FT_DIR_CSUM,
 };
 use crate::Error;
 
@@ -62,7 +62,7 @@ fn entry(ino: u32, rec_len: usize, name_len: usize, ftype: u8) -> DirEntryRaw {
 }
 
 fn put_entry(b: &mut [u8], off: usize, ino: u32, rec_len: usize, name: &[u8], ftype: u8) {
-    put(b, off, &entry(ino, rec_len, name.len(), ftype));
+    put_struct(b, off, &entry(ino, rec_len, name.len(), ftype));
     let at = off + size_of::<DirEntryRaw>();
     b[at..at + name.len()].copy_from_slice(name);
 }
@@ -139,7 +139,7 @@ fn finish_leaf_tail(b: &mut [u8], seed: u32) {
         det_reserved_ft: FT_DIR_CSUM,
         det_checksum: U32::new(crc32c_raw(seed, &b[..t])),
     };
-    put(b, t, &tail);
+    put_struct(b, t, &tail);
 }
 
 /// Checksum of a dx (root or node) block: header up to the used entries, then the tail
@@ -153,7 +153,7 @@ fn finish_dx_tail(b: &mut [u8], seed: u32, count_offset: usize, count: usize, li
     };
     let c = crc32c_raw(crc32c_raw(seed, &b[..size]), tail.as_bytes());
     tail.dt_checksum.set(c);
-    put(b, t, &tail);
+    put_struct(b, t, &tail);
 }
 
 /// Number of blocks the linear layout would take (with "." and "..").
@@ -262,7 +262,7 @@ fn build_htree(p: &DirParams, entries: &[Entry<'_>]) -> Result<DirBlocks, Error>
             unused_flags: 0,
         },
     };
-    put(&mut data[..bs], 0, &root);
+    put_struct(&mut data[..bs], 0, &root);
     // (hash, logical block) lists for the root.
     let root_entries: Vec<(u32, u32)> = if levels == 0 {
         leaf_hash
@@ -292,7 +292,7 @@ fn build_htree(p: &DirParams, entries: &[Entry<'_>]) -> Result<DirBlocks, Error>
         let node = DxNodeRaw {
             fake: entry(0, bs, 0, 0),
         };
-        put(b, 0, &node);
+        put_struct(b, 0, &node);
         write_dx(b, size_of::<DxNodeRaw>(), node_limit, &list, p.csum);
     }
     for (k, leaf) in leaves.iter().enumerate() {
@@ -320,13 +320,13 @@ fn write_dx(
             hash: U32::new(h),
             block: U32::new(blk),
         };
-        put(b, o + k * DX_ENTRY, &e);
+        put_struct(b, o + k * DX_ENTRY, &e);
     }
     let cl = DxCountLimitRaw {
         limit: U16::new(limit as u16),
         count: U16::new(list.len() as u16),
     };
-    put(b, o, &cl);
+    put_struct(b, o, &cl);
     if let Some(seed) = csum {
         finish_dx_tail(b, seed, count_offset, list.len(), limit);
     }

@@ -7,7 +7,7 @@ use zerocopy::FromZeros;
 
 use crate::csum::crc32c_raw;
 use crate::raw::{
-    put, XattrEntryRaw, XattrHeaderRaw, XattrIbodyHeaderRaw, XATTR_INDEX_SECURITY,
+    put_struct, XattrEntryRaw, XattrHeaderRaw, XattrIbodyHeaderRaw, XATTR_INDEX_SECURITY,
     XATTR_INDEX_SYSTEM, XATTR_INDEX_TRUSTED, XATTR_INDEX_USER, XATTR_MAGIC,
 };
 use crate::Error;
@@ -112,7 +112,7 @@ fn place(area: &mut [u8], entries_off: usize, base: usize, attrs: &[Attr]) -> Ve
             e_value_size: U32::new(a.value.len() as u32),
             e_hash: U32::new(h),
         };
-        put(area, e, &raw);
+        put_struct(area, e, &raw);
         let name = e + size_of::<XattrEntryRaw>();
         area[name..name + a.name.len()].copy_from_slice(&a.name);
         e += entry_len(a);
@@ -126,7 +126,7 @@ pub(crate) fn write_in_inode(area: &mut [u8], attrs: &[Attr]) {
     let header = XattrIbodyHeaderRaw {
         h_magic: U32::new(XATTR_MAGIC),
     };
-    put(area, 0, &header);
+    put_struct(area, 0, &header);
     let body = &mut area[size_of::<XattrIbodyHeaderRaw>()..];
     place(body, 0, 0, attrs);
 }
@@ -149,11 +149,11 @@ pub(crate) fn build_block(
     header.h_refcount.set(1);
     header.h_blocks.set(1);
     header.h_hash.set(h);
-    put(&mut b, 0, &header);
+    put_struct(&mut b, 0, &header);
     if let Some(seed) = csum_seed {
         let c = crc32c_raw(crc32c_raw(seed, &block_nr.to_le_bytes()), &b);
         header.h_checksum.set(c);
-        put(&mut b, 0, &header);
+        put_struct(&mut b, 0, &header);
     }
     b
 }

@@ -6,6 +6,8 @@ use super::inode::Ino;
 use crate::geom::{Bitmap, Geometry};
 use crate::Error;
 
+/// A next-fit allocator over the block bitmap: the cursor starts after the first inode
+/// table and wraps around to the first data block once.
 struct Allocator {
     cursor: u64,
     start: u64,

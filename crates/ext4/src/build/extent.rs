@@ -10,8 +10,8 @@ use super::inode::Ino;
 use super::Prepared;
 use crate::csum::{crc32c_raw, inode_seed};
 use crate::raw::{
-    put, ExtentHeaderRaw, ExtentIdxRaw, ExtentRaw, ExtentTailRaw, EXT_INIT_MAX_LEN, EXT_MAGIC,
-    N_BLOCKS,
+    put_struct, ExtentHeaderRaw, ExtentIdxRaw, ExtentRaw, ExtentTailRaw, EXT_INIT_MAX_LEN,
+    EXT_MAGIC, N_BLOCKS,
 };
 
 /// The longest extent written.
@@ -75,9 +75,9 @@ fn fill_node<E: IntoBytes + Immutable>(node: &mut [u8], max: usize, depth: u16, 
         eh_depth: U16::new(depth),
         eh_generation: U32::ZERO,
     };
-    put(node, 0, &header);
+    put_struct(node, 0, &header);
     for (k, e) in entries.iter().enumerate() {
-        put(node, HEADER + ENTRY * k, e);
+        put_struct(node, HEADER + ENTRY * k, e);
     }
 }
 
@@ -97,7 +97,7 @@ fn node_block<E: IntoBytes + Immutable>(
         let tail = ExtentTailRaw {
             et_checksum: U32::new(crc32c_raw(s, &b[..t])),
         };
-        put(&mut b, t, &tail);
+        put_struct(&mut b, t, &tail);
     }
     b
 }

@@ -1,9 +1,8 @@
 //! The in-memory inode ([`Ino`]), its on-disk record, and the inode tables.
 
-use blockwise_geometry::BlockSink;
-
 use core::mem::size_of;
 
+use blockwise_geometry::BlockSink;
 use zerocopy::{FromZeros, IntoBytes};
 
 use super::{put, Prepared};

@@ -2,12 +2,11 @@
 //! superblock, and the `s_jnl_blocks` backup in the superblock.
 
 use blockwise_geometry::BlockSink;
-
-use super::extent::push_run;
-use super::inode::{Body, Ino};
 use zerocopy::little_endian::U32;
 use zerocopy::{FromZeros, IntoBytes};
 
+use super::extent::push_run;
+use super::inode::{Body, Ino};
 use super::{put, Prepared};
 use crate::geom::Geometry;
 use crate::raw::{

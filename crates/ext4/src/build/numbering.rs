@@ -9,7 +9,7 @@ use super::LOST_FOUND;
 use crate::raw::ROOT_INO;
 
 /// Counts inodes a tree needs (reserved + lost+found + one per distinct node).
-pub(crate) fn inodes_needed(tree: &Tree) -> u64 {
+pub(super) fn inodes_needed(tree: &Tree) -> u64 {
     let mut links = BTreeSet::new();
     let mut n = u64::from(LOST_FOUND); // the reserved inodes 1..=10 and lost+found
     for (id, node) in tree.nodes.iter().enumerate() {

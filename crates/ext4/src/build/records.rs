@@ -4,8 +4,7 @@
 
 use blockwise_geometry::{NodeId, NodeKind, Tree};
 
-use super::inode::INODE_RAW;
-use super::inode::{Body, Ino};
+use super::inode::{Body, Ino, INODE_RAW};
 use super::numbering::Numbering;
 use super::{journal, LOST_FOUND};
 use crate::csum::inode_seed;

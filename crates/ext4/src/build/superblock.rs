@@ -1,11 +1,10 @@
 //! The superblock and its backups, with the identity fields (UUID, label, hash seed).
 
 use blockwise_geometry::{BlockSink, Guid};
-
-use super::groups::GroupTables;
 use zerocopy::little_endian::U32;
 use zerocopy::{FromZeros, IntoBytes};
 
+use super::groups::GroupTables;
 use super::inode::{EXTRA_ISIZE, INODE_RAW};
 use super::{put, Prepared};
 use crate::geom::{has_super, LOG_GROUPS_PER_FLEX};
@@ -32,7 +31,7 @@ pub(super) fn label_bytes(req: &Ext4Request) -> Result<[u8; 16], Error> {
 }
 
 /// The filesystem UUID (textual byte order) derived from the seed.
-pub(crate) fn uuid_for(req: &Ext4Request) -> [u8; 16] {
+pub(super) fn uuid_for(req: &Ext4Request) -> [u8; 16] {
     Guid::derive(req.seed, "ext4-uuid", 0).to_uuid_bytes()
 }
 
@@ -114,12 +113,10 @@ impl Prepared {
         s.set_features(f.flags());
         s.s_uuid = self.uuid;
         s.s_volume_name = self.label;
-        if f.has_journal {
-            s.s_journal_inum.set(JOURNAL_INO);
-        }
         s.s_hash_seed = self.hash_seed.map(U32::new);
         s.s_def_hash_version = DX_HASH_HALF_MD4;
         if f.has_journal {
+            s.s_journal_inum.set(JOURNAL_INO);
             s.s_jnl_backup_type = JNL_BACKUP_BLOCKS;
         }
         s.s_desc_size

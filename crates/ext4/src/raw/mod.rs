@@ -189,7 +189,7 @@ pub const JBD2_MIN_JOURNAL_BLOCKS: u32 = 1024;
 /// # Panics
 /// When `buf` is shorter than `offset + size_of::<T>()`: the writer sizes its blocks from
 /// the same layouts, so this is a bug, never a disk value.
-pub(crate) fn put<T: zerocopy::IntoBytes + zerocopy::Immutable>(
+pub(crate) fn put_struct<T: zerocopy::IntoBytes + zerocopy::Immutable>(
     buf: &mut [u8],
     offset: usize,
     value: &T,
