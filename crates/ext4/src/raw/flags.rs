@@ -184,6 +184,7 @@ pub const FEATURE_NAMES: &[(Feature, &str)] = &[
     ),
     (Feature::RoCompat(RoCompatFeatures::HUGE_FILE), "huge_file"),
     (Feature::RoCompat(RoCompatFeatures::GDT_CSUM), "uninit_bg"),
+    // The kernel's name, accepted too.
     (Feature::RoCompat(RoCompatFeatures::GDT_CSUM), "gdt_csum"),
     (Feature::RoCompat(RoCompatFeatures::DIR_NLINK), "dir_nlink"),
     (
