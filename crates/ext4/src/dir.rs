@@ -1,8 +1,22 @@
 //! Directory blocks: linear leaf blocks and htree (dir_index) directories, with the
 //! metadata_csum tails.
 
+use core::mem::size_of;
+
+use zerocopy::little_endian::{U16, U32};
+use zerocopy::{FromBytes, IntoBytes};
+
 use crate::csum::{crc32c_raw, dx_hash_half_md4};
+use crate::raw::{
+    put_struct, DirEntryRaw, DirEntryTailRaw, DxCountLimitRaw, DxEntryRaw, DxNodeRaw,
+    DxRootInfoRaw, DxRootRaw, DxTailRaw, DX_HASH_HALF_MD4, FT_DIR, FT_DIR_CSUM,
+};
 use crate::Error;
+
+/// The checksum tail at the end of a leaf block (metadata_csum).
+const LEAF_TAIL: usize = size_of::<DirEntryTailRaw>();
+/// An htree index entry.
+const DX_ENTRY: usize = size_of::<DxEntryRaw>();
 
 /// One name in a directory.
 #[derive(Clone, Debug)]
@@ -32,20 +46,31 @@ pub(crate) struct DirBlocks {
     pub indexed: bool,
 }
 
+/// The smallest record for a name: header, name, padding to 4 bytes.
 fn rec_len_min(name_len: usize) -> usize {
-    (8 + name_len + 3) & !3
+    (size_of::<DirEntryRaw>() + name_len + 3) & !3
+}
+
+/// A directory entry header.
+fn entry(ino: u32, rec_len: usize, name_len: usize, ftype: u8) -> DirEntryRaw {
+    DirEntryRaw {
+        inode: U32::new(ino),
+        rec_len: U16::new(rec_len as u16),
+        name_len: name_len as u8,
+        file_type: ftype,
+    }
 }
 
 fn put_entry(b: &mut [u8], off: usize, ino: u32, rec_len: usize, name: &[u8], ftype: u8) {
-    b[off..off + 4].copy_from_slice(&ino.to_le_bytes());
-    b[off + 4..off + 6].copy_from_slice(&(rec_len as u16).to_le_bytes());
-    b[off + 6] = name.len() as u8;
-    b[off + 7] = ftype;
-    b[off + 8..off + 8 + name.len()].copy_from_slice(name);
+    put_struct(b, off, &entry(ino, rec_len, name.len(), ftype));
+    let at = off + size_of::<DirEntryRaw>();
+    b[at..at + name.len()].copy_from_slice(name);
 }
 
 fn set_rec_len(b: &mut [u8], off: usize, rec_len: usize) {
-    b[off + 4..off + 6].copy_from_slice(&(rec_len as u16).to_le_bytes());
+    if let Ok((e, _)) = DirEntryRaw::mut_from_prefix(&mut b[off..]) {
+        e.rec_len.set(rec_len as u16);
+    }
 }
 
 /// Packs entries into leaf blocks (each `bs` long, tail added when csum).
@@ -60,7 +85,11 @@ struct LeafPacker<'p> {
 
 impl<'p> LeafPacker<'p> {
     fn new(p: &'p DirParams) -> Self {
-        let cap = if p.csum.is_some() { p.bs - 12 } else { p.bs };
+        let cap = if p.csum.is_some() {
+            p.bs - LEAF_TAIL
+        } else {
+            p.bs
+        };
         LeafPacker {
             p,
             cap,
@@ -102,30 +131,39 @@ impl<'p> LeafPacker<'p> {
 }
 
 fn finish_leaf_tail(b: &mut [u8], seed: u32) {
-    let bs = b.len();
-    let t = bs - 12;
-    b[t..t + 4].copy_from_slice(&0u32.to_le_bytes());
-    b[t + 4..t + 6].copy_from_slice(&12u16.to_le_bytes());
-    b[t + 6] = 0;
-    b[t + 7] = 0xDE;
-    let c = crc32c_raw(seed, &b[..t]);
-    b[t + 8..t + 12].copy_from_slice(&c.to_le_bytes());
+    let t = b.len() - LEAF_TAIL;
+    let tail = DirEntryTailRaw {
+        det_reserved_zero1: U32::ZERO,
+        det_rec_len: U16::new(LEAF_TAIL as u16),
+        det_reserved_zero2: 0,
+        det_reserved_ft: FT_DIR_CSUM,
+        det_checksum: U32::new(crc32c_raw(seed, &b[..t])),
+    };
+    put_struct(b, t, &tail);
 }
 
-/// Checksum of a dx (root or node) block: header up to the used entries, then the tail.
+/// Checksum of a dx (root or node) block: header up to the used entries, then the tail
+/// (after the last entry slot) with its checksum zero.
 fn finish_dx_tail(b: &mut [u8], seed: u32, count_offset: usize, count: usize, limit: usize) {
-    let t = count_offset + limit * 8;
-    let size = count_offset + count * 8;
-    let c = crc32c_raw(seed, &b[..size]);
-    let c = crc32c_raw(c, &b[t..t + 4]);
-    let c = crc32c_raw(c, &[0u8; 4]);
-    b[t + 4..t + 8].copy_from_slice(&c.to_le_bytes());
+    let t = count_offset + limit * DX_ENTRY;
+    let size = count_offset + count * DX_ENTRY;
+    let mut tail = DxTailRaw {
+        dt_reserved: U32::ZERO,
+        dt_checksum: U32::ZERO,
+    };
+    let c = crc32c_raw(crc32c_raw(seed, &b[..size]), tail.as_bytes());
+    tail.dt_checksum.set(c);
+    put_struct(b, t, &tail);
 }
 
 /// Number of blocks the linear layout would take (with "." and "..").
 fn linear_fits_one(p: &DirParams, entries: &[Entry<'_>]) -> bool {
-    let cap = if p.csum.is_some() { p.bs - 12 } else { p.bs };
-    let mut need = 12 + 12;
+    let cap = if p.csum.is_some() {
+        p.bs - LEAF_TAIL
+    } else {
+        p.bs
+    };
+    let mut need = rec_len_min(1) + rec_len_min(2);
     for e in entries {
         need += rec_len_min(e.name.len());
         if need > cap {
@@ -139,8 +177,8 @@ fn linear_fits_one(p: &DirParams, entries: &[Entry<'_>]) -> bool {
 pub(crate) fn build(p: &DirParams, entries: &[Entry<'_>]) -> Result<DirBlocks, Error> {
     if !p.dir_index || linear_fits_one(p, entries) {
         let mut lp = LeafPacker::new(p);
-        lp.push(b".", p.ino, 2);
-        lp.push(b"..", p.parent, 2);
+        lp.push(b".", p.ino, FT_DIR);
+        lp.push(b"..", p.parent, FT_DIR);
         for e in entries {
             lp.push(e.name, e.ino, e.ftype);
         }
@@ -163,9 +201,13 @@ pub(crate) fn build(p: &DirParams, entries: &[Entry<'_>]) -> Result<DirBlocks, E
 
 fn build_htree(p: &DirParams, entries: &[Entry<'_>]) -> Result<DirBlocks, Error> {
     let bs = p.bs;
-    let csum_sz = if p.csum.is_some() { 8 } else { 0 };
-    let root_limit = (bs - 32 - csum_sz) / 8;
-    let node_limit = (bs - 8 - csum_sz) / 8;
+    let csum_sz = if p.csum.is_some() {
+        size_of::<DxTailRaw>()
+    } else {
+        0
+    };
+    let root_limit = (bs - size_of::<DxRootRaw>() - csum_sz) / DX_ENTRY;
+    let node_limit = (bs - size_of::<DxNodeRaw>() - csum_sz) / DX_ENTRY;
     let mut hashed: Vec<(u32, u32, usize)> = entries
         .iter()
         .enumerate()
@@ -205,24 +247,22 @@ fn build_htree(p: &DirParams, entries: &[Entry<'_>]) -> Result<DirBlocks, Error>
     };
     let total = 1 + n_nodes + n_leaves;
     let mut data = vec![0u8; total * bs];
-    // Root block.
-    {
-        let r = &mut data[..bs];
-        put_entry(r, 0, p.ino, 12, b".", if p.filetype { 2 } else { 0 });
-        put_entry(
-            r,
-            12,
-            p.parent,
-            bs - 12,
-            b"..",
-            if p.filetype { 2 } else { 0 },
-        );
-        r[24..28].copy_from_slice(&0u32.to_le_bytes());
-        r[28] = 1; // half_md4
-        r[29] = 8;
-        r[30] = levels;
-        r[31] = 0;
-    }
+    // Root block: ".", ".." over the rest of the block, the root info.
+    let ft = if p.filetype { FT_DIR } else { 0 };
+    let root = DxRootRaw {
+        dot: entry(p.ino, rec_len_min(1), 1, ft),
+        dot_name: *b".\0\0\0",
+        dotdot: entry(p.parent, bs - rec_len_min(1), 2, ft),
+        dotdot_name: *b"..\0\0",
+        info: DxRootInfoRaw {
+            reserved_zero: U32::ZERO,
+            hash_version: DX_HASH_HALF_MD4,
+            info_length: size_of::<DxRootInfoRaw>() as u8,
+            indirect_levels: levels,
+            unused_flags: 0,
+        },
+    };
+    put_struct(&mut data[..bs], 0, &root);
     // (hash, logical block) lists for the root.
     let root_entries: Vec<(u32, u32)> = if levels == 0 {
         leaf_hash
@@ -235,7 +275,13 @@ fn build_htree(p: &DirParams, entries: &[Entry<'_>]) -> Result<DirBlocks, Error>
             .map(|n| (leaf_hash[n * node_limit], (1 + n) as u32))
             .collect()
     };
-    write_dx(&mut data[..bs], 32, root_limit, &root_entries, p.csum);
+    write_dx(
+        &mut data[..bs],
+        size_of::<DxRootRaw>(),
+        root_limit,
+        &root_entries,
+        p.csum,
+    );
     for n in 0..n_nodes {
         let first = n * node_limit;
         let last = (first + node_limit).min(n_leaves);
@@ -243,8 +289,11 @@ fn build_htree(p: &DirParams, entries: &[Entry<'_>]) -> Result<DirBlocks, Error>
             .map(|k| (leaf_hash[k], (1 + n_nodes + k) as u32))
             .collect();
         let b = &mut data[(1 + n) * bs..(2 + n) * bs];
-        put_entry(b, 0, 0, bs, b"", 0);
-        write_dx(b, 8, node_limit, &list, p.csum);
+        let node = DxNodeRaw {
+            fake: entry(0, bs, 0, 0),
+        };
+        put_struct(b, 0, &node);
+        write_dx(b, size_of::<DxNodeRaw>(), node_limit, &list, p.csum);
     }
     for (k, leaf) in leaves.iter().enumerate() {
         let at = (1 + n_nodes + k) * bs;
@@ -256,6 +305,8 @@ fn build_htree(p: &DirParams, entries: &[Entry<'_>]) -> Result<DirBlocks, Error>
     })
 }
 
+/// Writes the count/limit and the index entries at `count_offset` of a dx block. The
+/// first entry has no hash: the count/limit takes its place.
 fn write_dx(
     b: &mut [u8],
     count_offset: usize,
@@ -264,15 +315,18 @@ fn write_dx(
     csum: Option<u32>,
 ) {
     let o = count_offset;
-    b[o..o + 2].copy_from_slice(&(limit as u16).to_le_bytes());
-    b[o + 2..o + 4].copy_from_slice(&(list.len() as u16).to_le_bytes());
     for (k, &(h, blk)) in list.iter().enumerate() {
-        let e = o + k * 8;
-        if k > 0 {
-            b[e..e + 4].copy_from_slice(&h.to_le_bytes());
-        }
-        b[e + 4..e + 8].copy_from_slice(&blk.to_le_bytes());
+        let e = DxEntryRaw {
+            hash: U32::new(h),
+            block: U32::new(blk),
+        };
+        put_struct(b, o + k * DX_ENTRY, &e);
     }
+    let cl = DxCountLimitRaw {
+        limit: U16::new(limit as u16),
+        count: U16::new(list.len() as u16),
+    };
+    put_struct(b, o, &cl);
     if let Some(seed) = csum {
         finish_dx_tail(b, seed, count_offset, list.len(), limit);
     }
@@ -295,17 +349,22 @@ mod tests {
         }
     }
 
-    #[test]
-    fn small_dir_is_linear() {
-        let names: Vec<String> = (0..10).map(|i| format!("f{i}")).collect();
-        let e: Vec<Entry<'_>> = names
+    /// Regular-file entries named `names`, all inode 20.
+    fn files(names: &[String]) -> Vec<Entry<'_>> {
+        names
             .iter()
             .map(|n| Entry {
                 name: n.as_bytes(),
                 ino: 20,
                 ftype: 1,
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn small_dir_is_linear() {
+        let names: Vec<String> = (0..10).map(|i| format!("f{i}")).collect();
+        let e = files(&names);
         let d = build(&params(Some(7)), &e).unwrap();
         assert!(!d.indexed);
         assert_eq!(d.data.len(), 4096);
@@ -315,14 +374,7 @@ mod tests {
     #[test]
     fn big_dir_is_htree() {
         let names: Vec<String> = (0..20_000).map(|i| format!("file-{i:06}")).collect();
-        let e: Vec<Entry<'_>> = names
-            .iter()
-            .map(|n| Entry {
-                name: n.as_bytes(),
-                ino: 20,
-                ftype: 1,
-            })
-            .collect();
+        let e = files(&names);
         let d = build(&params(Some(7)), &e).unwrap();
         assert!(d.indexed);
         assert!(d.data.len() / 4096 > 90);

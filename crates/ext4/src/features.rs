@@ -1,6 +1,60 @@
 //! The feature set: profiles plus single-feature edits, in mke2fs spelling.
 
+use crate::raw::{
+    CompatFeatures as C, Feature, FeatureSet, IncompatFeatures as I, RoCompatFeatures as R,
+};
 use crate::{Error, Ext4Backend, Ext4Options, Ext4Profile, Field, Invalid};
+
+/// Picks one switch out of [`Features`].
+type Slot = fn(&mut Features) -> &mut bool;
+
+/// Each switch of [`Features`] and the feature bit it controls (names come from
+/// [`FEATURE_NAMES`](crate::raw::FEATURE_NAMES)).
+const SWITCHES: [(Feature, Slot); 12] = [
+    (Feature::Compat(C::HAS_JOURNAL), |f| &mut f.has_journal),
+    (Feature::Compat(C::EXT_ATTR), |f| &mut f.ext_attr),
+    (Feature::Compat(C::DIR_INDEX), |f| &mut f.dir_index),
+    (Feature::Incompat(I::FILETYPE), |f| &mut f.filetype),
+    (Feature::Incompat(I::BIT64), |f| &mut f.bit64),
+    (Feature::Incompat(I::FLEX_BG), |f| &mut f.flex_bg),
+    (Feature::RoCompat(R::SPARSE_SUPER), |f| &mut f.sparse_super),
+    (Feature::RoCompat(R::HUGE_FILE), |f| &mut f.huge_file),
+    (Feature::RoCompat(R::GDT_CSUM), |f| &mut f.uninit_bg),
+    (Feature::RoCompat(R::DIR_NLINK), |f| &mut f.dir_nlink),
+    (Feature::RoCompat(R::EXTRA_ISIZE), |f| &mut f.extra_isize),
+    (Feature::RoCompat(R::METADATA_CSUM), |f| {
+        &mut f.metadata_csum
+    }),
+];
+
+/// Always written; cannot be removed.
+const ALWAYS: FeatureSet = FeatureSet {
+    compat: C::empty(),
+    incompat: I::EXTENTS,
+    ro_compat: R::LARGE_FILE,
+};
+
+/// Never written: removing them is a no-op, adding them is unsupported.
+const NEVER_WRITTEN: FeatureSet = FeatureSet {
+    compat: C::RESIZE_INODE
+        .union(C::SPARSE_SUPER2)
+        .union(C::FAST_COMMIT)
+        .union(C::STABLE_INODES)
+        .union(C::ORPHAN_FILE),
+    incompat: I::JOURNAL_DEV
+        .union(I::META_BG)
+        .union(I::MMP)
+        .union(I::EA_INODE)
+        .union(I::CSUM_SEED)
+        .union(I::LARGEDIR)
+        .union(I::INLINE_DATA)
+        .union(I::ENCRYPT)
+        .union(I::CASEFOLD),
+    ro_compat: R::QUOTA
+        .union(R::BIGALLOC)
+        .union(R::PROJECT)
+        .union(R::VERITY),
+};
 
 /// Features this writer can produce. Every image also has `filetype`, `extent`,
 /// `large_file` and `sparse_super` unless removed where allowed.
@@ -62,21 +116,13 @@ impl Features {
                 } else {
                     (true, edit.strip_prefix('+').unwrap_or(edit))
                 };
-            let slot: &mut bool = match name {
-                "has_journal" => &mut f.has_journal,
-                "ext_attr" => &mut f.ext_attr,
-                "dir_index" => &mut f.dir_index,
-                "filetype" => &mut f.filetype,
-                "64bit" => &mut f.bit64,
-                "flex_bg" => &mut f.flex_bg,
-                "sparse_super" => &mut f.sparse_super,
-                "huge_file" => &mut f.huge_file,
-                "dir_nlink" => &mut f.dir_nlink,
-                "extra_isize" => &mut f.extra_isize,
-                "metadata_csum" => &mut f.metadata_csum,
-                "uninit_bg" | "gdt_csum" => &mut f.uninit_bg,
-                // Always written; cannot be removed.
-                "extent" | "extents" | "large_file" => {
+            let known = Feature::from_name(name);
+            if let Some(&(_, slot)) = known.and_then(|k| SWITCHES.iter().find(|(b, _)| *b == k)) {
+                *slot(&mut f) = on;
+                continue;
+            }
+            match known {
+                Some(k) if ALWAYS.contains(k) => {
                     if on || lenient {
                         continue;
                     }
@@ -84,11 +130,7 @@ impl Features {
                         feature: "removing extent or large_file (the writer always uses them)",
                     });
                 }
-                // Never written: removing them is a no-op, adding them is unsupported.
-                "resize_inode" | "orphan_file" | "inline_data" | "bigalloc" | "quota"
-                | "project" | "mmp" | "encrypt" | "casefold" | "verity" | "metadata_csum_seed"
-                | "sparse_super2" | "large_dir" | "ea_inode" | "journal_dev" | "meta_bg"
-                | "stable_inodes" | "fast_commit" => {
+                Some(k) if NEVER_WRITTEN.contains(k) => {
                     if !on || lenient {
                         continue;
                     }
@@ -103,8 +145,7 @@ impl Features {
                         format!("unknown ext4 feature {name:?} (mke2fs spelling, e.g. \"^metadata_csum\", \"+64bit\")"),
                     )))
                 }
-            };
-            *slot = on;
+            }
         }
         if f.metadata_csum {
             f.uninit_bg = false;
@@ -112,87 +153,38 @@ impl Features {
         Ok(f)
     }
 
+    /// The three superblock feature words.
+    pub(crate) fn flags(&self) -> FeatureSet {
+        let mut set = ALWAYS;
+        let mut me = *self;
+        for (bit, slot) in SWITCHES {
+            set.set(bit, *slot(&mut me));
+        }
+        set
+    }
+
     /// `s_feature_compat`.
     #[must_use]
     pub fn compat(&self) -> u32 {
-        let mut v = 0;
-        if self.has_journal {
-            v |= 0x4;
-        }
-        if self.ext_attr {
-            v |= 0x8;
-        }
-        if self.dir_index {
-            v |= 0x20;
-        }
-        v
+        self.flags().compat.bits()
     }
 
     /// `s_feature_incompat`.
     #[must_use]
     pub fn incompat(&self) -> u32 {
-        let mut v = 0x40; // extents
-        if self.filetype {
-            v |= 0x2;
-        }
-        if self.bit64 {
-            v |= 0x80;
-        }
-        if self.flex_bg {
-            v |= 0x200;
-        }
-        v
+        self.flags().incompat.bits()
     }
 
     /// `s_feature_ro_compat`.
     #[must_use]
     pub fn ro_compat(&self) -> u32 {
-        let mut v = 0x2; // large_file
-        if self.sparse_super {
-            v |= 0x1;
-        }
-        if self.huge_file {
-            v |= 0x8;
-        }
-        if self.uninit_bg {
-            v |= 0x10;
-        }
-        if self.dir_nlink {
-            v |= 0x20;
-        }
-        if self.extra_isize {
-            v |= 0x40;
-        }
-        if self.metadata_csum {
-            v |= 0x400;
-        }
-        v
+        self.flags().ro_compat.bits()
     }
 
     /// Names in `dumpe2fs` order.
     #[must_use]
     pub fn names(&self) -> Vec<String> {
-        let mut v = Vec::new();
-        let mut push = |on: bool, n: &str| {
-            if on {
-                v.push(n.to_string());
-            }
-        };
-        push(self.has_journal, "has_journal");
-        push(self.ext_attr, "ext_attr");
-        push(self.dir_index, "dir_index");
-        push(self.filetype, "filetype");
-        push(true, "extent");
-        push(self.bit64, "64bit");
-        push(self.flex_bg, "flex_bg");
-        push(self.sparse_super, "sparse_super");
-        push(true, "large_file");
-        push(self.huge_file, "huge_file");
-        push(self.uninit_bg, "uninit_bg");
-        push(self.dir_nlink, "dir_nlink");
-        push(self.extra_isize, "extra_isize");
-        push(self.metadata_csum, "metadata_csum");
-        v
+        self.flags().names()
     }
 }
 

@@ -116,6 +116,9 @@ pub(crate) struct Geometry {
     pub aligned: bool,
 }
 
+/// flex_bg packs the metadata of 1 << this many groups together (`s_log_groups_per_flex`).
+pub(crate) const LOG_GROUPS_PER_FLEX: u8 = 4;
+
 /// Groups holding a superblock backup under `sparse_super`: 0, 1, powers of 3, 5, 7.
 pub(crate) fn has_super(feat: &Features, g: u64) -> bool {
     if g <= 1 || !feat.sparse_super {
@@ -344,7 +347,7 @@ impl Geometry {
         };
         let mut aligned = true;
         if feat.flex_bg {
-            let flex = 16u64;
+            let flex = 1u64 << LOG_GROUPS_PER_FLEX;
             let mut f0 = 0;
             while f0 < groups {
                 let n = flex.min(groups - f0);

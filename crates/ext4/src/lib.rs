@@ -51,6 +51,11 @@
 //!
 //! Not written: `resize_inode`, `orphan_file`, `inline_data`, `bigalloc`, block-mapped
 //! (non-extent) files, POSIX ACL attributes, more than two htree levels.
+//!
+//! The on-disk layouts (superblock, descriptors, inodes, extents, directories, xattrs, the
+//! JBD2 superblock) and the feature flags with their mke2fs names are in [`raw`]; the
+//! checksums (raw CRC32C, crc16, the htree hash) in [`csum`]. Readers such as the verifier
+//! use both.
 
 mod build;
 pub mod csum;
@@ -58,6 +63,7 @@ mod dir;
 mod features;
 mod geom;
 mod options;
+pub mod raw;
 mod xattr;
 
 pub use features::Features;

@@ -1,8 +1,19 @@
 //! Extended attributes: in-inode storage (after `i_extra_isize`) or one xattr block.
 
+use core::mem::size_of;
+
+use zerocopy::little_endian::{U16, U32};
+use zerocopy::FromZeros;
+
+use crate::csum::crc32c_raw;
+use crate::raw::{
+    put_struct, XattrEntryRaw, XattrHeaderRaw, XattrIbodyHeaderRaw, XATTR_INDEX_SECURITY,
+    XATTR_INDEX_SYSTEM, XATTR_INDEX_TRUSTED, XATTR_INDEX_USER, XATTR_MAGIC,
+};
 use crate::Error;
 
-const MAGIC: u32 = 0xEA02_0000;
+/// The zero word ending an entry list.
+const END: usize = size_of::<u32>();
 
 /// One attribute split into ext4's name index and suffix.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -15,10 +26,10 @@ pub(crate) struct Attr {
 /// Splits `security.capability` into `(6, "capability")`.
 pub(crate) fn split(full: &str, value: &[u8]) -> Result<Attr, Error> {
     let table: [(&str, u8); 4] = [
-        ("user.", 1),
-        ("trusted.", 4),
-        ("security.", 6),
-        ("system.", 7),
+        ("user.", XATTR_INDEX_USER),
+        ("trusted.", XATTR_INDEX_TRUSTED),
+        ("security.", XATTR_INDEX_SECURITY),
+        ("system.", XATTR_INDEX_SYSTEM),
     ];
     if full.starts_with("system.posix_acl") {
         return Err(Error::UnsupportedXattr {
@@ -43,7 +54,7 @@ pub(crate) fn split(full: &str, value: &[u8]) -> Result<Attr, Error> {
 }
 
 fn entry_len(a: &Attr) -> usize {
-    (16 + a.name.len() + 3) & !3
+    (size_of::<XattrEntryRaw>() + a.name.len() + 3) & !3
 }
 fn value_len(a: &Attr) -> usize {
     (a.value.len() + 3) & !3
@@ -65,20 +76,16 @@ fn entry_hash(a: &Attr) -> u32 {
 
 /// Bytes needed in-inode (magic + entries + terminator + values).
 pub(crate) fn inode_bytes(attrs: &[Attr]) -> usize {
-    4 + attrs
-        .iter()
-        .map(|a| entry_len(a) + value_len(a))
-        .sum::<usize>()
-        + 4
+    size_of::<XattrIbodyHeaderRaw>() + entries_and_values(attrs) + END
 }
 
 /// Bytes needed in a block (header + entries + terminator + values).
 pub(crate) fn block_bytes(attrs: &[Attr]) -> usize {
-    32 + attrs
-        .iter()
-        .map(|a| entry_len(a) + value_len(a))
-        .sum::<usize>()
-        + 4
+    size_of::<XattrHeaderRaw>() + entries_and_values(attrs) + END
+}
+
+fn entries_and_values(attrs: &[Attr]) -> usize {
+    attrs.iter().map(|a| entry_len(a) + value_len(a)).sum()
 }
 
 /// Sort order of block entries (the kernel's: index, name length, name).
@@ -97,13 +104,17 @@ fn place(area: &mut [u8], entries_off: usize, base: usize, attrs: &[Attr]) -> Ve
         area[v..v + a.value.len()].copy_from_slice(&a.value);
         let h = entry_hash(a);
         hashes.push(h);
-        area[e] = a.name.len() as u8;
-        area[e + 1] = a.index;
-        area[e + 2..e + 4].copy_from_slice(&((v - base) as u16).to_le_bytes());
-        area[e + 4..e + 8].copy_from_slice(&0u32.to_le_bytes());
-        area[e + 8..e + 12].copy_from_slice(&(a.value.len() as u32).to_le_bytes());
-        area[e + 12..e + 16].copy_from_slice(&h.to_le_bytes());
-        area[e + 16..e + 16 + a.name.len()].copy_from_slice(&a.name);
+        let raw = XattrEntryRaw {
+            e_name_len: a.name.len() as u8,
+            e_name_index: a.index,
+            e_value_offs: U16::new((v - base) as u16),
+            e_value_inum: U32::ZERO,
+            e_value_size: U32::new(a.value.len() as u32),
+            e_hash: U32::new(h),
+        };
+        put_struct(area, e, &raw);
+        let name = e + size_of::<XattrEntryRaw>();
+        area[name..name + a.name.len()].copy_from_slice(&a.name);
         e += entry_len(a);
     }
     hashes
@@ -112,8 +123,11 @@ fn place(area: &mut [u8], entries_off: usize, base: usize, attrs: &[Attr]) -> Ve
 /// Fills the in-inode area (everything after `128 + i_extra_isize`).
 pub(crate) fn write_in_inode(area: &mut [u8], attrs: &[Attr]) {
     area.fill(0);
-    area[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-    let body = &mut area[4..];
+    let header = XattrIbodyHeaderRaw {
+        h_magic: U32::new(XATTR_MAGIC),
+    };
+    put_struct(area, 0, &header);
+    let body = &mut area[size_of::<XattrIbodyHeaderRaw>()..];
     place(body, 0, 0, attrs);
 }
 
@@ -125,19 +139,21 @@ pub(crate) fn build_block(
     csum_seed: Option<u32>,
 ) -> Vec<u8> {
     let mut b = vec![0u8; bs];
-    b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-    b[4..8].copy_from_slice(&1u32.to_le_bytes());
-    b[8..12].copy_from_slice(&1u32.to_le_bytes());
-    let hashes = place(&mut b, 32, 0, attrs);
+    let hashes = place(&mut b, size_of::<XattrHeaderRaw>(), 0, attrs);
     let mut h: u32 = 0;
     for eh in hashes {
         h = (h << 16) ^ (h >> 16) ^ eh;
     }
-    b[12..16].copy_from_slice(&h.to_le_bytes());
+    let mut header = XattrHeaderRaw::new_zeroed();
+    header.h_magic.set(XATTR_MAGIC);
+    header.h_refcount.set(1);
+    header.h_blocks.set(1);
+    header.h_hash.set(h);
+    put_struct(&mut b, 0, &header);
     if let Some(seed) = csum_seed {
-        let c = crate::csum::crc32c_raw(seed, &block_nr.to_le_bytes());
-        let c = crate::csum::crc32c_raw(c, &b);
-        b[16..20].copy_from_slice(&c.to_le_bytes());
+        let c = crc32c_raw(crc32c_raw(seed, &block_nr.to_le_bytes()), &b);
+        header.h_checksum.set(c);
+        put_struct(&mut b, 0, &header);
     }
     b
 }

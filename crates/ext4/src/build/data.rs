@@ -1,0 +1,78 @@
+//! Data blocks: file contents (streamed in 1 MiB chunks), directory blocks, slow symlink
+//! targets, extent-tree blocks and xattr blocks.
+
+use blockwise_geometry::{BlockSink, ContentSource};
+
+use super::inode::Body;
+use super::{put, Prepared};
+use crate::xattr;
+use crate::Error;
+
+impl Prepared {
+    /// Writes every inode's data and extra blocks.
+    pub(super) fn write_data<S: BlockSink + ?Sized>(
+        &self,
+        sink: &mut S,
+        content: &dyn ContentSource,
+    ) -> Result<(), Error> {
+        let bs = self.geo.bs;
+        // File contents, directories, symlinks, extent trees, xattr blocks.
+        let chunk_max = 1usize << 20;
+        let mut buf = vec![0u8; chunk_max];
+        for r in &self.inodes {
+            match &r.body {
+                Body::Content(handle) => {
+                    for &(l, len, p) in &r.extents {
+                        let start = l * bs;
+                        let end = ((l + len) * bs).min(r.size);
+                        let mut off = start;
+                        while off < end {
+                            let n = ((end - off) as usize).min(chunk_max);
+                            content.read_at(*handle, off, &mut buf[..n])?;
+                            put(
+                                sink,
+                                (p + (off - start) / bs) * bs + (off - start) % bs,
+                                &buf[..n],
+                            )?;
+                            off += n as u64;
+                        }
+                        // Zero the tail of the last block (the device may hold old data).
+                        let tail = (bs - end % bs) % bs;
+                        if tail > 0 && end > start {
+                            let at = (p + (end - start) / bs) * bs + (end - start) % bs;
+                            put(sink, at, &vec![0u8; tail as usize])?;
+                        }
+                    }
+                }
+                Body::Dir(data) => {
+                    let mut lb = 0u64;
+                    for &(l, len, p) in &r.extents {
+                        debug_assert_eq!(l, lb);
+                        let s = (l * bs) as usize;
+                        let e = ((l + len) * bs) as usize;
+                        put(sink, p * bs, &data[s..e])?;
+                        lb = l + len;
+                    }
+                }
+                Body::SlowLink(t) => {
+                    if let Some(&(_, _, p)) = r.extents.first() {
+                        let mut b = vec![0u8; bs as usize];
+                        b[..t.len()].copy_from_slice(t);
+                        put(sink, p * bs, &b)?;
+                    }
+                }
+                _ => {}
+            }
+            if !r.tree_blocks.is_empty() {
+                for (nr, b) in self.extent_tree(r).1 {
+                    put(sink, nr * bs, &b)?;
+                }
+            }
+            if let Some(x) = r.xattr_block {
+                let b = xattr::build_block(bs as usize, &r.attrs, x, self.csum());
+                put(sink, x * bs, &b)?;
+            }
+        }
+        Ok(())
+    }
+}

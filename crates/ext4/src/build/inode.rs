@@ -1,0 +1,176 @@
+//! The in-memory inode ([`Ino`]), its on-disk record, and the inode tables.
+
+use core::mem::size_of;
+
+use blockwise_geometry::BlockSink;
+use zerocopy::{FromZeros, IntoBytes};
+
+use super::{put, Prepared};
+use crate::csum::{crc32c_raw, inode_seed};
+use crate::raw::{InodeFlags, InodeRaw, GOOD_OLD_INODE_SIZE, N_BLOCKS, S_IFDIR, S_IFMT};
+use crate::xattr::{self, Attr};
+use crate::Error;
+
+/// Bytes of an inode record holding every [`InodeRaw`] field; in-inode xattrs follow.
+pub(super) const INODE_RAW: usize = size_of::<InodeRaw>();
+/// `i_extra_isize` (and `s_{min,want}_extra_isize`): all of [`InodeRaw`] is used.
+pub(super) const EXTRA_ISIZE: u16 = INODE_RAW as u16 - GOOD_OLD_INODE_SIZE;
+
+/// What an inode holds besides its extents.
+#[derive(Clone, Debug)]
+pub(super) enum Body {
+    /// Extent-mapped data from a content handle (regular files).
+    Content(u64),
+    /// A directory's blocks, built already.
+    Dir(Vec<u8>),
+    /// A slow symlink's target (one block).
+    SlowLink(Vec<u8>),
+    /// `i_block` verbatim (fast symlinks, devices).
+    Raw([u8; N_BLOCKS * 4]),
+    /// Journal: extents only, superblock written separately.
+    Journal,
+    /// Nothing (fifos, sockets, empty files).
+    None,
+}
+
+/// One inode to write.
+#[derive(Clone, Debug)]
+pub(super) struct Ino {
+    pub ino: u32,
+    pub mode: u16,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    pub links: u32,
+    pub time: i64,
+    pub nsec: u32,
+    pub flags: InodeFlags,
+    pub body: Body,
+    /// Data block runs per logical run: `(logical block, count)`, before allocation.
+    pub want: Vec<(u64, u64)>,
+    /// `(logical, len ≤ 32768, physical)`.
+    pub extents: Vec<(u64, u64, u64)>,
+    pub tree_blocks: Vec<u64>,
+    pub attrs: Vec<Attr>,
+    pub attrs_in_inode: bool,
+    pub xattr_block: Option<u64>,
+}
+
+impl Ino {
+    pub fn new(ino: u32, mode: u16, time: i64) -> Ino {
+        Ino {
+            ino,
+            mode,
+            uid: 0,
+            gid: 0,
+            size: 0,
+            links: 1,
+            time,
+            nsec: 0,
+            flags: InodeFlags::empty(),
+            body: Body::None,
+            want: Vec::new(),
+            extents: Vec::new(),
+            tree_blocks: Vec::new(),
+            attrs: Vec::new(),
+            attrs_in_inode: false,
+            xattr_block: None,
+        }
+    }
+    pub fn data_blocks(&self) -> u64 {
+        self.extents.iter().map(|e| e.1).sum::<u64>()
+            + self.tree_blocks.len() as u64
+            + u64::from(self.xattr_block.is_some())
+    }
+}
+
+impl Prepared {
+    /// Serializes one inode record of `s_inode_size` bytes (with checksum).
+    fn inode_bytes(&self, r: &Ino) -> Vec<u8> {
+        let g = &self.geo;
+        let isz = g.inode_size as usize;
+        let secs = r.time as u32;
+        let sectors = r.data_blocks() * (g.bs / 512);
+        let mut raw = InodeRaw::new_zeroed();
+        raw.i_mode.set(r.mode);
+        raw.i_uid.set(r.uid as u16);
+        raw.i_size_lo.set(r.size as u32);
+        raw.i_atime.set(secs);
+        raw.i_ctime.set(secs);
+        raw.i_mtime.set(secs);
+        raw.i_gid.set(r.gid as u16);
+        raw.i_links_count.set(r.links as u16);
+        raw.i_blocks_lo.set(sectors as u32);
+        raw.i_flags.set(r.flags.bits());
+        match &r.body {
+            Body::Raw(b) => raw.i_block = *b,
+            _ if r.flags.contains(InodeFlags::EXTENTS) => raw.i_block = self.extent_tree(r).0,
+            _ => {}
+        }
+        if let Some(x) = r.xattr_block {
+            raw.i_file_acl_lo.set(x as u32);
+            raw.l_i_file_acl_high.set((x >> 32) as u16);
+        }
+        raw.i_size_high.set((r.size >> 32) as u32);
+        raw.l_i_blocks_high.set((sectors >> 32) as u16);
+        raw.l_i_uid_high.set((r.uid >> 16) as u16);
+        raw.l_i_gid_high.set((r.gid >> 16) as u16);
+        let extra = isz >= INODE_RAW;
+        if extra {
+            raw.i_extra_isize.set(EXTRA_ISIZE);
+            let epoch = ((r.time - i64::from(r.time as i32)) >> 32) as u32 & 3;
+            let ex = (r.nsec << 2) | epoch;
+            raw.i_ctime_extra.set(ex);
+            raw.i_mtime_extra.set(ex);
+            raw.i_atime_extra.set(ex);
+            raw.i_crtime.set(secs);
+            raw.i_crtime_extra.set(ex);
+        }
+        let mut b = vec![0u8; isz];
+        let n = isz.min(INODE_RAW);
+        b[..n].copy_from_slice(&raw.as_bytes()[..n]);
+        if extra && r.attrs_in_inode && !r.attrs.is_empty() {
+            xattr::write_in_inode(&mut b[INODE_RAW..], &r.attrs);
+        }
+        if let Some(seed) = self.csum() {
+            let c = crc32c_raw(inode_seed(seed, r.ino, 0), &b);
+            raw.l_i_checksum_lo.set(c as u16);
+            if extra {
+                raw.i_checksum_hi.set((c >> 16) as u16);
+            }
+            b[..n].copy_from_slice(&raw.as_bytes()[..n]);
+        }
+        b
+    }
+
+    /// Writes the used part of every inode table; returns the directories per group.
+    pub(super) fn write_inode_tables<S: BlockSink + ?Sized>(
+        &self,
+        sink: &mut S,
+    ) -> Result<Vec<u64>, Error> {
+        let g = &self.geo;
+        let bs = g.bs;
+        let isz = g.inode_size;
+        let mut dirs_per_group: Vec<u64> = vec![0; g.groups as usize];
+        let mut k = 0;
+        while k < self.inodes.len() {
+            let grp = (u64::from(self.inodes[k].ino) - 1) / g.ipg;
+            let mut table: Vec<u8> = Vec::new();
+            while k < self.inodes.len() && (u64::from(self.inodes[k].ino) - 1) / g.ipg == grp {
+                let r = &self.inodes[k];
+                let slot = (u64::from(r.ino) - 1) % g.ipg;
+                let off = (slot * isz) as usize;
+                if table.len() < off + isz as usize {
+                    table.resize(off + isz as usize, 0);
+                }
+                table[off..off + isz as usize].copy_from_slice(&self.inode_bytes(r));
+                if r.mode & S_IFMT == S_IFDIR {
+                    dirs_per_group[grp as usize] += 1;
+                }
+                k += 1;
+            }
+            put(sink, g.loc[grp as usize].inode_table * bs, &table)?;
+        }
+        Ok(dirs_per_group)
+    }
+}
