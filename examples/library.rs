@@ -5,7 +5,7 @@
 //! cargo run --example library -- examples/rpi.toml rpi.img
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use blockwise::host::{build, plan_file, write_image_file, FileSource, SpecFile};
@@ -24,7 +24,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(spec: &PathBuf, out: &PathBuf) -> Result<bool, Box<dyn std::error::Error>> {
+fn run(spec: &Path, out: &Path) -> Result<bool, Box<dyn std::error::Error>> {
     // Plan: the same geometry `blockwise plan` prints.
     let mut sf = SpecFile::load(spec)?;
     let plan = plan_file(&mut sf)?;
@@ -34,7 +34,7 @@ fn run(spec: &PathBuf, out: &PathBuf) -> Result<bool, Box<dyn std::error::Error>
         plan.size_bytes
     );
     // Build and write atomically (temp file, fsync, rename).
-    let built = build(&mut sf, out.parent().unwrap_or(std::path::Path::new(".")))?;
+    let built = build(&mut sf, out.parent().unwrap_or(Path::new(".")))?;
     write_image_file(&built.image, out)?;
     // Verify the file just written, read back from disk, and compare with the plan.
     let src = FileSource::open(out)?;
