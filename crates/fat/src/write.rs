@@ -9,7 +9,9 @@
 
 use std::collections::HashMap;
 
-use blockwise_geometry::{BlockSink, ContentSource, FatPlan, NodeId, NodeKind, Tree};
+use blockwise_geometry::{
+    BlockSink, ContentError, ContentRef, ContentSource, FatPlan, NodeId, NodeKind, PlaceError, Tree,
+};
 use zerocopy::little_endian::{U16, U32};
 use zerocopy::IntoBytes;
 
@@ -116,6 +118,43 @@ impl<'a, S: BlockSink + ?Sized> Out<'a, S> {
     fn bytes(&mut self, off: u64, data: &[u8]) -> Result<(), Error> {
         self.region(off, data.len())?.copy_from_slice(data);
         Ok(())
+    }
+
+    /// Places file content at `off` (by reference where the sink keeps references).
+    fn content(
+        &mut self,
+        off: u64,
+        r: ContentRef,
+        source: &dyn ContentSource,
+    ) -> Result<(), Placing> {
+        self.flush().map_err(Placing::Done)?;
+        self.sink
+            .write_content(off, r, source)
+            .map_err(|e| match e {
+                PlaceError::Content(c) => Placing::Content(c),
+                PlaceError::Sink(e) => Placing::Done(Error::Sink {
+                    offset: off,
+                    source: Box::new(e),
+                }),
+            })
+    }
+}
+
+/// A failed [`Out::content`]: a content error still needs the file's path.
+enum Placing {
+    Done(Error),
+    Content(ContentError),
+}
+
+impl Placing {
+    fn into_error(self, path: impl FnOnce() -> String) -> Error {
+        match self {
+            Placing::Done(e) => e,
+            Placing::Content(source) => Error::Content {
+                path: path(),
+                source,
+            },
+        }
     }
 }
 
@@ -434,39 +473,6 @@ fn dir_bytes(
     out
 }
 
-/// Copies file content into `dst`, which holds file bytes `[file_off, file_off + dst.len())`;
-/// holes (outside `data_ranges`) and bytes past the end stay zero.
-fn fill(
-    content: &dyn ContentSource,
-    handle: u64,
-    size: u64,
-    ranges: Option<&[(u64, u64)]>,
-    file_off: u64,
-    dst: &mut [u8],
-) -> Result<(), blockwise_geometry::ContentError> {
-    let end = (file_off + dst.len() as u64).min(size);
-    let mut copy = |s: u64, e: u64| -> Result<(), blockwise_geometry::ContentError> {
-        let (s, e) = (s.max(file_off), e.min(end));
-        if s < e {
-            let a = usize::try_from(s - file_off).unwrap_or(0);
-            let b = usize::try_from(e - file_off).unwrap_or(0);
-            if let Some(d) = dst.get_mut(a..b) {
-                content.read_at(handle, s, d)?;
-            }
-        }
-        Ok(())
-    };
-    match ranges {
-        None => copy(file_off, end),
-        Some(rs) => {
-            for &(s, e) in rs {
-                copy(s, e)?;
-            }
-            Ok(())
-        }
-    }
-}
-
 fn boot_sector(layout: &Layout, plan: &FatPlan, label: &[u8; 11]) -> Vec<u8> {
     let s = usize::try_from(layout.sector_bytes).unwrap_or(512);
     let mut sec = vec![0u8; s];
@@ -776,18 +782,26 @@ pub(crate) fn write_volume<S: BlockSink + ?Sized>(
                 files += 1;
                 let off = layout.cluster_offset(u64::from(*f));
                 let total = clusters * cb;
+                let whole = [(0, *size)];
+                let ranges = data_ranges.as_deref().unwrap_or(&whole);
+                // Data by reference; holes and the slack after the end as zeros.
                 let mut pos = 0u64;
-                while pos < total {
-                    let n = usize::try_from((total - pos).min(CHUNK as u64)).unwrap_or(CHUNK);
-                    let dst = out.region(off + pos, n)?;
-                    fill(content, *handle, *size, data_ranges.as_deref(), pos, dst).map_err(
-                        |source| Error::Content {
-                            path: tree.path(*node),
-                            source,
-                        },
-                    )?;
-                    pos += n as u64;
+                for &(s, e) in ranges {
+                    let (s, e) = (s.max(pos), e.min(*size));
+                    if s >= e {
+                        continue;
+                    }
+                    out.zeros(off + pos, s - pos)?;
+                    let r = ContentRef {
+                        content: *handle,
+                        offset: s,
+                        len: e - s,
+                    };
+                    out.content(off + s, r, content)
+                        .map_err(|e| e.into_error(|| tree.path(*node)))?;
+                    pos = e;
                 }
+                out.zeros(off + pos, total - pos)?;
             }
         }
     }

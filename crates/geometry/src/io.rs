@@ -3,6 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::extent::{copy_content, ContentRef, PlaceError};
+use crate::tree::ContentSource;
+
 /// Something bytes can be written to at absolute offsets: an image in memory, a file, a device.
 ///
 /// Writers call [`write_at`](BlockSink::write_at) in any order; a sink that needs more
@@ -29,6 +32,17 @@ pub trait BlockSink {
     /// memory there is nothing to do.
     fn flush(&mut self) -> Result<(), Self::Error> {
         Ok(())
+    }
+    /// Places `r.len` bytes of content `r.content` (from `r.offset` on) at `offset`. A sink
+    /// that keeps references ([`ImageMap`](crate::ImageMap)) records `r` and reads nothing;
+    /// every other sink gets the bytes, read through `source` in 1 MiB chunks.
+    fn write_content(
+        &mut self,
+        offset: u64,
+        r: ContentRef,
+        source: &dyn ContentSource,
+    ) -> Result<(), PlaceError<Self::Error>> {
+        copy_content(self, offset, r, source)
     }
 }
 
@@ -58,14 +72,14 @@ pub struct OutOfBounds {
     pub size: u64,
 }
 
-fn range_check(offset: u64, len: usize, size: u64) -> Result<(u64, u64), OutOfBounds> {
-    let len64 = u64::try_from(len).unwrap_or(u64::MAX);
-    let err = OutOfBounds {
-        offset,
-        len: len64,
-        size,
-    };
-    let end = offset.checked_add(len64).ok_or(err)?;
+pub(crate) fn range_check(offset: u64, len: usize, size: u64) -> Result<(u64, u64), OutOfBounds> {
+    range_check_u64(offset, u64::try_from(len).unwrap_or(u64::MAX), size)
+}
+
+/// `[offset, offset + len)` inside `[0, size)`, as `(start, end)`.
+pub(crate) fn range_check_u64(offset: u64, len: u64, size: u64) -> Result<(u64, u64), OutOfBounds> {
+    let err = OutOfBounds { offset, len, size };
+    let end = offset.checked_add(len).ok_or(err)?;
     if end > size {
         return Err(err);
     }
@@ -121,7 +135,7 @@ impl<T: BlockSource + ?Sized> BlockSource for &T {
     }
 }
 
-fn to_usize(v: u64) -> usize {
+pub(crate) fn to_usize(v: u64) -> usize {
     usize::try_from(v).unwrap_or(usize::MAX)
 }
 
@@ -200,15 +214,78 @@ impl SparseImage {
         out
     }
 
-    fn note_zero_write(&mut self, start: u64, end: u64) {
-        // Merge with a range ending exactly at `start` (the common sequential case).
-        if let Some((_, e)) = self.zero_writes.range_mut(..=start).next_back() {
-            if *e >= start {
-                *e = (*e).max(end);
-                return;
+    /// Forgets everything written to `[start, end)`: stored bytes and zero writes. The range
+    /// reads as zeros and is no longer mapped (an [`ImageMap`](crate::ImageMap) puts a
+    /// content reference there).
+    pub(crate) fn punch(&mut self, start: u64, end: u64) {
+        if start >= end {
+            return;
+        }
+        let hit: Vec<u64> = self
+            .extents
+            .range(..end)
+            .rev()
+            .take_while(|(&o, v)| o + v.as_slice().len() as u64 > start)
+            .map(|(&o, _)| o)
+            .collect();
+        for o in hit {
+            let Some(mut v) = self.extents.remove(&o) else {
+                continue;
+            };
+            let v_end = o + v.len() as u64;
+            if v_end > end {
+                let right = v.split_off(to_usize(end - o));
+                self.extents.insert(end, right);
+            }
+            if o < start {
+                v.truncate(to_usize(start - o));
+                self.extents.insert(o, v);
             }
         }
-        self.zero_writes.insert(start, end);
+        let hit: Vec<(u64, u64)> = self
+            .zero_writes
+            .range(..end)
+            .rev()
+            .take_while(|(_, &e)| e > start)
+            .map(|(&s, &e)| (s, e))
+            .collect();
+        for (s, e) in hit {
+            self.zero_writes.remove(&s);
+            if s < start {
+                self.zero_writes.insert(s, start);
+            }
+            if e > end {
+                self.zero_writes.insert(end, e);
+            }
+        }
+    }
+
+    /// Records `[start, end)` as written with zeros. The ranges stay sorted, disjoint and
+    /// non-adjacent (merged on insert), so lookups can stop at the first miss.
+    fn note_zero_write(&mut self, start: u64, end: u64) {
+        // Fast path: extend the range ending at or after `start` (the sequential case).
+        if let Some((_, e)) = self.zero_writes.range_mut(..=start).next_back() {
+            if *e >= start {
+                if end <= *e {
+                    return;
+                }
+                *e = end;
+            }
+        }
+        let (mut s, mut e) = (start, end);
+        let touching: Vec<(u64, u64)> = self
+            .zero_writes
+            .range(..=end)
+            .rev()
+            .take_while(|(_, &re)| re >= start)
+            .map(|(&rs, &re)| (rs, re))
+            .collect();
+        for (rs, re) in touching {
+            self.zero_writes.remove(&rs);
+            s = s.min(rs);
+            e = e.max(re);
+        }
+        self.zero_writes.insert(s, e);
     }
 
     /// True when no byte of `[offset, end)` is stored.
@@ -395,6 +472,18 @@ impl<S: BlockSink + ?Sized> BlockSink for SubSink<'_, S> {
     }
     fn flush(&mut self) -> Result<(), Self::Error> {
         self.inner.flush().map_err(WindowError::Inner)
+    }
+    fn write_content(
+        &mut self,
+        offset: u64,
+        r: ContentRef,
+        source: &dyn ContentSource,
+    ) -> Result<(), PlaceError<Self::Error>> {
+        range_check_u64(offset, r.len, self.len)
+            .map_err(|e| PlaceError::Sink(WindowError::OutOfBounds(e)))?;
+        self.inner
+            .write_content(self.offset + offset, r, source)
+            .map_err(|e| e.map_sink(WindowError::Inner))
     }
 }
 

@@ -20,6 +20,7 @@
 //! ```
 
 pub mod de;
+pub mod extent;
 pub mod fsplan;
 pub mod guid;
 pub mod io;
@@ -29,6 +30,7 @@ pub mod tree;
 pub mod types;
 pub mod units;
 
+pub use extent::{copy_content, ContentRef, ImageMap, MapReadError, MapReader, Piece, PlaceError};
 pub use fsplan::{Ext4Plan, FatPlan, FatType, FsPlan, OtherFs, MAX_FAT32_CLUSTERS};
 pub use guid::{derive_u64, Guid};
 pub use io::{BlockSink, BlockSource, OutOfBounds, SparseImage, SubSink, SubSource, WindowError};

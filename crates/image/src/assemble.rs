@@ -4,8 +4,8 @@
 use blockwise_ext4::Ext4Request;
 use blockwise_fat::FatRequest;
 use blockwise_geometry::{
-    plan as plan_layout, BlockSink, ContentSource, FsKind, FsPlan, OtherFs, PartType, Plan,
-    SparseImage, SubSink, TableKind, Tree,
+    plan as plan_layout, BlockSink, ContentRef, ContentSource, FsKind, FsPlan, OtherFs, PartType,
+    PlaceError, Plan, SparseImage, SubSink, TableKind, Tree,
 };
 
 use crate::error::PartitionError;
@@ -132,9 +132,6 @@ pub enum Fill<'a> {
     External,
 }
 
-/// Chunk size for raw partition copies.
-const RAW_CHUNK: u64 = 1 << 20;
-
 /// Writes the partition table and every partition of `plan` into `sink`, which must be at
 /// least the plan's size. `fills[i]` is in spec order. Returns the writers' warnings.
 pub fn assemble<S: BlockSink + ?Sized>(
@@ -181,25 +178,21 @@ pub fn assemble<S: BlockSink + ?Sized>(
                         format!("the source is larger than the partition ({} bytes); raise partition[{index}].size", p.size_bytes),
                     )));
                 }
-                let mut buf = vec![0u8; usize::try_from(RAW_CHUNK.min(size)).unwrap_or(0)];
-                let mut off = 0u64;
-                while off < size {
-                    let n = usize::try_from((size - off).min(RAW_CHUNK)).unwrap_or(0);
-                    let chunk = buf.get_mut(..n).unwrap_or_default();
-                    content
-                        .read_at(id, off, chunk)
-                        .map_err(|e| Error::partition(index, PartitionError::Content(e)))?;
-                    sub.write_at(off, chunk).map_err(|e| {
-                        Error::partition(
-                            index,
-                            PartitionError::Sink {
-                                offset: off,
-                                source: Box::new(e),
-                            },
-                        )
-                    })?;
-                    off += n as u64;
-                }
+                let r = ContentRef {
+                    content: id,
+                    offset: 0,
+                    len: size,
+                };
+                sub.write_content(0, r, content).map_err(|e| match e {
+                    PlaceError::Content(c) => Error::partition(index, PartitionError::Content(c)),
+                    PlaceError::Sink(e) => Error::partition(
+                        index,
+                        PartitionError::Sink {
+                            offset: 0,
+                            source: Box::new(e),
+                        },
+                    ),
+                })?;
             }
             (_, Fill::Nothing | Fill::External | Fill::Tree(_)) => {}
         }

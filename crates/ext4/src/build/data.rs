@@ -1,7 +1,7 @@
 //! Data blocks: file contents (streamed in 1 MiB chunks), directory blocks, slow symlink
 //! targets, extent-tree blocks and xattr blocks.
 
-use blockwise_geometry::{BlockSink, ContentSource};
+use blockwise_geometry::{BlockSink, ContentRef, ContentSource, PlaceError};
 
 use super::inode::Body;
 use super::{put, Prepared};
@@ -16,25 +16,28 @@ impl Prepared {
         content: &dyn ContentSource,
     ) -> Result<(), Error> {
         let bs = self.geo.bs;
-        // File contents, directories, symlinks, extent trees, xattr blocks.
-        let chunk_max = 1usize << 20;
-        let mut buf = vec![0u8; chunk_max];
+        // File contents (by reference where the sink keeps references), directories,
+        // symlinks, extent trees, xattr blocks.
         for r in &self.inodes {
             match &r.body {
                 Body::Content(handle) => {
                     for &(l, len, p) in &r.extents {
                         let start = l * bs;
                         let end = ((l + len) * bs).min(r.size);
-                        let mut off = start;
-                        while off < end {
-                            let n = ((end - off) as usize).min(chunk_max);
-                            content.read_at(*handle, off, &mut buf[..n])?;
-                            put(
-                                sink,
-                                (p + (off - start) / bs) * bs + (off - start) % bs,
-                                &buf[..n],
-                            )?;
-                            off += n as u64;
+                        if start < end {
+                            let at = p * bs;
+                            let cref = ContentRef {
+                                content: *handle,
+                                offset: start,
+                                len: end - start,
+                            };
+                            sink.write_content(at, cref, content).map_err(|e| match e {
+                                PlaceError::Content(c) => Error::Content(c),
+                                PlaceError::Sink(e) => Error::Sink {
+                                    offset: at,
+                                    source: Box::new(e),
+                                },
+                            })?;
                         }
                         // Zero the tail of the last block (the device may hold old data).
                         let tail = (bs - end % bs) % bs;
