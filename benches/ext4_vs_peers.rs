@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use blockwise_ext4::Ext4Options;
 use blockwise_ext4::{plan, write, Ext4Request};
-use blockwise_geometry::SparseImage;
+use blockwise_geometry::ImageMap;
 use common::{flat, nested, report, save};
 
 mod common;
@@ -40,10 +40,10 @@ fn ours(src: &Path, out: &Path) -> Duration {
     let t1 = t.elapsed();
     let p = plan(&req, Some(&tree)).expect("plan");
     let t2 = t.elapsed();
-    let mut img = SparseImage::new(IMAGE_BYTES);
+    let mut img = ImageMap::new(IMAGE_BYTES);
     write(&mut img, &req, &p, &tree, &content).expect("write");
     let t3 = t.elapsed();
-    save(&img, out);
+    save(&img, &content, out);
     eprintln!(
         "  phases (cumulative): scan {t1:.2?}, plan {t2:.2?}, write {t3:.2?}, save+fsync {:.2?}",
         t.elapsed()

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use blockwise_fat::FatOptions;
 use blockwise_fat::{plan, write, FatRequest};
-use blockwise_geometry::{FatType, FsKind, SectorSize, SparseImage};
+use blockwise_geometry::{FatType, FsKind, ImageMap, SectorSize};
 use blockwise_host::{tree_from_dir, HostContent};
 use common::{flat, nested, report, save};
 
@@ -37,9 +37,9 @@ fn ours(src: &Path, out: &Path) -> Duration {
         seed: 1,
     };
     let p = plan(&req).expect("plan");
-    let mut img = SparseImage::new(IMAGE_BYTES);
+    let mut img = ImageMap::new(IMAGE_BYTES);
     write(&mut img, &req, &p, &tree, &content, 0).expect("write");
-    save(&img, out);
+    save(&img, &content, out);
     t.elapsed()
 }
 

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use blockwise::host::{build, plan_file, write_image_file, FileSource, SpecFile};
+use blockwise::host::{build, plan_file, FileSource, SpecFile};
 use blockwise::verify::{verify, Options};
 
 fn main() -> ExitCode {
@@ -33,9 +33,10 @@ fn run(spec: &Path, out: &Path) -> Result<bool, Box<dyn std::error::Error>> {
         plan.partitions.len(),
         plan.size_bytes
     );
-    // Build and write atomically (temp file, fsync, rename).
+    // Build (metadata in memory, file data by reference), then write atomically: temp
+    // file, content copied by the kernel, fsync, rename.
     let built = build(&mut sf, out.parent().unwrap_or(Path::new(".")))?;
-    write_image_file(&built.image, out)?;
+    built.write(out, None, &mut ())?;
     // Verify the file just written, read back from disk, and compare with the plan.
     let src = FileSource::open(out)?;
     let report = verify(

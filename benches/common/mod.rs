@@ -4,7 +4,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use blockwise_geometry::SparseImage;
+use blockwise_geometry::ImageMap;
+use blockwise_host::HostContent;
 
 /// Pseudo-random, incompressible bytes (xorshift), deterministic per seed.
 pub fn bytes(seed: u64, len: usize) -> Vec<u8> {
@@ -53,8 +54,8 @@ pub fn flat(dir: &Path, name: impl Fn(usize) -> String) -> usize {
 }
 
 /// Writes the image file (holes kept, fsync), as `blockwise build` does.
-pub fn save(img: &SparseImage, path: &Path) {
-    blockwise_host::write_image_file(img, path).expect("write image");
+pub fn save(img: &ImageMap, content: &HostContent, path: &Path) {
+    blockwise_host::write_image_file(img, content, path, None, &mut ()).expect("write image");
 }
 
 /// Whether every command is installed.

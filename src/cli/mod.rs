@@ -2,6 +2,7 @@
 //! anyhow and the terminal.
 
 mod plan;
+mod progress;
 mod verify;
 
 use std::process::ExitCode;

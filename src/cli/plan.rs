@@ -8,7 +8,7 @@ use anyhow::{bail, Context as _};
 use blockwise_geometry::{
     format_size, FsKind, FsPlan, ImageSpec, Plan, SectorSize, SizeSpec, TableKind,
 };
-use blockwise_host::{build, plan_file, write_bmap, write_image_file, SpecFile};
+use blockwise_host::{build_with_progress, plan_file, SpecFile};
 use blockwise_image::{PartitionSpec, Spec, SpecError};
 
 /// Arguments of `blockwise plan`.
@@ -322,6 +322,9 @@ pub struct BuildArgs {
     /// Print the plan of the built image as JSON.
     #[arg(long)]
     pub json: bool,
+    /// No progress bar (it is only drawn when stderr is a terminal anyway).
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 /// `blockwise build`.
@@ -336,22 +339,25 @@ pub fn run_build(a: &BuildArgs) -> anyhow::Result<ExitCode> {
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."))
         .to_path_buf();
-    let built = build(&mut sf, &work_dir)?;
+    let mut progress = super::progress::Bar::new(!a.quiet && !a.json);
+    let built = build_with_progress(&mut sf, &work_dir, &mut progress)?;
     for w in &built.warnings {
-        eprintln!("blockwise: warning: {w}");
+        progress.println(&format!("blockwise: warning: {w}"));
     }
-    write_image_file(&built.image, &a.output)
-        .with_context(|| format!("writing {}", a.output.display()))?;
-    if let Some(b) = &a.bmap {
-        if let Err(e) = write_bmap(&built.image, b) {
-            let _ = std::fs::remove_file(&a.output);
-            return Err(anyhow::Error::new(e).context(format!("writing {}", b.display())));
-        }
-    }
+    let stats = built
+        .write(&a.output, a.bmap.as_deref(), &mut progress)
+        .with_context(|| match &a.bmap {
+            Some(b) => format!("writing {} and {}", a.output.display(), b.display()),
+            None => format!("writing {}", a.output.display()),
+        })?;
+    drop(progress);
     if a.json {
         let extra = serde_json::json!({
             "output": a.output.display().to_string(),
             "data_bytes": built.image.data_bytes(),
+            "metadata_bytes": stats.metadata_bytes,
+            "content_bytes": stats.content_bytes,
+            "kernel_copied_bytes": stats.kernel_copied_bytes,
             "warnings": built.warnings,
         });
         let text = plan_json(&built.plan, &a.spec.display().to_string(), Some(extra))?;

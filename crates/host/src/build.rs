@@ -4,11 +4,14 @@ use std::fs;
 use std::path::Path;
 
 use blockwise_ext4::Ext4Backend;
-use blockwise_geometry::{FsKind, Meta, Plan, SizeSpec, SparseImage, Tree};
+use blockwise_geometry::{FsKind, ImageMap, Meta, Plan, SizeSpec, Tree};
 use blockwise_image::{apply_entries, assemble, ext4_request, plan_full, Fill, SpecError};
 
+use crate::content::HostContent;
+use crate::output::{write_image_file, WriteStats};
+use crate::progress::{Phase, Progress};
 use crate::spec_file::{resolve_timestamp, SpecFile};
-use crate::tree::{tree_from_dir, HostContent};
+use crate::tree::tree_from_dir;
 use crate::Error;
 
 /// Result of [`build`].
@@ -16,10 +19,25 @@ use crate::Error;
 pub struct Built {
     /// The plan the image follows (with filesystem geometry).
     pub plan: Plan,
-    /// The image.
-    pub image: SparseImage,
+    /// The image: metadata bytes plus references into `content`.
+    pub image: ImageMap,
+    /// The files the image's content references point at.
+    pub content: HostContent,
     /// Things the writers skipped or worried about.
     pub warnings: Vec<String>,
+}
+
+impl Built {
+    /// Writes the image to `path` (and its block map to `bmap`) atomically; see
+    /// [`write_image_file`].
+    pub fn write(
+        &self,
+        path: &Path,
+        bmap: Option<&Path>,
+        progress: &mut dyn Progress,
+    ) -> Result<WriteStats, Error> {
+        write_image_file(&self.image, &self.content, path, bmap, progress)
+    }
 }
 
 /// Fills in sizes of raw partitions without one (the length of `source`) and checks that
@@ -63,7 +81,12 @@ pub fn resolve_inputs(sf: &mut SpecFile) -> Result<(), Error> {
 
 /// Reads every FAT/ext4 partition's `contents` (plus its `[[partition.entry]]` overrides)
 /// into a [`Tree`], in spec order (`None` for other partitions).
-fn load_trees(sf: &SpecFile, timestamp: i64) -> Result<(Vec<Option<Tree>>, HostContent), Error> {
+fn load_trees(
+    sf: &SpecFile,
+    timestamp: i64,
+    progress: &mut dyn Progress,
+) -> Result<(Vec<Option<Tree>>, HostContent), Error> {
+    progress.phase(Phase::Scanning);
     let spec = &sf.spec;
     let clamp = spec.image.timestamp.is_some() || std::env::var_os("SOURCE_DATE_EPOCH").is_some();
     let clamp = clamp.then_some(timestamp);
@@ -92,6 +115,7 @@ fn load_trees(sf: &SpecFile, timestamp: i64) -> Result<(Vec<Option<Tree>>, HostC
             &format!("partition[{}]", i + 1),
             timestamp,
         )?;
+        progress.advance(tree.nodes.len() as u64);
         trees.push(Some(tree));
     }
     Ok((trees, content))
@@ -103,27 +127,39 @@ fn load_trees(sf: &SpecFile, timestamp: i64) -> Result<(Vec<Option<Tree>>, HostC
 pub fn plan_file(sf: &mut SpecFile) -> Result<Plan, Error> {
     resolve_inputs(sf)?;
     let timestamp = resolve_timestamp(&sf.spec);
-    let (trees, _) = load_trees(sf, timestamp)?;
+    let (trees, _) = load_trees(sf, timestamp, &mut ())?;
     Ok(plan_full(&sf.spec, &trees, timestamp)?)
 }
 
-/// Builds the image of a spec file in memory. `work_dir` holds temporary files of the
-/// mke2fs backend (use the output file's directory).
+/// Builds the image of a spec file: metadata in memory, file content by reference (nothing
+/// is read until [`Built::write`]). `work_dir` holds temporary files of the mke2fs backend
+/// (use the output file's directory).
 pub fn build(sf: &mut SpecFile, work_dir: &Path) -> Result<Built, Error> {
+    build_with_progress(sf, work_dir, &mut ())
+}
+
+/// [`build`], reporting its phases to `progress`.
+pub fn build_with_progress(
+    sf: &mut SpecFile,
+    work_dir: &Path,
+    progress: &mut dyn Progress,
+) -> Result<Built, Error> {
     resolve_inputs(sf)?;
     let spec = &sf.spec;
     let timestamp = resolve_timestamp(spec);
-    let (trees, mut content) = load_trees(sf, timestamp)?;
+    let (trees, mut content) = load_trees(sf, timestamp, progress)?;
+    progress.phase(Phase::Planning);
     let plan = plan_full(spec, &trees, timestamp)?;
+    progress.phase(Phase::Assembling);
     let mut fills: Vec<Fill<'_>> = Vec::new();
     for (p, tree) in spec.partitions.iter().zip(&trees) {
         fills.push(match (p.fs, tree, &p.source) {
             (FsKind::Raw, _, Some(src)) => {
                 let path = sf.resolve(src);
-                let size = fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len();
+                let md = fs::metadata(&path).map_err(|e| Error::io(&path, e))?;
                 Fill::Raw {
-                    content: content.add(path),
-                    size,
+                    size: md.len(),
+                    content: content.add(path, &md),
                 }
             }
             (FsKind::Ext4, _, _) if p.ext4.backend == Ext4Backend::Mke2fs => Fill::External,
@@ -131,7 +167,7 @@ pub fn build(sf: &mut SpecFile, work_dir: &Path) -> Result<Built, Error> {
             _ => Fill::Nothing,
         });
     }
-    let mut image = SparseImage::new(plan.size_bytes);
+    let mut image = ImageMap::new(plan.size_bytes);
     let warnings = assemble(&mut image, spec, &plan, &fills, &content, timestamp)?;
     // The mke2fs fallback writes its partitions through a real file.
     for (i, part) in plan.partitions.iter().enumerate() {
@@ -182,6 +218,7 @@ pub fn build(sf: &mut SpecFile, work_dir: &Path) -> Result<Built, Error> {
     Ok(Built {
         plan,
         image,
+        content,
         warnings,
     })
 }

@@ -28,6 +28,15 @@ pub enum Error {
         /// What it is and what was expected.
         what: String,
     },
+    /// An input file changed between the scan and the copy (size, mtime or identity), or
+    /// was replaced by something that is not a regular file. No output is left behind.
+    #[error("{}: changed while building ({what}); nothing was written, run the build again", path.display())]
+    Changed {
+        /// The input file.
+        path: PathBuf,
+        /// What differs, e.g. `size 100 → 200`.
+        what: String,
+    },
     /// The mke2fs backend failed for a partition.
     #[cfg(feature = "mke2fs")]
     #[error("partition[{index}]: {source}")]
@@ -61,6 +70,7 @@ impl Error {
             Error::Image(e) => e.kind(),
             Error::Io { .. } => ErrorKind::Io,
             Error::NotUsable { .. } => ErrorKind::Spec,
+            Error::Changed { .. } => ErrorKind::Io,
             #[cfg(feature = "mke2fs")]
             Error::Mke2fs { .. } => ErrorKind::Io,
         }

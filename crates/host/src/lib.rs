@@ -4,9 +4,12 @@
 //! - [`SpecFile`]: a spec read from disk, relative paths resolved against its directory;
 //! - [`tree_from_dir`] and [`HostContent`]: content directories scanned into
 //!   [`blockwise_geometry::Tree`]s, file data read on demand;
-//! - [`build`] / [`plan_file`]: a spec file planned and assembled;
-//! - [`write_image_file`] and [`write_bmap`]: atomic output files (temp file, fsync,
-//!   rename) with holes kept, and bmaptool 2.0 block maps;
+//! - [`build`] / [`plan_file`]: a spec file planned and assembled into an
+//!   [`ImageMap`](blockwise_geometry::ImageMap) (metadata bytes plus references to the
+//!   files in [`HostContent`], which record what each file looked like when scanned);
+//! - [`write_image_file`] / [`Built::write`]: atomic output files (temp file, fsync, rename)
+//!   with holes kept, content copied by `copy_file_range`, sources checked for changes, and
+//!   bmaptool 2.0 block maps hashed while writing; [`Progress`] reports the phases;
 //! - [`FileSource`]: a read-only image file or block device for `verify`, with the device's
 //!   sysfs queue limits;
 //! - the mke2fs fallback ext4 backend (feature `mke2fs`, on by default).
@@ -15,21 +18,25 @@
 //! use std::path::Path;
 //! let mut sf = blockwise_host::SpecFile::load(Path::new("examples/rpi.toml")).unwrap();
 //! let built = blockwise_host::build(&mut sf, Path::new(".")).unwrap();
-//! blockwise_host::write_image_file(&built.image, Path::new("rpi.img")).unwrap();
+//! built.write(Path::new("rpi.img"), None, &mut ()).unwrap();
 //! ```
 
 mod build;
+mod content;
 mod error;
 #[cfg(feature = "mke2fs")]
 pub mod mke2fs;
 mod output;
+mod progress;
 mod source;
 mod spec_file;
 mod tree;
 
-pub use build::{build, plan_file, resolve_inputs, Built};
+pub use build::{build, build_with_progress, plan_file, resolve_inputs, Built};
+pub use content::HostContent;
 pub use error::Error;
-pub use output::{write_bmap, write_image_file};
+pub use output::{write_image_file, WriteStats};
+pub use progress::{Phase, Progress};
 pub use source::FileSource;
 pub use spec_file::{resolve_timestamp, SpecFile};
-pub use tree::{tree_from_dir, HostContent};
+pub use tree::tree_from_dir;

@@ -1,17 +1,112 @@
-//! Output files: images written atomically with their holes kept, and `.bmap` files.
+//! Output files: an [`ImageMap`] written atomically (temp file, fsync, rename) with its holes
+//! kept, file data copied by the kernel, and a bmaptool block map hashed while it is written.
 
 use std::fs::{self, File};
 use std::io::Write as _;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 
-use blockwise_geometry::SparseImage;
+use blockwise_geometry::{ContentRef, ImageMap, Piece};
+use rustix::io::Errno;
+use sha2::{Digest, Sha256};
 
+use crate::content::HostContent;
+use crate::progress::{Phase, Progress};
 use crate::Error;
 
-/// Writes `img` to `path` atomically: a temp file next to it (holes kept), fsync, rename.
-/// On any error the temp file is removed and `path` is untouched.
-pub fn write_image_file(img: &SparseImage, path: &Path) -> Result<(), Error> {
+/// bmap block size.
+const BMAP_BLOCK: u64 = 4096;
+/// Chunk of the read/write fallback copy and of the bmap hasher.
+const CHUNK: u64 = 1 << 20;
+
+/// What [`write_image_file`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteStats {
+    /// Metadata bytes written from memory.
+    pub metadata_bytes: u64,
+    /// File content bytes copied.
+    pub content_bytes: u64,
+    /// Of those, bytes `copy_file_range` copied (in the kernel; shared blocks on XFS/btrfs
+    /// where the offsets allow).
+    pub kernel_copied_bytes: u64,
+}
+
+/// Writes `img` to `path`, and its block map to `bmap` when given, atomically: both go to
+/// temp files next to their targets, are fsynced and then renamed. On any error nothing is
+/// renamed and the temp files are removed, so `path` and `bmap` are untouched.
+///
+/// Metadata is written with `pwrite`; file content is copied from `content` with
+/// `copy_file_range` (falling back to 1 MiB `pread`/`pwrite` where the kernel refuses). A
+/// source that changed since it was scanned is an [`Error::Changed`]. The `.bmap` SHA-256s
+/// are computed by a second thread reading back what was written, behind the writer.
+pub fn write_image_file(
+    img: &ImageMap,
+    content: &HostContent,
+    path: &Path,
+    bmap: Option<&Path>,
+    progress: &mut dyn Progress,
+) -> Result<WriteStats, Error> {
+    let tmp = temp_path(path);
+    let bmap_tmp = bmap.map(temp_path);
+    let result = (|| {
+        // Read and write: the bmap hasher reads back what was written.
+        let f = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(|e| Error::io(&tmp, e))?;
+        f.set_len(img.size()).map_err(|e| Error::io(&tmp, e))?;
+        progress.phase(Phase::Writing {
+            bytes: img.data_bytes(),
+        });
+        let (stats, hashes) = match bmap {
+            None => (write_pieces(img, content, &f, &tmp, progress, None)?, None),
+            Some(_) => {
+                let ranges = bmap_ranges(img);
+                let (stats, hashes) = std::thread::scope(|s| {
+                    let (tx, rx) = mpsc::channel();
+                    let (file, list, size) = (&f, &ranges, img.size());
+                    let hasher = s.spawn(move || hash_ranges(file, size, list, rx));
+                    let stats = write_pieces(img, content, &f, &tmp, progress, Some(&tx));
+                    drop(tx);
+                    let hashes = hasher.join().unwrap_or_else(|_| {
+                        Err(std::io::Error::other("the bmap hasher thread failed"))
+                    });
+                    (stats, hashes)
+                });
+                let hashes = hashes.map_err(|e| Error::io(&tmp, e))?;
+                (stats?, Some((ranges, hashes)))
+            }
+        };
+        progress.phase(Phase::Syncing);
+        f.sync_all().map_err(|e| Error::io(&tmp, e))?;
+        if let (Some((ranges, hashes)), Some(bt)) = (hashes, &bmap_tmp) {
+            let text = bmap_text(img.size(), &ranges, &hashes);
+            let mut b = File::create(bt).map_err(|e| Error::io(bt, e))?;
+            b.write_all(text.as_bytes()).map_err(|e| Error::io(bt, e))?;
+            b.sync_all().map_err(|e| Error::io(bt, e))?;
+        }
+        fs::rename(&tmp, path).map_err(|e| Error::io(path, e))?;
+        if let (Some(bt), Some(b)) = (&bmap_tmp, bmap) {
+            fs::rename(bt, b).map_err(|e| Error::io(b, e))?;
+        }
+        progress.phase(Phase::Done);
+        Ok(stats)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+        if let Some(bt) = &bmap_tmp {
+            let _ = fs::remove_file(bt);
+        }
+    }
+    result
+}
+
+/// `.name.tmp-PID` next to `path`.
+fn temp_path(path: &Path) -> PathBuf {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -20,81 +115,179 @@ pub fn write_image_file(img: &SparseImage, path: &Path) -> Result<(), Error> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "image".into());
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| -> Result<(), Error> {
-        let f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        f.set_len(img.size()).map_err(|e| Error::io(&tmp, e))?;
-        for (off, data) in img.extents() {
-            f.write_all_at(data, off).map_err(|e| Error::io(&tmp, e))?;
-        }
-        f.sync_all().map_err(|e| Error::io(&tmp, e))?;
-        fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    dir.join(format!(".{name}.tmp-{}", std::process::id()))
 }
 
-/// Writes a bmaptool-compatible block map (format 2.0, SHA-256, 4 KiB blocks) of `img`:
-/// every range that was written (data or explicit zeros) is mapped. Atomic like the image.
-pub fn write_bmap(img: &SparseImage, path: &Path) -> Result<(), Error> {
-    use blockwise_geometry::BlockSource;
-    use sha2::{Digest, Sha256};
-    const BS: u64 = 4096;
-    let size = img.size();
-    let blocks = size.div_ceil(BS);
+/// Writes every piece in offset order; after each, tells the hasher how far the file is final.
+fn write_pieces(
+    img: &ImageMap,
+    content: &HostContent,
+    out: &File,
+    out_path: &Path,
+    progress: &mut dyn Progress,
+    written: Option<&mpsc::Sender<u64>>,
+) -> Result<WriteStats, Error> {
+    let mut stats = WriteStats::default();
+    let mut copier = Copier::default();
+    for piece in img.pieces() {
+        match piece {
+            Piece::Bytes(off, data) => {
+                out.write_all_at(data, off)
+                    .map_err(|e| Error::io(out_path, e))?;
+                stats.metadata_bytes += data.len() as u64;
+            }
+            Piece::Content(off, r) => {
+                let src = content.open(r.content)?;
+                let kernel = copier.copy(&src, r, out, off, content, out_path, progress)?;
+                content.check(r.content, &src)?;
+                stats.content_bytes += r.len;
+                stats.kernel_copied_bytes += kernel;
+                // Progress for content is reported as it is copied.
+                if let Some(tx) = written {
+                    let _ = tx.send(off + piece.len());
+                }
+                continue;
+            }
+        }
+        progress.advance(piece.len());
+        if let Some(tx) = written {
+            let _ = tx.send(piece.offset() + piece.len());
+        }
+    }
+    Ok(stats)
+}
+
+/// Copies content ranges into the output: `copy_file_range` until the kernel refuses once,
+/// then `pread`/`pwrite` through one reused buffer.
+#[derive(Default)]
+struct Copier {
+    fallback: bool,
+    buf: Vec<u8>,
+}
+
+impl Copier {
+    /// Copies `r` from `src` to `out` at `at`; returns the bytes the kernel copied.
+    #[allow(clippy::too_many_arguments, reason = "one call site, all plain inputs")]
+    fn copy(
+        &mut self,
+        src: &File,
+        r: ContentRef,
+        out: &File,
+        at: u64,
+        content: &HostContent,
+        out_path: &Path,
+        progress: &mut dyn Progress,
+    ) -> Result<u64, Error> {
+        let mut done = 0u64;
+        let mut kernel = 0u64;
+        while done < r.len && !self.fallback {
+            let mut soff = r.offset + done;
+            let mut doff = at + done;
+            let want = usize::try_from((r.len - done).min(1 << 30)).unwrap_or(1 << 30);
+            match rustix::fs::copy_file_range(src, Some(&mut soff), out, Some(&mut doff), want) {
+                Ok(0) => return Err(content.shrunk(r.content)),
+                Ok(n) => {
+                    done += n as u64;
+                    kernel += n as u64;
+                    progress.advance(n as u64);
+                }
+                Err(Errno::XDEV | Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP | Errno::PERM) => {
+                    self.fallback = true;
+                }
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(Error::io(out_path, e.into())),
+            }
+        }
+        if done < r.len && self.buf.is_empty() {
+            self.buf = vec![0u8; CHUNK as usize];
+        }
+        while done < r.len {
+            let n = usize::try_from((r.len - done).min(CHUNK)).unwrap_or(0);
+            let chunk = self.buf.get_mut(..n).unwrap_or_default();
+            let path = content.path(r.content).unwrap_or(Path::new("?"));
+            match src.read_at(chunk, r.offset + done) {
+                Ok(0) => return Err(content.shrunk(r.content)),
+                Ok(got) => {
+                    let part = chunk.get(..got).unwrap_or_default();
+                    out.write_all_at(part, at + done)
+                        .map_err(|e| Error::io(out_path, e))?;
+                    done += got as u64;
+                    progress.advance(got as u64);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io(path, e)),
+            }
+        }
+        Ok(kernel)
+    }
+}
+
+/// The image's mapped ranges as inclusive 4 KiB block ranges (what a `.bmap` lists).
+fn bmap_ranges(img: &ImageMap) -> Vec<(u64, u64)> {
     let mut ranges: Vec<(u64, u64)> = Vec::new();
     for (s, e) in img.mapped_ranges() {
-        let (b0, b1) = (s / BS, e.div_ceil(BS).saturating_sub(1));
+        let (b0, b1) = (s / BMAP_BLOCK, e.div_ceil(BMAP_BLOCK).saturating_sub(1));
         match ranges.last_mut() {
             Some(last) if b0 <= last.1 + 1 => last.1 = last.1.max(b1),
             _ => ranges.push((b0, b1)),
         }
     }
+    ranges
+}
+
+/// SHA-256 of each block range of the file, read back as soon as the writer has passed it
+/// (`written` carries the offset below which the file is final; a closed channel means all).
+fn hash_ranges(
+    f: &File,
+    size: u64,
+    ranges: &[(u64, u64)],
+    written: mpsc::Receiver<u64>,
+) -> std::io::Result<Vec<[u8; 32]>> {
+    let mut mark = 0u64;
+    let mut buf = vec![0u8; CHUNK as usize];
+    let mut out = Vec::with_capacity(ranges.len());
+    for &(b0, b1) in ranges {
+        let mut h = Sha256::new();
+        let end = ((b1 + 1) * BMAP_BLOCK).min(size);
+        let mut off = b0 * BMAP_BLOCK;
+        while off < end {
+            let n = (end - off).min(CHUNK);
+            while mark < off + n {
+                mark = written.recv().unwrap_or(u64::MAX);
+            }
+            let chunk = buf.get_mut(..n as usize).unwrap_or_default();
+            f.read_exact_at(chunk, off)?;
+            h.update(&*chunk);
+            off += n;
+        }
+        out.push(h.finalize().into());
+    }
+    Ok(out)
+}
+
+/// A bmaptool 2.0 block map: 4 KiB blocks, SHA-256 per range, the file's own checksum.
+fn bmap_text(size: u64, ranges: &[(u64, u64)], hashes: &[[u8; 32]]) -> String {
+    use std::fmt::Write as _;
+    let blocks = size.div_ceil(BMAP_BLOCK);
     let mut body = String::new();
     let mut mapped = 0u64;
-    let mut buf = vec![0u8; 1 << 20];
-    for (b0, b1) in &ranges {
+    for ((b0, b1), h) in ranges.iter().zip(hashes) {
         mapped += b1 - b0 + 1;
-        let mut h = Sha256::new();
-        let start = b0 * BS;
-        let end = ((b1 + 1) * BS).min(size);
-        let mut off = start;
-        while off < end {
-            let n = usize::try_from((end - off).min(buf.len() as u64)).unwrap_or(0);
-            let chunk = buf.get_mut(..n).unwrap_or_default();
-            img.read_at(off, chunk)
-                .map_err(|e| Error::io(path, std::io::Error::other(e.to_string())))?;
-            h.update(&*chunk);
-            off += n as u64;
-        }
         let r = if b0 == b1 {
             format!("{b0}")
         } else {
             format!("{b0}-{b1}")
         };
-        body.push_str(&format!(
-            "        <Range chksum=\"{:x}\"> {r} </Range>\n",
-            h.finalize()
-        ));
+        let hex = h.iter().fold(String::with_capacity(64), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        });
+        let _ = writeln!(body, "        <Range chksum=\"{hex}\"> {r} </Range>");
     }
     let zeros = "0".repeat(64);
     let text = format!(
-        "<?xml version=\"1.0\" ?>\n<!-- written by blockwise -->\n<bmap version=\"2.0\">\n    <ImageSize> {size} </ImageSize>\n    <BlockSize> {BS} </BlockSize>\n    <BlocksCount> {blocks} </BlocksCount>\n    <MappedBlocksCount> {mapped} </MappedBlocksCount>\n    <ChecksumType> sha256 </ChecksumType>\n    <BmapFileChecksum> {zeros} </BmapFileChecksum>\n    <BlockMap>\n{body}    </BlockMap>\n</bmap>\n"
+        "<?xml version=\"1.0\" ?>\n<!-- written by blockwise -->\n<bmap version=\"2.0\">\n    <ImageSize> {size} </ImageSize>\n    <BlockSize> {BMAP_BLOCK} </BlockSize>\n    <BlocksCount> {blocks} </BlocksCount>\n    <MappedBlocksCount> {mapped} </MappedBlocksCount>\n    <ChecksumType> sha256 </ChecksumType>\n    <BmapFileChecksum> {zeros} </BmapFileChecksum>\n    <BlockMap>\n{body}    </BlockMap>\n</bmap>\n"
     );
     let digest = format!("{:x}", Sha256::digest(text.as_bytes()));
-    let text = text.replacen(&zeros, &digest, 1);
-    let tmp = path.with_extension("bmap.tmp");
-    let result = (|| -> Result<(), Error> {
-        let mut f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        f.write_all(text.as_bytes())
-            .map_err(|e| Error::io(&tmp, e))?;
-        f.sync_all().map_err(|e| Error::io(&tmp, e))?;
-        fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    text.replacen(&zeros, &digest, 1)
 }

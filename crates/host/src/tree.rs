@@ -1,57 +1,18 @@
-//! Host directories as [`Tree`]s, and file contents read on demand ([`HostContent`]).
+//! Host directories as [`Tree`]s; file contents are registered with [`HostContent`].
 
-use std::cell::RefCell;
 use std::collections::HashMap;
-use std::fs::{self, File};
+use std::fs;
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use blockwise_geometry::{ContentError, ContentSource, Meta, NodeId, NodeKind, Tree};
+use blockwise_geometry::{Meta, NodeId, NodeKind, Tree};
+
+use crate::content::{open_nonblocking, HostContent};
 
 use crate::Error;
 
 /// Most directory levels followed below a `contents` directory.
 const MAX_DEPTH: usize = 256;
-
-/// File contents read on demand from host files.
-#[derive(Debug, Default)]
-pub struct HostContent {
-    paths: Vec<PathBuf>,
-    open: RefCell<Option<(u64, File)>>,
-}
-
-impl HostContent {
-    /// Registers a file and returns its content handle.
-    pub fn add(&mut self, p: PathBuf) -> u64 {
-        self.paths.push(p);
-        self.paths.len() as u64 - 1
-    }
-}
-
-impl ContentSource for HostContent {
-    fn read_at(&self, content: u64, offset: u64, buf: &mut [u8]) -> Result<(), ContentError> {
-        let path = usize::try_from(content)
-            .ok()
-            .and_then(|i| self.paths.get(i))
-            .ok_or(ContentError {
-                content,
-                message: "no such content".into(),
-            })?;
-        let err = |e: std::io::Error| ContentError {
-            content,
-            message: format!("{}: {e}", path.display()),
-        };
-        let mut open = self.open.borrow_mut();
-        if open.as_ref().is_none_or(|(c, _)| *c != content) {
-            *open = Some((content, File::open(path).map_err(err)?));
-        }
-        let (_, f) = open.as_ref().ok_or(ContentError {
-            content,
-            message: "not open".into(),
-        })?;
-        f.read_exact_at(buf, offset).map_err(err)
-    }
-}
 
 fn meta_of(md: &fs::Metadata, clamp: Option<i64>) -> Meta {
     let mut mtime = md.mtime();
@@ -89,7 +50,13 @@ fn data_ranges(path: &Path, md: &fs::Metadata) -> Result<Option<Vec<(u64, u64)>>
     if size == 0 || md.blocks().saturating_mul(512) >= size {
         return Ok(None);
     }
-    let f = File::open(path).map_err(|e| Error::io(path, e))?;
+    let f = open_nonblocking(path).map_err(|e| Error::io(path, e))?;
+    if !f.metadata().map_err(|e| Error::io(path, e))?.is_file() {
+        return Err(Error::Changed {
+            path: path.to_path_buf(),
+            what: "no longer a regular file".into(),
+        });
+    }
     let mut ranges: Vec<(u64, u64)> = Vec::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut off = 0u64;
@@ -164,7 +131,7 @@ pub fn tree_from_dir(
                 let ranges = data_ranges(&p, &md)?;
                 NodeKind::File {
                     size: md.len(),
-                    content: content.add(p.clone()),
+                    content: content.add(p.clone(), &md),
                     data_ranges: ranges,
                     link,
                 }

@@ -1,0 +1,37 @@
+//! Progress of long work, reported to whoever drives it (the CLI draws bars with it).
+
+/// A phase of a build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Phase {
+    /// Walking the content directories; [`Progress::advance`] counts files.
+    Scanning,
+    /// Planning the layout and the filesystems.
+    Planning,
+    /// Laying out metadata and content references in memory.
+    Assembling,
+    /// Writing the output; [`Progress::advance`] counts bytes out of `bytes`.
+    Writing {
+        /// Bytes to write (metadata plus content).
+        bytes: u64,
+    },
+    /// Making the output durable (fsync).
+    Syncing,
+    /// Finished.
+    Done,
+}
+
+/// Receives progress. Every method has an empty default, so `&mut ()` reports nothing.
+pub trait Progress {
+    /// A new phase starts.
+    fn phase(&mut self, phase: Phase) {
+        let _ = phase;
+    }
+    /// `n` more units (files while scanning, bytes while writing) are done.
+    fn advance(&mut self, n: u64) {
+        let _ = n;
+    }
+}
+
+/// No progress reporting.
+impl Progress for () {}
