@@ -100,14 +100,18 @@ run_on() { # $1 = label, $2 = base dir
   for fs in ext4 fat32; do
     spec "$fs" tree "$base/$fs.toml"
     local used_before used_after kib
+    sync; sleep 1
     used_before=$(df --output=used -B1 "$base" | tail -1)
     kib=$(peak_kib "$bw" build "$base/$fs.toml" -o "$base/$fs.img" -q)
-    sync
+    sync; sleep 1
     used_after=$(df --output=used -B1 "$base" | tail -1)
     printf '    %-6s peak RSS %6d MiB  (%s of budget)  filesystem grew by %s\n' "$fs" $((kib / 1024)) \
       "$(awk -v a="$kib" -v b="$budget" 'BEGIN{printf "%.0f%%", 100*a/b}')" \
-      "$(numfmt --to=iec $((used_after - used_before)))"
+      "$(numfmt --to=iec -- $((used_after - used_before)))"
     if [ "$kib" -gt "$budget" ]; then echo "    OVER BUDGET" >&2; fi
+    if command -v filefrag >/dev/null; then
+      echo "    extents shared with other files (filefrag -v): $(filefrag -v "$base/$fs.img" | grep -c shared || true)"
+    fi
     check_image "$fs" "$base/$fs.img" "$tree"
     rm -f "$base/$fs.img"
   done
