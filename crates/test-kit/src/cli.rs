@@ -1,6 +1,6 @@
 //! The `blockwise` binary under test (root package only: see [`blockwise!`](crate::blockwise)).
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -39,18 +39,31 @@ impl Blockwise {
 
     /// `blockwise build SPEC -o OUT`, asserting exit 0.
     pub fn build(&self, spec: &Path, out: &Path) {
-        let o = self.run([
-            "build".as_ref(),
-            spec.as_os_str(),
-            "-o".as_ref(),
-            out.as_os_str(),
-        ]);
+        self.build_with(spec, out, None::<&OsStr>);
+    }
+
+    /// `blockwise build SPEC -o OUT EXTRA…` (e.g. `--bmap FILE`, `--json`), asserting exit 0;
+    /// returns the output for the caller to read.
+    pub fn build_with<I, S>(&self, spec: &Path, out: &Path, extra: I) -> Output
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut args: Vec<OsString> = vec![
+            "build".into(),
+            spec.as_os_str().into(),
+            "-o".into(),
+            out.as_os_str().into(),
+        ];
+        args.extend(extra.into_iter().map(|a| a.as_ref().to_os_string()));
+        let o = self.run(&args);
         assert!(
             o.status.success(),
             "blockwise build {}: {}",
             spec.display(),
             output_text(&o)
         );
+        o
     }
 
     /// Writes `spec` to `DIR/NAME.toml`, builds `DIR/NAME.img` (asserting exit 0) and returns
