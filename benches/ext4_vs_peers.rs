@@ -9,15 +9,13 @@
 //! it asserts nothing about wall-clock time.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use blockwise_ext4::Ext4Options;
 use blockwise_ext4::{plan, write, Ext4Request};
 use blockwise_geometry::ImageMap;
-use common::{flat, nested, report, save};
+use blockwise_test_kit::{command, flat, installed, nested, report, tempdir};
 
-mod common;
 use blockwise_host::{tree_from_dir, HostContent};
 
 const MIB: u64 = 1 << 20;
@@ -43,7 +41,9 @@ fn ours(src: &Path, out: &Path) -> Duration {
     let mut img = ImageMap::new(IMAGE_BYTES);
     write(&mut img, &req, &p, &tree, &content).expect("write");
     let t3 = t.elapsed();
-    save(&img, &content, out);
+    // The image file as `blockwise build` writes it: holes kept, content copied by the
+    // kernel, then fsync.
+    blockwise_host::write_image_file(&img, &content, out, None, &mut ()).expect("write image");
     eprintln!(
         "  phases (cumulative): scan {t1:.2?}, plan {t2:.2?}, write {t3:.2?}, save+fsync {:.2?}",
         t.elapsed()
@@ -56,7 +56,7 @@ fn peer(src: &Path, out: &Path) -> Option<Duration> {
     let _ = std::fs::remove_file(out);
     let f = std::fs::File::create(out).ok()?;
     f.set_len(IMAGE_BYTES).ok()?;
-    let m = Command::new("mke2fs")
+    let m = command("mke2fs")
         .args([
             "-q",
             "-F",
@@ -82,7 +82,7 @@ fn peer(src: &Path, out: &Path) -> Option<Duration> {
 }
 
 fn check(img: &Path) {
-    if let Ok(o) = Command::new("e2fsck").arg("-fn").arg(img).output() {
+    if let Ok(o) = command("e2fsck").arg("-fn").arg(img).output() {
         let ok = o.status.success();
         println!(
             "  e2fsck -fn on our image: {}",
@@ -98,8 +98,8 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let work = common::workdir();
-    let have_peer = common::have(&["mke2fs"]);
+    let work = tempdir!();
+    let have_peer = installed("mke2fs");
 
     let src = work.path().join("nested");
     let (n, total) = nested(&src);

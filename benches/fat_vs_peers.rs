@@ -8,16 +8,13 @@
 //! It prints both times and the ratio; it asserts nothing about wall-clock time.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use blockwise_fat::FatOptions;
 use blockwise_fat::{plan, write, FatRequest};
 use blockwise_geometry::{FatType, FsKind, ImageMap, SectorSize};
 use blockwise_host::{tree_from_dir, HostContent};
-use common::{flat, nested, report, save};
-
-mod common;
+use blockwise_test_kit::{command, flat, installed, nested, report, tempdir};
 
 const MIB: u64 = 1 << 20;
 const IMAGE_BYTES: u64 = 1 << 30;
@@ -39,14 +36,16 @@ fn ours(src: &Path, out: &Path) -> Duration {
     let p = plan(&req).expect("plan");
     let mut img = ImageMap::new(IMAGE_BYTES);
     write(&mut img, &req, &p, &tree, &content, 0).expect("write");
-    save(&img, &content, out);
+    // The image file as `blockwise build` writes it: holes kept, content copied by the
+    // kernel, then fsync.
+    blockwise_host::write_image_file(&img, &content, out, None, &mut ()).expect("write image");
     t.elapsed()
 }
 
 fn peer(src: &Path, out: &Path) -> Option<Duration> {
     let t = Instant::now();
     let _ = std::fs::remove_file(out);
-    let mkfs = Command::new("mkfs.fat")
+    let mkfs = command("mkfs.fat")
         .args(["-F", "32", "-n", "BENCH", "-C"])
         .arg(out)
         .arg((IMAGE_BYTES / 1024).to_string())
@@ -65,7 +64,7 @@ fn peer(src: &Path, out: &Path) -> Option<Duration> {
     tops.sort();
     args.extend(tops.into_iter().map(Into::into));
     args.push("::/".into());
-    let m = Command::new("mcopy")
+    let m = command("mcopy")
         .env("MTOOLS_SKIP_CHECK", "1")
         .env("LC_ALL", "C.UTF-8")
         .args(&args)
@@ -83,8 +82,8 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let work = common::workdir();
-    let have_peer = common::have(&["mkfs.fat", "mcopy"]);
+    let work = tempdir!();
+    let have_peer = installed("mkfs.fat") && installed("mcopy");
 
     let src = work.path().join("nested");
     let (n, total) = nested(&src);

@@ -1,16 +1,16 @@
 //! The CLI contract: exit codes, one-line errors, no panics, nothing half-written.
 
-mod common;
-
-use common::{blockwise, tempdir, write_file};
+use blockwise_test_kit::{
+    blockwise, bytes, e2fsck_clean, fsck_fat_clean, have, have_loop, run, tempdir, write_file,
+};
 
 /// Runs `build SPEC -o OUT` and checks: exit 2, one line on stderr naming `needle`, no panic
 /// text, no output (or temp) file left.
 fn bad_build(spec: &str, needle: &str) {
-    let dir = tempdir();
+    let dir = tempdir!();
     let spec_path = write_file(dir.path(), "bad.toml", spec);
     let out = dir.path().join("out.img");
-    let o = blockwise([
+    let o = blockwise!().run([
         "build".as_ref(),
         spec_path.as_os_str(),
         "-o".as_ref(),
@@ -90,7 +90,7 @@ fn invalid_toml() {
 
 #[test]
 fn raw_source_is_copied_and_sized() {
-    let dir = tempdir();
+    let dir = tempdir!();
     let payload: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8 + 1).collect();
     std::fs::write(dir.path().join("u-boot.bin"), &payload).unwrap();
     let spec = write_file(
@@ -99,14 +99,7 @@ fn raw_source_is_copied_and_sized() {
         "[image]\nerase-block = \"128KiB\"\n[[partition]]\nfs = \"raw\"\nsource = \"u-boot.bin\"\n[[partition]]\nfs = \"none\"\nsize = \"1MiB\"\n",
     );
     let out = dir.path().join("raw.img");
-    let o = blockwise([
-        "build".as_ref(),
-        spec.as_os_str(),
-        "-o".as_ref(),
-        out.as_os_str(),
-        "--json".as_ref(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = blockwise!().build_with(&spec, &out, ["--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let p0 = &v["partitions"][0];
     assert_eq!(p0["start_bytes"], 128 * 1024);
@@ -119,12 +112,12 @@ fn raw_source_is_copied_and_sized() {
 
 #[test]
 fn raw_source_larger_than_partition() {
-    let dir = tempdir();
+    let dir = tempdir!();
     std::fs::write(dir.path().join("big.bin"), vec![1u8; 200_000]).unwrap();
     let spec = "[image]\nerase-block = \"64KiB\"\n[[partition]]\nfs = \"raw\"\nsource = \"big.bin\"\nsize = \"64KiB\"\n";
     let spec_path = write_file(dir.path(), "s.toml", spec);
     let out = dir.path().join("o.img");
-    let o = blockwise([
+    let o = blockwise!().run([
         "build".as_ref(),
         spec_path.as_os_str(),
         "-o".as_ref(),
@@ -139,7 +132,7 @@ fn raw_source_larger_than_partition() {
 
 #[test]
 fn plan_flag_form_json() {
-    let o = blockwise([
+    let o = blockwise!().run([
         "plan",
         "--size",
         "8GiB",
@@ -167,11 +160,11 @@ fn plan_flag_form_json() {
 
 #[test]
 fn plan_flag_errors_name_the_flag() {
-    let o = blockwise(["plan", "--size", "1GiB", "--partition", "fat32:4XB"]);
+    let o = blockwise!().run(["plan", "--size", "1GiB", "--partition", "fat32:4XB"]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--partition #1"), "{err}");
-    let o = blockwise([
+    let o = blockwise!().run([
         "plan",
         "--size",
         "1GiB",
@@ -182,15 +175,15 @@ fn plan_flag_errors_name_the_flag() {
     ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("only allowed on the last partition"));
-    let o = blockwise(["plan"]);
+    let o = blockwise!().run(["plan"]);
     assert_eq!(o.status.code(), Some(2));
-    let o = blockwise(["frobnicate"]);
+    let o = blockwise!().run(["frobnicate"]);
     assert_eq!(o.status.code(), Some(2));
 }
 
 #[test]
 fn human_plan_lists_sectors() {
-    let o = blockwise([
+    let o = blockwise!().run([
         "plan",
         "--size",
         "1GiB",
@@ -207,19 +200,11 @@ fn human_plan_lists_sectors() {
 
 #[test]
 fn bmap_is_written_and_consistent() {
-    let dir = tempdir();
+    let dir = tempdir!();
     let spec = write_file(dir.path(), "b.toml", "[image]\ntable = \"gpt\"\nsize = \"64MiB\"\n[[partition]]\nfs = \"none\"\nsize = \"fill\"\n");
     let out = dir.path().join("b.img");
     let bmap = dir.path().join("b.img.bmap");
-    let o = blockwise([
-        "build".as_ref(),
-        spec.as_os_str(),
-        "-o".as_ref(),
-        out.as_os_str(),
-        "--bmap".as_ref(),
-        bmap.as_os_str(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    blockwise!().build_with(&spec, &out, ["--bmap".as_ref(), bmap.as_os_str()]);
     let text = std::fs::read_to_string(&bmap).unwrap();
     assert!(
         text.contains("<BlocksCount> 16384 </BlocksCount>"),
@@ -228,13 +213,13 @@ fn bmap_is_written_and_consistent() {
     // Protective MBR + primary GPT (block 0..=4) and the backup at the end are mapped.
     assert!(text.contains("> 0-4 <"), "{text}");
     assert!(text.contains("16379-16383"), "{text}");
-    if common::have("bmaptool") {
+    if have("bmaptool") {
         let copy = dir.path().join("copy.img");
         std::fs::File::create(&copy)
             .unwrap()
             .set_len(64 << 20)
             .unwrap();
-        let o = common::run(
+        let o = run(
             "bmaptool",
             &[
                 "copy",
@@ -257,7 +242,7 @@ fn bmap_is_written_and_consistent() {
 fn closed_stdout_pipe_is_not_a_panic() {
     // python3 closes the read end of the pipe right after starting the child, so the child's
     // write fails with EPIPE (a Rust parent would not reproduce this reliably).
-    if !common::have("python3") {
+    if !have("python3") {
         return;
     }
     let script = "import subprocess,sys\n\
@@ -266,9 +251,9 @@ p.stdout.close()\n\
 err=p.stderr.read()\n\
 sys.stderr.buffer.write(err)\n\
 sys.exit(p.wait())\n";
-    let bin = common::bin();
+    let bin = blockwise!();
     let o = std::process::Command::new("python3")
-        .args(["-c", script, bin.to_str().unwrap()])
+        .args(["-c", script, bin.path().to_str().unwrap()])
         .args([
             "plan",
             "--size",
@@ -297,14 +282,10 @@ sys.exit(p.wait())\n";
 #[test]
 fn bmap_copy_onto_a_used_card_checks_clean() {
     // bmaptool truncates a regular-file destination, so the used card is a loop device.
-    if !common::have("bmaptool")
-        || !common::have("fsck.fat")
-        || !common::have("e2fsck")
-        || !common::have_loop()
-    {
+    if !have("bmaptool") || !have("fsck.fat") || !have("e2fsck") || !have_loop() {
         return;
     }
-    let dir = tempdir();
+    let dir = tempdir!();
     let tree = dir.path().join("tree");
     std::fs::create_dir_all(tree.join("sub")).unwrap();
     for i in 0..50 {
@@ -321,16 +302,11 @@ fn bmap_copy_onto_a_used_card_checks_clean() {
     );
     let img = dir.path().join("card.img");
     let bmap = dir.path().join("card.bmap");
-    let o = blockwise([
-        "build".as_ref(),
-        spec.as_os_str(),
-        "-o".as_ref(),
-        img.as_os_str(),
-        "--bmap".as_ref(),
-        bmap.as_os_str(),
-        "--json".as_ref(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = blockwise!().build_with(
+        &spec,
+        &img,
+        ["--bmap".as_ref(), bmap.as_os_str(), "--json".as_ref()],
+    );
     // The whole reserved area, both FATs and the fixed root directory are mapped, zeros or not.
     let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let fat = &plan["partitions"][0]["filesystem"];
@@ -357,18 +333,10 @@ fn bmap_copy_onto_a_used_card_checks_clean() {
         );
     }
     // A "used card": 160 MiB of pseudo-random bytes.
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let garbage: Vec<u8> = (0..160usize << 20)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect();
+    let garbage = bytes(1, 160 << 20);
     let card = dir.path().join("used-card.img");
     std::fs::write(&card, &garbage).unwrap();
-    let o = common::run(
+    let o = run(
         "bmaptool",
         &[
             "-q",
@@ -389,19 +357,8 @@ fn bmap_copy_onto_a_used_card_checks_clean() {
     std::fs::write(&p1, &card_bytes[4 << 20..68 << 20]).unwrap();
     let p2 = dir.path().join("p2.img");
     std::fs::write(&p2, &card_bytes[68 << 20..]).unwrap();
-    let o = common::run("fsck.fat", &["-n", p1.to_str().unwrap()]);
-    assert!(
-        o.status.success(),
-        "fsck.fat: {}",
-        String::from_utf8_lossy(&o.stdout)
-    );
-    let o = common::run("e2fsck", &["-fn", p2.to_str().unwrap()]);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "e2fsck: {out}");
-    assert!(
-        !out.contains("?") && !out.to_lowercase().contains("fix"),
-        "e2fsck complains: {out}"
-    );
+    fsck_fat_clean(&p1);
+    e2fsck_clean(&p2, None);
 }
 
 fn is_range(r: &str) -> bool {
@@ -416,7 +373,7 @@ fn every_example_plans() {
     for e in std::fs::read_dir(&dir).unwrap() {
         let p = e.unwrap().path();
         if p.extension().is_some_and(|x| x == "toml") {
-            let o = blockwise(["plan".as_ref(), p.as_os_str()]);
+            let o = blockwise!().run(["plan".as_ref(), p.as_os_str()]);
             assert!(
                 o.status.success(),
                 "{}: {}",

@@ -2,14 +2,14 @@
 //! e2fsck, debugfs, dumpe2fs and the kernel (loop mount, as root); native and mke2fs
 //! backends compared through debugfs.
 
-mod common;
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use common::{blockwise, have, have_loop, tempdir};
+use blockwise_test_kit::{
+    assert_same_tree, blockwise, command, debugfs, e2fsck_clean, have, have_loop, tempdir,
+    with_kernel_mount,
+};
 
 /// A small contents directory: nested files, empty file, fast and slow symlinks, hard link.
 fn make_contents(dir: &Path) {
@@ -103,28 +103,13 @@ fn build(d: &Path, name: &str, spec: &str) -> PathBuf {
     if !root.exists() {
         make_contents(&root);
     }
-    let sp = d.join(format!("{name}.toml"));
-    fs::write(&sp, spec).unwrap();
-    let img = d.join(format!("{name}.img"));
-    let o = blockwise([
-        "build".as_ref(),
-        sp.as_os_str(),
-        "-o".as_ref(),
-        img.as_os_str(),
-    ]);
-    assert!(
-        o.status.success(),
-        "blockwise build {name}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    img
+    blockwise!().build_spec(d, name, spec)
 }
 
 /// The ext4 partition of a built image as a file of its own (bare images are used as is).
 fn partition_file(d: &Path, name: &str, img: &Path) -> PathBuf {
     let sp = d.join(format!("{name}.toml"));
-    let o = blockwise(["plan".as_ref(), sp.as_os_str(), "--json".as_ref()]);
+    let o = blockwise!().run(["plan".as_ref(), sp.as_os_str(), "--json".as_ref()]);
     assert!(
         o.status.success(),
         "plan: {}",
@@ -138,7 +123,7 @@ fn partition_file(d: &Path, name: &str, img: &Path) -> PathBuf {
         return img.to_path_buf();
     }
     let out = d.join(format!("{name}.part"));
-    let o = Command::new("dd")
+    let o = command("dd")
         .arg(format!("if={}", img.display()))
         .arg(format!("of={}", out.display()))
         .args([
@@ -159,70 +144,13 @@ fn partition_file(d: &Path, name: &str, img: &Path) -> PathBuf {
     out
 }
 
-fn e2fsck_clean(part: &Path) {
-    let o = Command::new("e2fsck")
-        .arg("-fn")
-        .arg(part)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let bad: Vec<&str> = text
-        .lines()
-        .filter(|l| {
-            !(l.is_empty()
-                || l.starts_with("Pass ")
-                || l.starts_with("e2fsck ")
-                || (l.starts_with("rootfs: ") && l.contains(" files (")))
-        })
-        .collect();
-    assert!(
-        o.status.success() && bad.is_empty(),
-        "e2fsck -fn {}:\n{text}",
-        part.display()
-    );
-}
-
-fn debugfs(part: &Path, cmd: &str) -> String {
-    let o = Command::new("debugfs")
-        .arg("-R")
-        .arg(cmd)
-        .arg(part)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+/// What the trees compared with the contents directory leave out: lost+found, and the entries
+/// the spec adds (device nodes, the fifo, the capability file).
+const SKIPPED: &[&str] = &["lost+found", "dev", "run", "bin"];
 
 fn rdump(part: &Path, out: &Path) {
     fs::create_dir_all(out).unwrap();
     debugfs(part, &format!("rdump / {}", out.display()));
-}
-
-fn diff(a: &Path, b: &Path) -> (bool, String) {
-    let o = Command::new("diff")
-        .args([
-            "-r",
-            "--no-dereference",
-            "-x",
-            "lost+found",
-            "-x",
-            "dev",
-            "-x",
-            "run",
-            "-x",
-            "bin",
-        ])
-        .arg(a)
-        .arg(b)
-        .output()
-        .unwrap();
-    (
-        o.status.success(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-    )
 }
 
 /// `stat` fields that must not depend on the backend.
@@ -269,18 +197,17 @@ fn native_build_passes_e2fsck_debugfs_dumpe2fs() {
     if !have("e2fsck") || !have("debugfs") || !have("dumpe2fs") {
         return;
     }
-    let d = tempdir();
+    let d = tempdir!();
     let img = build(
         d.path(),
         "native",
         &spec_text("native", "gpt", "", "256MiB"),
     );
     let part = partition_file(d.path(), "native", &img);
-    e2fsck_clean(&part);
+    e2fsck_clean(&part, Some("rootfs"));
     let out = d.path().join("native-out");
     rdump(&part, &out);
-    let (same, text) = diff(&d.path().join("root"), &out);
-    assert!(same, "rdump differs from contents:\n{text}");
+    assert_same_tree(&d.path().join("root"), &out, SKIPPED);
     let s = stat_summary(&part, "/etc/shadow");
     assert!(
         s.contains("Mode: 0640") && s.contains("User: 0 Group: 42"),
@@ -299,11 +226,7 @@ fn native_build_passes_e2fsck_debugfs_dumpe2fs() {
     assert!(s.contains("FIFO"), "{s}");
     let ea = debugfs(&part, "ea_list /usr/bin/ping");
     assert!(ea.contains("security.capability"), "{ea}");
-    let h = Command::new("dumpe2fs")
-        .arg("-h")
-        .arg(&part)
-        .output()
-        .unwrap();
+    let h = command("dumpe2fs").arg("-h").arg(&part).output().unwrap();
     let h = String::from_utf8_lossy(&h.stdout);
     assert!(h.contains("RAID stride:              1024"), "{h}");
     assert!(h.contains("RAID stripe width:        1024"), "{h}");
@@ -313,7 +236,7 @@ fn native_build_passes_e2fsck_debugfs_dumpe2fs() {
         "{h}"
     );
     // The plan's UUID is what dumpe2fs shows.
-    let o = blockwise([
+    let o = blockwise!().run([
         "plan".as_ref(),
         d.path().join("native.toml").as_os_str(),
         "--json".as_ref(),
@@ -353,7 +276,7 @@ fn compat_and_no_journal_profiles() {
     if !have("e2fsck") || !have("dumpe2fs") {
         return;
     }
-    let d = tempdir();
+    let d = tempdir!();
     let img = build(
         d.path(),
         "compat",
@@ -365,12 +288,8 @@ fn compat_and_no_journal_profiles() {
         ),
     );
     let part = partition_file(d.path(), "compat", &img);
-    e2fsck_clean(&part);
-    let h = Command::new("dumpe2fs")
-        .arg("-h")
-        .arg(&part)
-        .output()
-        .unwrap();
+    e2fsck_clean(&part, Some("rootfs"));
+    let h = command("dumpe2fs").arg("-h").arg(&part).output().unwrap();
     let h = String::from_utf8_lossy(&h.stdout);
     let feats = h
         .lines()
@@ -388,12 +307,12 @@ fn compat_and_no_journal_profiles() {
 
 #[test]
 fn too_small_partition_says_how_much_more() {
-    let d = tempdir();
+    let d = tempdir!();
     let root = d.path().join("root");
     make_contents(&root);
     let sp = d.path().join("small.toml");
     fs::write(&sp, spec_text("native", "none", "", "4MiB")).unwrap();
-    let o = blockwise([
+    let o = blockwise!().run([
         "build".as_ref(),
         sp.as_os_str(),
         "-o".as_ref(),
@@ -415,19 +334,18 @@ fn native_and_mke2fs_backends_agree() {
     if !have("mke2fs") || !have("debugfs") || !have("e2fsck") {
         return;
     }
-    let d = tempdir();
+    let d = tempdir!();
     // Sockets cannot be made by debugfs; the spec has none.
     let a = build(d.path(), "n", &spec_text("native", "gpt", "", "256MiB"));
     let b = build(d.path(), "m", &spec_text("mke2fs", "gpt", "", "256MiB"));
     let pa = partition_file(d.path(), "n", &a);
     let pb = partition_file(d.path(), "m", &b);
-    e2fsck_clean(&pa);
-    e2fsck_clean(&pb);
+    e2fsck_clean(&pa, Some("rootfs"));
+    e2fsck_clean(&pb, Some("rootfs"));
     let (oa, ob) = (d.path().join("n-out"), d.path().join("m-out"));
     rdump(&pa, &oa);
     rdump(&pb, &ob);
-    let (same, text) = diff(&oa, &ob);
-    assert!(same, "native and mke2fs trees differ:\n{text}");
+    assert_same_tree(&oa, &ob, SKIPPED);
     for p in [
         "/etc/shadow",
         "/etc/hostname",
@@ -456,46 +374,18 @@ fn kernel_mounts_the_built_image() {
     if !have("e2fsck") || !have_loop() {
         return;
     }
-    let d = tempdir();
+    let d = tempdir!();
     let img = build(d.path(), "k", &spec_text("native", "none", "", "128MiB"));
-    let o = Command::new("losetup")
-        .args(["-f", "--show", "-r"])
-        .arg(&img)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "losetup: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let dev = String::from_utf8_lossy(&o.stdout).trim().to_string();
-    let mnt = d.path().join("mnt");
-    fs::create_dir_all(&mnt).unwrap();
-    let m = Command::new("mount")
-        .args(["-t", "ext4", "-o", "ro"])
-        .arg(&dev)
-        .arg(&mnt)
-        .output()
-        .unwrap();
-    let check = if m.status.success() {
-        let r = diff(&d.path().join("root"), &mnt);
-        let st = Command::new("stat")
+    with_kernel_mount(&img, "ext4", &d.path().join("mnt"), |mnt| {
+        assert_same_tree(&d.path().join("root"), mnt, SKIPPED);
+        let st = command("stat")
             .args(["-c", "%a %u %g %F %t:%T"])
             .arg(mnt.join("dev/console"))
             .output()
             .unwrap();
-        let _ = Command::new("umount").arg(&mnt).status();
-        Some((r, String::from_utf8_lossy(&st.stdout).trim().to_string()))
-    } else {
-        None
-    };
-    let _ = Command::new("losetup").arg("-d").arg(&dev).status();
-    assert!(
-        m.status.success(),
-        "mount: {}",
-        String::from_utf8_lossy(&m.stderr)
-    );
-    let ((same, text), st) = check.unwrap();
-    assert!(same, "mounted tree differs:\n{text}");
-    assert_eq!(st, "600 0 0 character special file 5:1");
+        assert_eq!(
+            String::from_utf8_lossy(&st.stdout).trim(),
+            "600 0 0 character special file 5:1"
+        );
+    });
 }

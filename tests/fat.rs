@@ -1,13 +1,13 @@
 //! FAT through the `blockwise` CLI: `plan --json` geometry, `build` of MBR, GPT and bare FAT
 //! images from a `contents` directory, checked with fsck.fat, mtools and blkid.
 
-mod common;
-
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use common::{blockwise, have, tempdir, write_file};
+use blockwise_test_kit::{
+    assert_same_tree, blkid, blockwise, fsck_fat_clean, fsck_number, have, mcopy_out, tempdir,
+    write_file,
+};
 
 const MIB: u64 = 1 << 20;
 
@@ -37,7 +37,7 @@ fn contents(dir: &Path) -> PathBuf {
 }
 
 fn json(args: &[&str]) -> serde_json::Value {
-    let o = blockwise(args);
+    let o = blockwise!().run(args);
     assert!(
         o.status.success(),
         "blockwise {args:?} failed: {}",
@@ -45,20 +45,6 @@ fn json(args: &[&str]) -> serde_json::Value {
     );
     serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|e| panic!("bad JSON ({e}): {}", String::from_utf8_lossy(&o.stdout)))
-}
-
-fn build(spec: &Path, out: &Path) {
-    let o = blockwise([
-        "build".as_ref(),
-        spec.as_os_str(),
-        "-o".as_ref(),
-        out.as_os_str(),
-    ]);
-    assert!(
-        o.status.success(),
-        "build failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
 }
 
 fn fs_of(plan: &serde_json::Value, index: usize) -> (u64, u64, serde_json::Value) {
@@ -87,81 +73,10 @@ fn extract(image: &Path, start: u64, len: u64, out: &Path) {
     }
 }
 
-fn fsck_clean(path: &Path) -> String {
-    let o = Command::new("fsck.fat")
-        .arg("-n")
-        .arg("-v")
-        .arg(path)
-        .output()
-        .expect("fsck.fat");
-    let text =
-        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "fsck.fat:\n{text}");
-    for bad in [
-        "differ",
-        "Invalid",
-        "invalid",
-        "corrupt",
-        "Free cluster summary wrong",
-        "Dirty bit",
-        "Bad",
-    ] {
-        assert!(!text.contains(bad), "fsck.fat complained ({bad}):\n{text}");
-    }
-    text
-}
-
-fn fsck_number(text: &str, key: &str) -> u64 {
-    let line = text
-        .lines()
-        .find(|l| l.contains(key))
-        .unwrap_or_else(|| panic!("{key:?} not in\n{text}"));
-    line[line.find(key).unwrap() + key.len()..]
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
-fn mcopy_diff(image: &Path, offset: u64, src: &Path, dir: &Path) {
-    let out = dir.join("out");
-    std::fs::create_dir_all(&out).unwrap();
-    let o = Command::new("mcopy")
-        .env("MTOOLS_SKIP_CHECK", "1")
-        .env("LC_ALL", "C.UTF-8")
-        .args([
-            "-s",
-            "-n",
-            "-i",
-            &format!("{}@@{offset}", image.display()),
-            "::/",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "mcopy: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let d = Command::new("diff")
-        .arg("-r")
-        .arg(src)
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        d.status.success(),
-        "trees differ:\n{}",
-        String::from_utf8_lossy(&d.stdout)
-    );
-}
-
 /// Builds `spec_text` (with `contents = "boot/"`) and checks partition `index`: plan and
 /// image agree, fsck is clean, alignment holds, mcopy round trip, blkid label.
 fn build_and_check(spec_text: &str, index: usize, e: u64) -> serde_json::Value {
-    let dir = tempdir();
+    let dir = tempdir!();
     let src = contents(dir.path());
     let spec = write_file(dir.path(), "spec.toml", spec_text);
     let plan = json(&["plan", spec.to_str().unwrap(), "--json"]);
@@ -174,11 +89,11 @@ fn build_and_check(spec_text: &str, index: usize, e: u64) -> serde_json::Value {
     assert_eq!(fat % e, 0, "{fs}");
 
     let img = dir.path().join("out.img");
-    build(&spec, &img);
+    blockwise!().build(&spec, &img);
     if have("fsck.fat") {
         let part = dir.path().join("part.img");
         extract(&img, start, size, &part);
-        let out = fsck_clean(&part);
+        let out = fsck_fat_clean(&part);
         assert_eq!(start + fsck_number(&out, "First FAT starts at byte"), fat);
         assert_eq!(start + fsck_number(&out, "Data area starts at byte"), data);
         let sector = fs["sector_bytes"].as_u64().unwrap();
@@ -188,15 +103,12 @@ fn build_and_check(spec_text: &str, index: usize, e: u64) -> serde_json::Value {
         );
     }
     if have("mcopy") && have("diff") {
-        mcopy_diff(&img, start, &src, dir.path());
+        let out = dir.path().join("out");
+        mcopy_out(&img, start, &out);
+        assert_same_tree(&src, &out, &[]);
     }
     if have("blkid") {
-        let o = Command::new("blkid")
-            .args(["-p", "-o", "export", "--offset", &start.to_string()])
-            .arg(&img)
-            .output()
-            .unwrap();
-        let b = String::from_utf8_lossy(&o.stdout);
+        let b = blkid(&img, start);
         assert!(b.contains("TYPE=vfat"), "{b}");
         if let Some(label) = fs["label"].as_str() {
             assert!(b.contains(&format!("LABEL={label}")), "{b}");
@@ -204,7 +116,7 @@ fn build_and_check(spec_text: &str, index: usize, e: u64) -> serde_json::Value {
     }
     // Two builds are byte-identical.
     let img2 = dir.path().join("again.img");
-    build(&spec, &img2);
+    blockwise!().build(&spec, &img2);
     assert!(
         std::fs::read(&img).unwrap() == std::fs::read(&img2).unwrap(),
         "two builds differ"
@@ -305,14 +217,14 @@ fat = { cluster = "1KiB" }
 
 #[test]
 fn impossible_fat_requests_say_what_to_change() {
-    let dir = tempdir();
+    let dir = tempdir!();
     let spec = write_file(
         dir.path(),
         "bad.toml",
         "[image]\nsector-size = 4096\n[[partition]]\nfs = \"fat32\"\nsize = \"200MiB\"\n",
     );
     let out = dir.path().join("out.img");
-    let o = blockwise([
+    let o = blockwise!().run([
         "build".as_ref(),
         spec.as_os_str(),
         "-o".as_ref(),
@@ -332,7 +244,7 @@ fn impossible_fat_requests_say_what_to_change() {
 
 #[test]
 fn case_conflicts_fail_the_build_naming_both_files() {
-    let dir = tempdir();
+    let dir = tempdir!();
     let root = dir.path().join("c");
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(root.join("Readme.txt"), "a").unwrap();
@@ -343,7 +255,7 @@ fn case_conflicts_fail_the_build_naming_both_files() {
         "[image]\n[[partition]]\nfs = \"fat32\"\nsize = \"512MiB\"\ncontents = \"c/\"\n",
     );
     let out = dir.path().join("out.img");
-    let o = blockwise([
+    let o = blockwise!().run([
         "build".as_ref(),
         spec.as_os_str(),
         "-o".as_ref(),
@@ -360,7 +272,7 @@ fn case_conflicts_fail_the_build_naming_both_files() {
 
 #[test]
 fn symlinks_are_skipped_with_a_warning() {
-    let dir = tempdir();
+    let dir = tempdir!();
     let root = dir.path().join("c");
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(root.join("a.txt"), "a").unwrap();
@@ -371,7 +283,7 @@ fn symlinks_are_skipped_with_a_warning() {
         "[image]\n[[partition]]\nfs = \"fat32\"\nsize = \"512MiB\"\ncontents = \"c/\"\n",
     );
     let out = dir.path().join("out.img");
-    let o = blockwise([
+    let o = blockwise!().run([
         "build".as_ref(),
         spec.as_os_str(),
         "-o".as_ref(),
@@ -389,6 +301,8 @@ fn symlinks_are_skipped_with_a_warning() {
         let src = dir.path().join("want");
         std::fs::create_dir_all(&src).unwrap();
         std::fs::write(src.join("a.txt"), "a").unwrap();
-        mcopy_diff(&out, start, &src, dir.path());
+        let copied = dir.path().join("copied");
+        mcopy_out(&out, start, &copied);
+        assert_same_tree(&src, &copied, &[]);
     }
 }

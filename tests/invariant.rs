@@ -1,15 +1,13 @@
 //! Architecture invariant: verify(build(spec)) reproduces plan(spec) field for field, and a
 //! freshly built image has no findings.
 
-mod common;
-
 use std::path::Path;
 
-use common::{blockwise, tempdir, write_file};
+use blockwise_test_kit::{blockwise, tempdir, write_file};
 use serde_json::Value;
 
 fn json(args: &[&std::ffi::OsStr]) -> (Value, std::process::Output) {
-    let o = blockwise(args);
+    let o = blockwise!().run(args);
     let v = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
     (v, o)
 }
@@ -106,7 +104,7 @@ fn check(dir: &Path, name: &str, spec: &str) {
 
 #[test]
 fn verify_reproduces_plan() {
-    let dir = tempdir();
+    let dir = tempdir!();
     let d = dir.path();
     std::fs::create_dir_all(d.join("tree/sub")).unwrap();
     std::fs::write(d.join("tree/hello.txt"), "hello\n").unwrap();

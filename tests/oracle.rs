@@ -1,39 +1,8 @@
 //! Partition tables checked by real tools: sfdisk, sgdisk, loop devices with 4096-byte
 //! sectors, and byte equality with what sfdisk writes for the same layout.
 
-mod common;
-
-use std::path::Path;
-
-use common::{blockwise, have, have_loop, run, tempdir, write_file};
+use blockwise_test_kit::{blockwise, have, have_loop, run, sfdisk_json, tempdir, LoopDevice};
 use serde_json::Value;
-
-fn build(dir: &Path, name: &str, spec: &str) -> std::path::PathBuf {
-    let spec_path = write_file(dir, &format!("{name}.toml"), spec);
-    let out = dir.join(format!("{name}.img"));
-    let o = blockwise([
-        "build".as_ref(),
-        spec_path.as_os_str(),
-        "-o".as_ref(),
-        out.as_os_str(),
-    ]);
-    assert!(
-        o.status.success(),
-        "build failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    out
-}
-
-fn sfdisk_json(dev: &Path) -> Value {
-    let o = run("sfdisk", &["--json", dev.to_str().unwrap()]);
-    assert!(
-        o.status.success(),
-        "sfdisk --json: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap()
-}
 
 fn starts_sizes_types(v: &Value) -> Vec<(u64, u64, String)> {
     v["partitiontable"]["partitions"]
@@ -71,8 +40,8 @@ fn mbr_layout_matches_sfdisk() {
     if !have("sfdisk") {
         return;
     }
-    let dir = tempdir();
-    let img = build(dir.path(), "mbr", MBR_SPEC);
+    let dir = tempdir!();
+    let img = blockwise!().build_spec(dir.path(), "mbr", MBR_SPEC);
     let v = sfdisk_json(&img);
     assert_eq!(v["partitiontable"]["label"], "dos");
     assert_eq!(v["partitiontable"]["id"], "0x5452574f");
@@ -96,8 +65,8 @@ fn mbr_entries_are_byte_identical_to_sfdisk() {
     if !have("sfdisk") {
         return;
     }
-    let dir = tempdir();
-    let ours = build(dir.path(), "ours", MBR_SPEC);
+    let dir = tempdir!();
+    let ours = blockwise!().build_spec(dir.path(), "ours", MBR_SPEC);
     let reference = dir.path().join("ref.img");
     std::fs::File::create(&reference)
         .unwrap()
@@ -132,12 +101,12 @@ fn gpt_is_valid_deterministic_and_backup_on_last_lba() {
     if !have("sgdisk") || !have("sfdisk") {
         return;
     }
-    let dir = tempdir();
+    let dir = tempdir!();
     let spec = MBR_SPEC
         .replace("disk-id = \"0x5452574f\"", "table = \"gpt\"\nseed = 7")
         .replace("\"fat32\"", "\"esp\"");
-    let a = build(dir.path(), "a", &spec);
-    let b = build(dir.path(), "b", &spec);
+    let a = blockwise!().build_spec(dir.path(), "a", &spec);
+    let b = blockwise!().build_spec(dir.path(), "b", &spec);
     assert_eq!(
         std::fs::read(&a).unwrap(),
         std::fs::read(&b).unwrap(),
@@ -172,7 +141,7 @@ fn gpt_is_valid_deterministic_and_backup_on_last_lba() {
         (bytes.len() / 512 - 1) as u64
     );
     // GUIDs derive from the seed: another seed, other GUIDs.
-    let c = build(dir.path(), "c", &spec.replace("seed = 7", "seed = 8"));
+    let c = blockwise!().build_spec(dir.path(), "c", &spec.replace("seed = 7", "seed = 8"));
     let vc = sfdisk_json(&c);
     assert_ne!(vc["partitiontable"]["id"], t["id"]);
     assert_ne!(
@@ -186,12 +155,12 @@ fn logical_partitions_through_extended() {
     if !have("sfdisk") {
         return;
     }
-    let dir = tempdir();
+    let dir = tempdir!();
     let mut spec = String::from("[image]\nerase-block = \"1MiB\"\n");
     for _ in 0..6 {
         spec.push_str("[[partition]]\nfs = \"none\"\nsize = \"3MiB\"\n");
     }
-    let img = build(dir.path(), "ext", &spec);
+    let img = blockwise!().build_spec(dir.path(), "ext", &spec);
     let v = sfdisk_json(&img);
     let parts = starts_sizes_types(&v);
     // 3 primaries, the extended container, 3 logicals.
@@ -208,34 +177,12 @@ fn logical_partitions_through_extended() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
 }
 
-/// Attaches `img` as a read-only loop device with 4096-byte sectors; detaches on drop.
-struct Loop(String);
-impl Loop {
-    fn attach(img: &Path) -> Loop {
-        let o = run(
-            "losetup",
-            &["-f", "--show", "-r", "-b", "4096", img.to_str().unwrap()],
-        );
-        assert!(
-            o.status.success(),
-            "losetup: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        Loop(String::from_utf8_lossy(&o.stdout).trim().to_string())
-    }
-}
-impl Drop for Loop {
-    fn drop(&mut self) {
-        let _ = run("losetup", &["-d", &self.0]);
-    }
-}
-
 #[test]
 fn sector_size_4096_on_a_loop_device() {
     if !have("sfdisk") || !have_loop() {
         return;
     }
-    let dir = tempdir();
+    let dir = tempdir!();
     for table in ["mbr", "gpt"] {
         let spec = MBR_SPEC
             .replace(
@@ -250,23 +197,23 @@ fn sector_size_4096_on_a_loop_device() {
                     "\"fat32\""
                 },
             );
-        let img = build(dir.path(), table, &spec);
-        let dev = Loop::attach(&img);
-        let v = sfdisk_json(Path::new(&dev.0));
+        let img = blockwise!().build_spec(dir.path(), table, &spec);
+        let dev = LoopDevice::attach(&img, true, Some(4096));
+        let v = sfdisk_json(dev.path());
         assert_eq!(v["partitiontable"]["sectorsize"], 4096);
         let parts = starts_sizes_types(&v);
         // 4 MiB = 1024 sectors of 4096; 260 MiB = 66560.
         assert_eq!(parts[0].0, 1024, "{table}");
         assert_eq!(parts[0].1, 65_536, "{table}");
         assert_eq!(parts[1].0, 66_560, "{table}");
-        let o = run("sfdisk", &["--verify", &dev.0]);
+        let o = run("sfdisk", &["--verify", dev.path().to_str().unwrap()]);
         assert!(
             o.status.success(),
             "{table}: {}",
             String::from_utf8_lossy(&o.stdout)
         );
         if table == "gpt" {
-            let o = run("sgdisk", &["-v", &dev.0]);
+            let o = run("sgdisk", &["-v", dev.path().to_str().unwrap()]);
             let out = String::from_utf8_lossy(&o.stdout);
             assert!(out.contains("No problems found"), "{out}");
         }

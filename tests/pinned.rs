@@ -6,27 +6,12 @@
 //! clamped by the spec's `timestamp`. ext4 stores owners, so the ext4 images are pinned for
 //! uid/gid 0 (CI runs as root); elsewhere those cases are skipped with a message.
 
-mod common;
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use common::{blockwise, is_root, oracles_required, tempdir};
+use blockwise_test_kit::{blockwise, is_root, oracles_required, tempdir, xorshift64star_bytes};
 use sha2::{Digest, Sha256};
-
-/// Deterministic bytes (xorshift64*), so file contents do not depend on anything.
-fn bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 56) as u8
-        })
-        .collect()
-}
 
 fn file(path: &Path, data: &[u8], mode: u32) {
     if let Some(p) = path.parent() {
@@ -44,7 +29,7 @@ fn make_tree(root: &Path, with_links: bool) {
     file(&root.join("empty"), b"", 0o644);
     file(
         &root.join("A Long File Name For VFAT.bin"),
-        &bytes(1, 70_001),
+        &xorshift64star_bytes(1, 70_001),
         0o644,
     );
     file(&root.join("überraschung.txt"), "ü\n".as_bytes(), 0o600);
@@ -54,7 +39,7 @@ fn make_tree(root: &Path, with_links: bool) {
     {
         file(
             &root.join(format!("sizes/f{i}-{len}.bin")),
-            &bytes(10 + i as u64, len),
+            &xorshift64star_bytes(10 + i as u64, len),
             0o644,
         );
     }
@@ -71,8 +56,8 @@ fn make_tree(root: &Path, with_links: bool) {
     let sparse = root.join("sparse.img");
     let f = fs::File::create(&sparse).unwrap();
     f.set_len(4 << 20).unwrap();
-    std::os::unix::fs::FileExt::write_all_at(&f, &bytes(99, 8192), 0).unwrap();
-    std::os::unix::fs::FileExt::write_all_at(&f, &bytes(98, 4096), 3 << 20).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &xorshift64star_bytes(99, 8192), 0).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &xorshift64star_bytes(98, 4096), 3 << 20).unwrap();
     fs::set_permissions(&sparse, fs::Permissions::from_mode(0o644)).unwrap();
     if with_links {
         std::os::unix::fs::symlink("config.txt", root.join("link-to-config")).unwrap();
@@ -282,12 +267,16 @@ fn built_images_are_byte_identical_to_the_pinned_ones() {
         );
         eprintln!("SKIP: the ext4 cases are pinned for uid/gid 0; run as root to check them");
     }
-    let dir = tempdir();
+    let dir = tempdir!();
     make_tree(&dir.path().join("fat"), false);
     make_tree(&dir.path().join("ext"), true);
     file(&dir.path().join("small/boot.cfg"), b"small\n", 0o644);
     fs::set_permissions(dir.path().join("small"), fs::Permissions::from_mode(0o755)).unwrap();
-    file(&dir.path().join("raw.bin"), &bytes(5, 300_000), 0o644);
+    file(
+        &dir.path().join("raw.bin"),
+        &xorshift64star_bytes(5, 300_000),
+        0o644,
+    );
     let mut report = Vec::new();
     let mut mismatches = Vec::new();
     for case in CASES {
@@ -298,20 +287,7 @@ fn built_images_are_byte_identical_to_the_pinned_ones() {
         fs::write(&spec, case.spec).unwrap();
         let out = dir.path().join(format!("{}.img", case.name));
         let bmap = dir.path().join(format!("{}.img.bmap", case.name));
-        let o = blockwise([
-            "build".as_ref(),
-            spec.as_os_str(),
-            "-o".as_ref(),
-            out.as_os_str(),
-            "--bmap".as_ref(),
-            bmap.as_os_str(),
-        ]);
-        assert!(
-            o.status.success(),
-            "{}: build failed: {}",
-            case.name,
-            String::from_utf8_lossy(&o.stderr)
-        );
+        blockwise!().build_with(&spec, &out, ["--bmap".as_ref(), bmap.as_os_str()]);
         for (what, path, pinned) in [
             ("image", &out, case.image_sha256),
             ("bmap", &bmap, case.bmap_sha256),

@@ -11,23 +11,13 @@ use std::time::{Duration, Instant, SystemTime};
 use blockwise_host::{build, Error, SpecFile};
 use sha2::{Digest, Sha256};
 
-mod common;
-use common::{bin, have, have_loop, run, tempdir};
+use blockwise_test_kit::{assert_success, blockwise, bytes, have, have_loop, run, tempdir};
 
 const MIB: u64 = 1 << 20;
 
-/// Deterministic pseudo-random bytes (xorshift64*).
+/// Deterministic pseudo-random bytes.
 fn noise(seed: u64, len: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut out = Vec::with_capacity(usize::try_from(len).unwrap());
-    while (out.len() as u64) < len {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        out.extend_from_slice(&x.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes());
-    }
-    out.truncate(usize::try_from(len).unwrap());
-    out
+    bytes(seed, usize::try_from(len).unwrap())
 }
 
 /// `dir/contents` with `big` files of `big_len` bytes, a nested small file and a sparse file.
@@ -75,7 +65,7 @@ fn leftovers(dir: &Path) -> Vec<String> {
 #[test]
 fn the_image_holds_metadata_and_references_not_content() {
     for fs_line in ["fs = \"fat32\"", "fs = \"ext4\""] {
-        let dir = tempdir();
+        let dir = tempdir!();
         make_tree(dir.path(), 12, 4 * MIB + 123);
         let sp = spec(dir.path(), fs_line);
         let mut sf = SpecFile::load(&sp).unwrap();
@@ -138,7 +128,7 @@ fn sources_changed_after_the_scan_fail_the_write() {
     ];
     for fs_line in ["fs = \"fat32\"", "fs = \"ext4\""] {
         for (what, mutate) in mutations {
-            let dir = tempdir();
+            let dir = tempdir!();
             let c = make_tree(dir.path(), 2, 2 * MIB);
             let sp = spec(dir.path(), fs_line);
             let mut sf = SpecFile::load(&sp).unwrap();
@@ -183,14 +173,14 @@ fn a_fifo_in_the_contents_never_hangs_the_build() {
         return;
     }
     for (fs_line, warns) in [("fs = \"ext4\"", false), ("fs = \"fat32\"", true)] {
-        let dir = tempdir();
+        let dir = tempdir!();
         let c = make_tree(dir.path(), 1, MIB);
         assert!(run("mkfifo", &[c.join("pipe").to_str().unwrap()])
             .status
             .success());
         let sp = spec(dir.path(), fs_line);
         let out = dir.path().join("out.img");
-        let child = Command::new(bin())
+        let child = Command::new(blockwise!().path())
             .args(["build", sp.to_str().unwrap(), "-o", out.to_str().unwrap()])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -219,11 +209,7 @@ fn sha256_file(p: &Path) -> String {
 /// Runs `cmd` and returns stdout, panicking with stderr on failure.
 fn ok(cmd: &str, args: &[&str]) -> String {
     let o = run(cmd, args);
-    assert!(
-        o.status.success(),
-        "{cmd} {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert_success(&o, cmd);
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -254,7 +240,7 @@ fn on_xfs_the_image_shares_blocks_with_its_sources() {
     if !have_loop() || !have("mkfs.xfs") || !have("filefrag") {
         return;
     }
-    let work = tempdir();
+    let work = tempdir!();
     let backing = work.path().join("xfs.raw");
     fs::File::create(&backing)
         .unwrap()
@@ -285,7 +271,7 @@ fn on_xfs_the_image_shares_blocks_with_its_sources() {
             let sp = spec_sized(&base, fs_line, "512MiB");
             let out = base.join(format!("{}.img", &fs_line[6..fs_line.len() - 1]));
             let before = df_used(&base);
-            let o = Command::new(bin())
+            let o = Command::new(blockwise!().path())
                 .args(["build", sp.to_str().unwrap(), "-o", out.to_str().unwrap()])
                 .args(["--json", "-q"])
                 .output()

@@ -2,16 +2,17 @@
 //! (sfdisk, mkfs.fat, mke2fs, losetup) inside the test, then checked against what the same
 //! tool family reports (`sfdisk --json`, `fsck.fat -n -v`, `dumpe2fs -h`, `debugfs`).
 
-mod common;
-
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use blockwise_geometry::{BlockSource, FsPlan, SectorSize};
+use blockwise_test_kit::{
+    assert_success, blockwise, crc32, debugfs, have, have_loop, run, sfdisk_json, tempdir,
+    LoopDevice, XorShift64,
+};
 use blockwise_verify::{verify, Options, Report};
-use common::{have, have_loop, run, tempdir};
 
 /// A read-only file source (the CLI has its own; tests stay independent of it).
 struct FileSrc {
@@ -49,18 +50,9 @@ fn codes(r: &Report) -> Vec<&'static str> {
     r.findings.iter().map(|f| f.code.as_str()).collect()
 }
 
-fn ok(o: &Output, what: &str) {
-    assert!(
-        o.status.success(),
-        "{what} failed: {}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
 fn sh(script: &str) -> Output {
     let o = run("sh", &["-c", script]);
-    ok(&o, script);
+    assert_success(&o, script);
     o
 }
 
@@ -80,18 +72,12 @@ fn sfdisk(target: &Path, script: &str) {
         ))
         .output()
         .expect("sfdisk");
-    ok(&o, &format!("sfdisk {script}"));
-}
-
-fn sfdisk_json(target: &Path) -> serde_json::Value {
-    let o = run("sfdisk", &["--json", &target.display().to_string()]);
-    ok(&o, "sfdisk --json");
-    serde_json::from_slice(&o.stdout).expect("sfdisk json")
+    assert_success(&o, &format!("sfdisk {script}"));
 }
 
 /// Whether the `blockwise` binary dispatches `verify` yet (main.rs is the lead's).
 fn cli_ready() -> bool {
-    let o = common::blockwise(["verify", "--help"]);
+    let o = blockwise!().run(["verify", "--help"]);
     let ready = String::from_utf8_lossy(&o.stdout).contains("erase-block");
     if !ready {
         eprintln!("SKIP (CLI part): `blockwise verify` is not wired into main.rs yet");
@@ -101,8 +87,8 @@ fn cli_ready() -> bool {
 
 /// Runs `blockwise verify ARGS` under a timeout; asserts no panic and a known exit code.
 fn cli(args: &[&str]) -> (i32, String, String) {
-    let bin = common::bin();
-    let mut a = vec!["60", bin.to_str().expect("utf8 path"), "verify"];
+    let bin = blockwise!();
+    let mut a = vec!["60", bin.path().to_str().expect("utf8 path"), "verify"];
     a.extend_from_slice(args);
     let o = run("timeout", &a);
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
@@ -164,7 +150,7 @@ fn sfdisk_layouts_512() {
     if !have("sfdisk") {
         return;
     }
-    let dir = tempdir();
+    let dir = tempdir!();
     let cli_ok = cli_ready();
     for label in ["dos", "gpt"] {
         for start in [63u64, 256, 2048, 8192] {
@@ -238,17 +224,13 @@ fn sfdisk_layouts_4096_loop() {
     if !have("sfdisk") || !have_loop() {
         return;
     }
-    let dir = tempdir();
+    let dir = tempdir!();
     let cli_ok = cli_ready();
     for label in ["dos", "gpt"] {
         for start in [256u64, 2048] {
             let img = sparse_file(dir.path(), &format!("4k-{label}-{start}.img"), 256 << 20);
-            let o = run(
-                "losetup",
-                &["-f", "--show", "-b", "4096", img.to_str().expect("utf8")],
-            );
-            ok(&o, "losetup");
-            let dev = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim().to_string());
+            let loop_dev = LoopDevice::attach(&img, false, Some(4096));
+            let dev = loop_dev.path().to_path_buf();
             let types = if label == "dos" {
                 ["c", "83"]
             } else {
@@ -265,10 +247,7 @@ fn sfdisk_layouts_4096_loop() {
             );
             let json = sfdisk_json(&dev);
             let cli_result = cli_ok.then(|| cli(&["--json", dev.to_str().expect("utf8")]));
-            ok(
-                &run("losetup", &["-d", dev.to_str().expect("utf8")]),
-                "losetup -d",
-            );
+            loop_dev.detach();
             assert_eq!(json["partitiontable"]["sectorsize"].as_u64(), Some(4096));
             // The image file itself: GPT is found at 4096 on its own; MBR needs the hint.
             let forced = verify_file(&img, opts(&img).sector_size(Some(SectorSize::S4096)));
@@ -297,7 +276,7 @@ fn gpt_after_dd_to_larger_and_truncated() {
     if !have("sfdisk") {
         return;
     }
-    let dir = tempdir();
+    let dir = tempdir!();
     let img = sparse_file(dir.path(), "g.img", 64 << 20);
     sfdisk(&img, "label: gpt\\nstart=8192, size=16384, type=L\\n");
     assert_eq!(verify_file(&img, opts(&img)).exit_code(), 0);
@@ -428,7 +407,7 @@ fn fat_case(
     let mut args: Vec<&str> = mkfs_args.to_vec();
     let vs = vol.to_str().expect("utf8").to_string();
     args.push(&vs);
-    ok(&run("mkfs.fat", &args), "mkfs.fat");
+    assert_success(&run("mkfs.fat", &args), "mkfs.fat");
     let oracle = fsck_fat(&vol);
     let bare = verify_file(&vol, opts(&vol).erase_block(erase));
     assert_eq!(bare.table.kind.to_string(), "none");
@@ -468,7 +447,7 @@ fn mkfs_fat_defaults_on_1gib_at_2048() {
     if !have("mkfs.fat") || !have("fsck.fat") || !have("sfdisk") {
         return;
     }
-    let dir = tempdir();
+    let dir = tempdir!();
     let (_, r, oracle) = fat_case(
         dir.path(),
         "defaults",
@@ -501,13 +480,13 @@ fn mkfs_fat_reserved_tuned_to_128k() {
     if !have("mkfs.fat") || !have("fsck.fat") || !have("sfdisk") {
         return;
     }
-    let dir = tempdir();
+    let dir = tempdir!();
     // Find -R so that the data area (relative to a 1 MiB partition start) lands on 128 KiB.
     let probe = sparse_file(dir.path(), "probe.vol", 1 << 30);
     let mut chosen = None;
     for r in (32u64..2048).step_by(8) {
         let rs = r.to_string();
-        ok(
+        assert_success(
             &run(
                 "mkfs.fat",
                 &["-F", "32", "-R", &rs, probe.to_str().expect("utf8")],
@@ -551,7 +530,7 @@ fn mkfs_fat_4096_sectors() {
     if !have("mkfs.fat") || !have("fsck.fat") || !have("sfdisk") {
         return;
     }
-    let dir = tempdir();
+    let dir = tempdir!();
     let (bare, r, oracle) = fat_case(
         dir.path(),
         "s4096",
@@ -571,7 +550,7 @@ fn mkfs_fat12_and_fat16() {
     if !have("mkfs.fat") || !have("fsck.fat") || !have("sfdisk") {
         return;
     }
-    let dir = tempdir();
+    let dir = tempdir!();
     for (name, size, fat) in [("f12", 4u64 << 20, "12"), ("f16", 64 << 20, "16")] {
         let (bare, r, _) = fat_case(dir.path(), name, size, &["-F", fat], 2048, 4 << 20);
         let Some(FsPlan::Fat(f)) = &bare.partitions[0].filesystem else {
@@ -587,9 +566,9 @@ fn fat32_with_too_few_clusters_is_an_error() {
     if !have("mkfs.fat") {
         return;
     }
-    let dir = tempdir();
+    let dir = tempdir!();
     let vol = sparse_file(dir.path(), "few.vol", 1 << 30);
-    ok(
+    assert_success(
         &run(
             "mkfs.fat",
             &["-F", "32", "-s", "64", vol.to_str().expect("utf8")],
@@ -605,7 +584,7 @@ fn fat32_with_too_few_clusters_is_an_error() {
 
 fn dumpe2fs(vol: &Path) -> std::collections::HashMap<String, String> {
     let o = run("dumpe2fs", &["-h", vol.to_str().expect("utf8")]);
-    ok(&o, "dumpe2fs -h");
+    assert_success(&o, "dumpe2fs -h");
     String::from_utf8_lossy(&o.stdout)
         .lines()
         .filter_map(|l| l.split_once(':'))
@@ -618,7 +597,7 @@ fn mke2fs_stride_and_default() {
     if !have("mke2fs") || !have("dumpe2fs") || !have("sfdisk") {
         return;
     }
-    let dir = tempdir();
+    let dir = tempdir!();
     for (name, extra) in [
         ("striped", Some("stride=32,stripe_width=32")),
         ("plain", None),
@@ -634,7 +613,7 @@ fn mke2fs_stride_and_default() {
         }
         let vs = vol.to_str().expect("utf8").to_string();
         args.push(&vs);
-        ok(&run("mke2fs", &args), "mke2fs");
+        assert_success(&run("mke2fs", &args), "mke2fs");
         let d = dumpe2fs(&vol);
         let bare = verify_file(&vol, opts(&vol));
         let Some(FsPlan::Ext4(x)) = &bare.partitions[0].filesystem else {
@@ -663,11 +642,7 @@ fn mke2fs_stride_and_default() {
             d.get("Filesystem UUID").map(String::as_str)
         );
         if have("debugfs") {
-            let o = run("debugfs", &["-R", "bmap <8> 0", &vs]);
-            let jblock: u64 = String::from_utf8_lossy(&o.stdout)
-                .trim()
-                .parse()
-                .expect("bmap");
+            let jblock: u64 = debugfs(&vol, "bmap <8> 0").trim().parse().expect("bmap");
             assert_eq!(
                 x.journal_start_bytes,
                 Some(jblock * u64::from(x.block_bytes)),
@@ -719,31 +694,9 @@ fn hostile(p: &Path, cli_ok: bool) -> Report {
     r
 }
 
-fn xorshift(seed: &mut u64) -> u64 {
-    *seed ^= *seed << 13;
-    *seed ^= *seed >> 7;
-    *seed ^= *seed << 17;
-    *seed
-}
-
-fn crc32(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in data {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 {
-                (crc >> 1) ^ 0xedb8_8320
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
-}
-
 #[test]
 fn hostile_inputs() {
-    let dir = tempdir();
+    let dir = tempdir!();
     let d = dir.path();
     let cli_ok = cli_ready();
     // Empty file.
@@ -751,14 +704,12 @@ fn hostile_inputs() {
     let r = hostile(&empty, cli_ok);
     assert_eq!(r.exit_code(), 2);
     // Random bytes.
-    let mut seed = 0x1234_5678_9abc_def0u64;
+    let mut rng = XorShift64::new(0x1234_5678_9abc_def0);
     for (i, len) in [1usize, 511, 512, 4096, 70_000, 1 << 20]
         .into_iter()
         .enumerate()
     {
-        let bytes: Vec<u8> = (0..len)
-            .map(|_| (xorshift(&mut seed) & 0xff) as u8)
-            .collect();
+        let bytes: Vec<u8> = (0..len).map(|_| (rng.next_u64() & 0xff) as u8).collect();
         let p = d.join(format!("random{i}.img"));
         std::fs::write(&p, &bytes).expect("write");
         hostile(&p, cli_ok);
@@ -856,7 +807,7 @@ fn hostile_inputs() {
     if have("mkfs.fat") {
         // FAT with 0 sectors per cluster.
         let vol = sparse_file(d, "spc0.img", 64 << 20);
-        ok(
+        assert_success(
             &run("mkfs.fat", &["-F", "16", vol.to_str().expect("utf8")]),
             "mkfs.fat",
         );
@@ -938,7 +889,7 @@ fn shared_corpus() {
         eprintln!("SKIP: no corpus at {}", root.display());
         return;
     }
-    let dir = tempdir();
+    let dir = tempdir!();
     let cli_ok = cli_ready();
     let mut files = Vec::new();
     let mut stack = vec![root.to_path_buf()];
@@ -998,10 +949,10 @@ fn hybrid_mbr_made_by_sgdisk() {
     if !have("sgdisk") {
         return;
     }
-    let dir = tempdir();
+    let dir = tempdir!();
     let img = sparse_file(dir.path(), "hybrid.img", 64 << 20);
     let s = img.to_str().expect("utf8");
-    ok(
+    assert_success(
         &run(
             "sgdisk",
             &["-n", "1:8192:+16M", "-t", "1:0700", "-n", "2:0:+16M", s],
@@ -1010,7 +961,7 @@ fn hybrid_mbr_made_by_sgdisk() {
     );
     let r = verify_file(&img, opts(&img));
     assert!(!codes(&r).contains(&"hybrid-mbr"), "{:?}", codes(&r));
-    ok(&run("sgdisk", &["-h", "1", s]), "sgdisk -h");
+    assert_success(&run("sgdisk", &["-h", "1", s]), "sgdisk -h");
     let r = verify_file(&img, opts(&img));
     assert_eq!(r.table.kind.to_string(), "gpt");
     assert!(codes(&r).contains(&"hybrid-mbr"), "{:?}", codes(&r));
@@ -1037,12 +988,12 @@ fn hybrid_mbr_made_by_sgdisk() {
 
 #[test]
 fn other_contents_are_named_not_checked() {
-    let dir = tempdir();
+    let dir = tempdir!();
     let d = dir.path();
     let mut names = Vec::new();
     if have("mkswap") {
         let sw = sparse_file(d, "swap.vol", 16 << 20);
-        ok(&run("mkswap", &[sw.to_str().expect("utf8")]), "mkswap");
+        assert_success(&run("mkswap", &[sw.to_str().expect("utf8")]), "mkswap");
         let r = verify_file(&sw, opts(&sw));
         let Some(FsPlan::Other(o)) = &r.partitions[0].filesystem else {
             panic!("{r:#?}")

@@ -1,17 +1,21 @@
 #![allow(missing_docs)]
 //! e2fsck / debugfs / dumpe2fs / ext4-view round trips of images the native writer makes.
 
-mod common;
+mod fixtures;
 
 use blockwise_ext4::{Ext4Options, Ext4Profile};
-use common::*;
+use blockwise_test_kit::{
+    assert_same_tree, bytes, command, debugfs, e2fsck_clean, have, have_loop, materialize, save,
+    tempdir, with_kernel_mount,
+};
+use fixtures::*;
 
 #[test]
 fn empty_tree_is_clean() {
     if !have("e2fsck") {
         return;
     }
-    let d = tempdir();
+    let d = tempdir!();
     let g = Gen::new();
     for (name, opts) in [
         ("default", Ext4Options::default()),
@@ -49,7 +53,7 @@ fn empty_tree_is_clean() {
         let p = out(d.path(), &format!("{name}.img"));
         save(&img, &p);
         eprintln!("checking {name}");
-        e2fsck_clean(&p);
+        e2fsck_clean(&p, Some("testfs"));
     }
 }
 
@@ -58,7 +62,7 @@ fn small_tree_is_clean() {
     if !have("e2fsck") {
         return;
     }
-    let d = tempdir();
+    let d = tempdir!();
     let g = small_tree();
     for (name, opts) in [
         ("default", Ext4Options::default()),
@@ -83,20 +87,8 @@ fn small_tree_is_clean() {
         let p = out(d.path(), &format!("{name}.img"));
         save(&img, &p);
         eprintln!("checking {name}");
-        e2fsck_clean(&p);
+        e2fsck_clean(&p, Some("testfs"));
     }
-}
-
-use std::process::Command;
-
-fn debugfs(img: &std::path::Path, cmd: &str) -> String {
-    let o = Command::new("debugfs")
-        .arg("-R")
-        .arg(cmd)
-        .arg(img)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 struct SparseRead(blockwise_geometry::SparseImage);
@@ -198,18 +190,18 @@ fn generated_tree_e2fsck_debugfs_ext4_view() {
     if !have("e2fsck") || !have("debugfs") {
         return;
     }
-    let d = tempdir();
+    let d = tempdir!();
     let g = big_tree();
     let src = d.path().join("src");
     std::fs::create_dir(&src).unwrap();
-    materialize(&g, &src);
+    materialize(&g.tree, &g.content, &src);
     let req = request(1 << 30, Ext4Options::default());
     let t = std::time::Instant::now();
     let img = build(&req, &g.tree, &g.content);
     eprintln!("built in {:?}", t.elapsed());
     let p = d.path().join("big.img");
     save(&img, &p);
-    e2fsck_clean(&p);
+    e2fsck_clean(&p, Some("testfs"));
     // Without journal, compat profile: e2fsck only.
     for opts in [
         Ext4Options {
@@ -225,24 +217,14 @@ fn generated_tree_e2fsck_debugfs_ext4_view() {
         let img2 = build(&req2, &g.tree, &g.content);
         let p2 = d.path().join("variant.img");
         save(&img2, &p2);
-        e2fsck_clean(&p2);
+        e2fsck_clean(&p2, Some("testfs"));
     }
     // debugfs rdump equals the source.
     let outd = d.path().join("out");
     std::fs::create_dir(&outd).unwrap();
     debugfs(&p, &format!("rdump / {}", outd.display()));
     let dumped = outd.join(""); // rdump of "/" creates the entries directly in outd
-    let o = Command::new("diff")
-        .args(["-r", "--no-dereference", "-x", "lost+found", "-x", "dev"])
-        .arg(&src)
-        .arg(&dumped)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "diff: {}",
-        String::from_utf8_lossy(&o.stdout)
-    );
+    assert_same_tree(&src, &dumped, &["lost+found", "dev"]);
     // debugfs stat shows what was specified.
     let st = debugfs(&p, "stat /etc/hostname");
     assert!(
@@ -275,7 +257,7 @@ fn generated_tree_e2fsck_debugfs_ext4_view() {
     let ea = debugfs(&p, "ea_list /bigxattr");
     assert!(ea.contains("user.big"), "{ea}");
     // dumpe2fs -h: RAID geometry, features, label, UUID.
-    let h = Command::new("dumpe2fs").arg("-h").arg(&p).output().unwrap();
+    let h = command("dumpe2fs").arg("-h").arg(&p).output().unwrap();
     let h = String::from_utf8_lossy(&h.stdout);
     let plan = blockwise_ext4::plan(&req, Some(&g.tree)).unwrap();
     assert!(h.contains("RAID stride:              1024"), "{h}");
@@ -297,19 +279,9 @@ fn generated_tree_e2fsck_debugfs_ext4_view() {
     );
     // The kernel mounts it and sees the same tree.
     if have_loop() {
-        with_kernel_mount(&p, &d.path().join("mnt"), |m| {
-            let o = Command::new("diff")
-                .args(["-r", "--no-dereference", "-x", "lost+found", "-x", "dev"])
-                .arg(&src)
-                .arg(m)
-                .output()
-                .unwrap();
-            assert!(
-                o.status.success(),
-                "diff with mount: {}",
-                String::from_utf8_lossy(&o.stdout)
-            );
-            let st = Command::new("stat")
+        with_kernel_mount(&p, "ext4", &d.path().join("mnt"), |m| {
+            assert_same_tree(&src, m, &["lost+found", "dev"]);
+            let st = command("stat")
                 .args(["-c", "%a %u %g %h %s %F %t:%T"])
                 .arg(m.join("dev/console"))
                 .output()
@@ -318,7 +290,7 @@ fn generated_tree_e2fsck_debugfs_ext4_view() {
                 String::from_utf8_lossy(&st.stdout).trim(),
                 "640 1000 100 1 0 character special file 5:1"
             );
-            let st = Command::new("getfattr")
+            let st = command("getfattr")
                 .args(["-d", "-m", "-"])
                 .arg(m.join("cap"))
                 .output();
@@ -346,7 +318,7 @@ fn deep_extent_tree_and_two_level_htree() {
             Vec::new(),
         );
     }
-    let d = tempdir();
+    let d = tempdir!();
     for (name, bs) in [("deep1k", 1024u32), ("deep4k", 4096)] {
         let req = request(
             128 << 20,
@@ -359,7 +331,7 @@ fn deep_extent_tree_and_two_level_htree() {
         if have("e2fsck") {
             let p = out(d.path(), &format!("{name}.img"));
             save(&img, &p);
-            e2fsck_clean(&p);
+            e2fsck_clean(&p, Some("testfs"));
             if bs == 1024 && have("debugfs") {
                 let h = debugfs(&p, "htree /many");
                 assert!(
@@ -385,7 +357,7 @@ fn geometry_sweep_is_clean() {
     if !have("e2fsck") {
         return;
     }
-    let d = tempdir();
+    let d = tempdir!();
     let g = small_tree();
     let empty = Gen::new();
     let cases: &[(u64, u32, bool, &str)] = &[
@@ -415,7 +387,7 @@ fn geometry_sweep_is_clean() {
         let p = out(d.path(), &format!("{name}.img"));
         save(&img, &p);
         eprintln!("checking {name}");
-        e2fsck_clean(&p);
+        e2fsck_clean(&p, Some("testfs"));
     }
 }
 
@@ -434,10 +406,10 @@ fn lost_found_from_the_tree() {
         let req = request(64 << 20, Ext4Options::default());
         let img = build(&req, &g.tree, &g.content);
         if have("e2fsck") {
-            let d = tempdir();
+            let d = tempdir!();
             let p = out(d.path(), "lf.img");
             save(&img, &p);
-            e2fsck_clean(&p);
+            e2fsck_clean(&p, Some("testfs"));
         }
     }
 }
@@ -449,7 +421,7 @@ fn clean_on_a_dirty_device() {
     if !have("e2fsck") {
         return;
     }
-    let d = tempdir();
+    let d = tempdir!();
     let g = small_tree();
     for (name, opts) in [
         ("dirty-default", Ext4Options::default()),
@@ -468,7 +440,7 @@ fn clean_on_a_dirty_device() {
         let path = out(d.path(), &format!("{name}.img"));
         std::fs::write(&path, &dev).unwrap();
         eprintln!("checking {name}");
-        e2fsck_clean(&path);
+        e2fsck_clean(&path, Some("testfs"));
     }
 }
 
@@ -528,10 +500,10 @@ mod random_trees {
             let req = request(48 << 20, Ext4Options { profile, block_size: bs, ..Ext4Options::default() });
             let img = build(&req, &g.tree, &g.content);
             if have("e2fsck") {
-                let d = tempdir();
+                let d = tempdir!();
                 let p = out(d.path(), "random.img");
                 save(&img, &p);
-                e2fsck_clean(&p);
+                e2fsck_clean(&p, Some("testfs"));
             }
             ext4_view_matches(img, &g);
         }
@@ -556,10 +528,10 @@ fn full_filesystem_is_clean() {
     g.file(0, "fill", bytes(3, (free * 4096) as usize));
     let img = build(&req, &g.tree, &g.content);
     if have("e2fsck") {
-        let d = tempdir();
+        let d = tempdir!();
         let p = out(d.path(), "full.img");
         save(&img, &p);
-        e2fsck_clean(&p);
+        e2fsck_clean(&p, Some("testfs"));
     }
     ext4_view_matches(img, &g);
 }

@@ -1,53 +1,14 @@
 //! Oracle tests: images formatted by blockwise-fat, checked with fsck.fat, mtools, blkid
 //! and the `fatfs` crate. Images are sparse files under the target dir.
 
-mod common;
-
-use std::path::Path;
-use std::process::Command;
+mod fixtures;
 
 use blockwise_geometry::{FsKind, NodeKind, SparseImage};
-use common::*;
-
-fn mcopy_out(image_arg: &str, out: &Path) {
-    std::fs::create_dir_all(out).unwrap();
-    let o = Command::new("mcopy")
-        .env("MTOOLS_SKIP_CHECK", "1")
-        .env("LC_ALL", "C.UTF-8")
-        .args(["-s", "-n", "-i", image_arg, "::/"])
-        .arg(out)
-        .output()
-        .expect("mcopy");
-    assert!(
-        o.status.success(),
-        "mcopy failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
-fn diff_r(a: &Path, b: &Path) {
-    let o = Command::new("diff")
-        .arg("-r")
-        .arg(a)
-        .arg(b)
-        .output()
-        .expect("diff");
-    assert!(
-        o.status.success(),
-        "trees differ:\n{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
-fn blkid(path: &Path, offset: u64) -> String {
-    let o = Command::new(tool("blkid"))
-        .args(["-p", "-o", "export", "--offset", &offset.to_string()])
-        .arg(path)
-        .output()
-        .expect("blkid");
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use blockwise_test_kit::{
+    assert_same_tree, blkid, fsck_fat_clean, fsck_number, have, materialize, mcopy_out, save,
+    tempdir,
+};
+use fixtures::*;
 
 /// Extracts the partition window of a disk image (extents only, holes stay holes).
 fn partition(img: &SparseImage, start: u64, len: u64) -> SparseImage {
@@ -67,7 +28,7 @@ fn partition(img: &SparseImage, start: u64, len: u64) -> SparseImage {
 fn round_trip(req: &blockwise_fat::FatRequest, files: usize) {
     let (tree, content) = sample_tree(files);
     let (p, disk) = build_disk(req, &tree, &content);
-    let dir = tempdir();
+    let dir = tempdir!();
     let disk_path = dir.path().join("disk.img");
     save(&disk, &disk_path);
     let start = req.partition_start_bytes;
@@ -77,7 +38,7 @@ fn round_trip(req: &blockwise_fat::FatRequest, files: usize) {
     let part_path = dir.path().join("part.img");
     save(&part, &part_path);
     if have("fsck.fat") {
-        let out = fsck_clean(&part_path);
+        let out = fsck_fat_clean(&part_path);
         assert_eq!(
             fsck_number(&out, "First FAT starts at byte") + start,
             p.fat_start_bytes
@@ -103,8 +64,8 @@ fn round_trip(req: &blockwise_fat::FatRequest, files: usize) {
         let src = dir.path().join("src");
         materialize(&tree, &content, &src);
         let out = dir.path().join("out");
-        mcopy_out(&format!("{}@@{start}", disk_path.display()), &out);
-        diff_r(&src, &out);
+        mcopy_out(&disk_path, start, &out);
+        assert_same_tree(&src, &out, &[]);
     }
 
     // blkid: type, label, UUID.
@@ -195,7 +156,7 @@ fn alignment_matrix() {
     if !have("fsck.fat") {
         return;
     }
-    let dir = tempdir();
+    let dir = tempdir!();
     let (tree, content) = sample_tree(20);
     let sizes = [
         (64 * MIB, FsKind::Fat(Some(FatType::Fat16))),
@@ -229,7 +190,7 @@ fn alignment_matrix() {
                 assert_eq!(p, p2);
                 let path = dir.path().join("m.img");
                 save(&img, &path);
-                let out = fsck_clean(&path);
+                let out = fsck_fat_clean(&path);
                 let fat = fsck_number(&out, "First FAT starts at byte");
                 let data = fsck_number(&out, "Data area starts at byte");
                 assert_eq!((e + fat) % e, 0, "FAT start E={e} S={s} size={size}\n{out}");
@@ -273,12 +234,12 @@ fn classic_usb_stick_layout() {
     assert_eq!(p.cluster_bytes, 64 * 1024);
     assert_eq!((p.data_start_bytes / 512) % 256, 0, "{p:?}");
     assert_eq!((p.fat_start_bytes / 512) % 256, 0, "{p:?}");
-    let dir = tempdir();
+    let dir = tempdir!();
     if have("fsck.fat") {
         let part = partition(&disk, req.partition_start_bytes, req.partition_size_bytes);
         let path = dir.path().join("usb-part.img");
         save(&part, &path);
-        let out = fsck_clean(&path);
+        let out = fsck_fat_clean(&path);
         assert!(out.contains("256 hidden sectors"), "{out}");
         let data = fsck_number(&out, "Data area starts at byte");
         assert_eq!((256 + data / 512) % 256, 0);
@@ -289,8 +250,8 @@ fn classic_usb_stick_layout() {
         let src = dir.path().join("src");
         materialize(&tree, &content, &src);
         let out = dir.path().join("out");
-        mcopy_out(&format!("{}@@{}", path.display(), 256 * 512), &out);
-        diff_r(&src, &out);
+        mcopy_out(&path, 256 * 512, &out);
+        assert_same_tree(&src, &out, &[]);
     }
 }
 
@@ -324,11 +285,11 @@ fn every_backend_and_stale_bytes() {
         let (p, sparse, _) = build(&req, &tree, &content);
         let mut stale = vec![0xA5u8; size as usize];
         blockwise_fat::write(&mut stale, &req, &p, &tree, &content, 1_700_000_000).unwrap();
-        let dir = tempdir();
+        let dir = tempdir!();
         let path = dir.path().join("vec.img");
         std::fs::write(&path, &stale).unwrap();
         if have("fsck.fat") {
-            fsck_clean(&path);
+            fsck_fat_clean(&path);
         }
         let mut v = SparseImage::new(size);
         blockwise_geometry::BlockSink::write_at(&mut v, 0, &stale).unwrap();
@@ -369,11 +330,11 @@ fn one_fat_unaligned_fat_no_label() {
         assert_eq!(p.fat_count, 1);
         assert_eq!(p.data_start_bytes % (128 * KIB), 0, "{p:?}");
         assert!(p.label.is_none());
-        let dir = tempdir();
+        let dir = tempdir!();
         let path = dir.path().join("one.img");
         save(&img, &path);
         if have("fsck.fat") {
-            let out = fsck_clean(&path);
+            let out = fsck_fat_clean(&path);
             assert!(out.contains("1 FATs"), "{out}");
             assert!(out.contains("63 hidden sectors"), "{out}");
             assert_eq!(

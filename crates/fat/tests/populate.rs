@@ -1,13 +1,14 @@
 //! Population: names, conflicts, special files, hard links, sparse files, space errors,
 //! large directories, timestamps.
 
-mod common;
+mod fixtures;
 
 use std::time::Instant;
 
 use blockwise_fat::{plan, write, Error};
 use blockwise_geometry::{FsKind, Meta, NodeKind, SparseImage, Tree};
-use common::*;
+use blockwise_test_kit::{bytes, fsck_fat_clean, have, save, tempdir};
+use fixtures::*;
 
 fn small_req() -> blockwise_fat::FatRequest {
     request(
@@ -323,10 +324,10 @@ fn twenty_thousand_files_in_one_directory() {
     eprintln!("20,000 files formatted in {:?}", started.elapsed());
     assert_eq!(report.files, 20_000);
     if have("fsck.fat") {
-        let dir = tempdir();
+        let dir = tempdir!();
         let path = dir.path().join("many.img");
         save(&img, &path);
-        let out = fsck_clean(&path);
+        let out = fsck_fat_clean(&path);
         assert!(out.contains(": 20002 files, "), "{out}");
     }
     let got = read_with_fatfs(img);

@@ -1,26 +1,12 @@
-//! Shared by the peer-comparison benches: generated trees, saving images, printing ratios.
+//! What the peer-comparison benches share: generated host trees and the printed ratio.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
-use blockwise_geometry::ImageMap;
-use blockwise_host::HostContent;
+use crate::random::bytes;
 
-/// Pseudo-random, incompressible bytes (xorshift), deterministic per seed.
-pub fn bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
-
-/// ~5,000 files, ~150 MB: 50 directories of 100 files (half of them in a subdirectory).
+/// ~5,000 files, ~150 MB under `dir`: 50 directories of 100 files (half of them in a
+/// subdirectory), incompressible. Returns (files, bytes).
 pub fn nested(dir: &Path) -> (usize, u64) {
     let mut n = 0;
     let mut total = 0u64;
@@ -43,7 +29,7 @@ pub fn nested(dir: &Path) -> (usize, u64) {
     (n, total)
 }
 
-/// 20,000 small files in `dir/many`, named by `name(i)`.
+/// 20,000 small files in `dir/many`, named by `name(i)`. Returns the count.
 pub fn flat(dir: &Path, name: impl Fn(usize) -> String) -> usize {
     let many = dir.join("many");
     std::fs::create_dir_all(&many).expect("mkdir");
@@ -53,30 +39,7 @@ pub fn flat(dir: &Path, name: impl Fn(usize) -> String) -> usize {
     20_000
 }
 
-/// Writes the image file (holes kept, fsync), as `blockwise build` does.
-pub fn save(img: &ImageMap, content: &HostContent, path: &Path) {
-    blockwise_host::write_image_file(img, content, path, None, &mut ()).expect("write image");
-}
-
-/// Whether every command is installed.
-pub fn have(cmds: &[&str]) -> bool {
-    cmds.iter().all(|c| {
-        Command::new("sh")
-            .arg("-c")
-            .arg(format!("command -v {c}"))
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
-}
-
-/// A scratch directory on disk (under target/), removed on drop.
-pub fn workdir() -> tempfile::TempDir {
-    let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    std::fs::create_dir_all(base).expect("tmpdir");
-    tempfile::tempdir_in(base).expect("tempdir")
-}
-
-/// Prints both times and the ratio ours / peer.
+/// Prints both times and the ratio ours / peer (or ours alone when the peer was not timed).
 pub fn report(
     what: &str,
     ours_name: &str,
