@@ -35,6 +35,71 @@ fn bad_build(spec: &str, needle: &str) {
     assert_eq!(left.len(), 1, "files left behind: {left:?}");
 }
 
+/// `build -o` onto something that is not a regular file or a new path: exit 2 naming it,
+/// the node untouched (a device keeps its bytes, nothing renamed over it).
+#[test]
+fn build_refuses_outputs_that_are_not_files() {
+    let dir = tempdir!();
+    let spec = write_file(
+        dir.path(),
+        "s.toml",
+        "[image]\nsize = \"16MiB\"\n[[partition]]\nfs = \"fat\"\nsize = \"fill\"\n",
+    );
+    let fifo = dir.path().join("fifo");
+    assert!(run("mkfifo", &[fifo.to_str().unwrap()]).status.success());
+    let sub = dir.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let target = write_file(dir.path(), "target.img", "keep me");
+    let link = dir.path().join("link.img");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let mut cases = vec![
+        (fifo.clone(), "FIFO"),
+        (sub.clone(), "directory"),
+        (link.clone(), "symbolic link"),
+        ("/dev/null".into(), "blockwise write"),
+    ];
+    // A real block device, when loop devices are available.
+    let backing = write_file(dir.path(), "backing.raw", "");
+    std::fs::File::options()
+        .write(true)
+        .open(&backing)
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    let dev = have_loop().then(|| blockwise_test_kit::LoopDevice::attach(&backing, false, None));
+    if let Some(d) = &dev {
+        cases.push((d.path().to_path_buf(), "blockwise write"));
+    }
+    for (out, needle) in cases {
+        let before = std::fs::symlink_metadata(&out).unwrap().file_type();
+        let o = blockwise!().run([
+            "build".as_ref(),
+            spec.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{}: {err}", out.display());
+        assert!(
+            err.contains(needle) && err.contains(&*out.to_string_lossy()),
+            "{err}"
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert_eq!(std::fs::symlink_metadata(&out).unwrap().file_type(), before);
+    }
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
+    if let Some(d) = dev {
+        let mut head = vec![0u8; 4096];
+        use std::io::Read as _;
+        std::fs::File::open(d.path())
+            .unwrap()
+            .read_exact(&mut head)
+            .unwrap();
+        assert!(head.iter().all(|&b| b == 0), "the device was written");
+        d.detach();
+    }
+}
+
 #[test]
 fn oversized_layout() {
     bad_build(

@@ -8,7 +8,7 @@ use anyhow::{bail, Context as _};
 use blockwise_geometry::{
     format_size, FsKind, FsPlan, ImageSpec, Plan, SectorSize, SizeSpec, TableKind,
 };
-use blockwise_host::{build_with_progress, plan_file, SpecFile};
+use blockwise_host::{build_with_progress, check_output_path, plan_file, SpecFile};
 use blockwise_image::{PartitionSpec, Spec, SpecError};
 
 /// Arguments of `blockwise plan`.
@@ -331,6 +331,11 @@ pub struct BuildArgs {
 pub fn run_build(a: &BuildArgs) -> anyhow::Result<ExitCode> {
     if !a.spec.exists() {
         bail!("{}: no such spec file", a.spec.display());
+    }
+    // Refuse a device or other non-file output before any work (see `blockwise write`).
+    check_output_path(&a.output)?;
+    if let Some(b) = &a.bmap {
+        check_output_path(b)?;
     }
     let mut sf = SpecFile::load(&a.spec)?;
     let work_dir = a

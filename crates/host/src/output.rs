@@ -47,6 +47,10 @@ pub fn write_image_file(
     bmap: Option<&Path>,
     progress: &mut dyn Progress,
 ) -> Result<WriteStats, Error> {
+    check_output_path(path)?;
+    if let Some(b) = bmap {
+        check_output_path(b)?;
+    }
     let tmp = temp_path(path);
     let bmap_tmp = bmap.map(temp_path);
     let result = (|| {
@@ -103,6 +107,34 @@ pub fn write_image_file(
         }
     }
     result
+}
+
+/// Checks that `path` can take an output file: it does not exist yet or is a regular file.
+/// A block or character device, FIFO, socket, directory or symlink is refused (renaming over
+/// it would replace the node, not write to what it names: `blockwise write` writes devices).
+pub fn check_output_path(path: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let md = match fs::symlink_metadata(path) {
+        Ok(md) => md,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    let ft = md.file_type();
+    let what = if ft.is_file() {
+        return Ok(());
+    } else if ft.is_block_device() || ft.is_char_device() {
+        "is a device: build writes image files; to put the image on a device use `blockwise write SPEC DEVICE` (or build a file and write that)"
+    } else if ft.is_symlink() {
+        "is a symbolic link: building would replace the link, not write where it points; give the real path"
+    } else if ft.is_dir() {
+        "is a directory: give a file name"
+    } else {
+        "is a FIFO or socket, not a file: give a file name"
+    };
+    Err(Error::NotUsable {
+        path: path.to_path_buf(),
+        what: what.into(),
+    })
 }
 
 /// `.name.tmp-PID` next to `path`.
