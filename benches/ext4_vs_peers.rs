@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use blockwise_ext4::Ext4Options;
 use blockwise_ext4::{plan, write, Ext4Request};
 use blockwise_geometry::ImageMap;
-use blockwise_test_kit::{command, flat, installed, nested, report, tempdir};
+use blockwise_test_kit::{
+    command, flat, installed, medians, nested, report, tempdir, tool_version,
+};
 
 use blockwise_host::{tree_from_dir, HostContent};
 
@@ -100,19 +102,25 @@ fn main() {
     }
     let work = tempdir!();
     let have_peer = installed("mke2fs");
+    if have_peer {
+        println!("peer: {}", tool_version("mke2fs", &["-V"]));
+    }
 
     let src = work.path().join("nested");
     let (n, total) = nested(&src);
     println!("tree 1: {n} files, {:.1} MB nested", total as f64 / 1e6);
     let out = work.path().join("ours-nested.img");
-    let t_ours = ours(&src, &out);
-    let t_peer = if have_peer {
-        peer(&src, &work.path().join("peer-nested.img"))
-    } else {
-        None
-    };
+    let (t_ours, t_peer) = medians(
+        5,
+        || ours(&src, &out),
+        || {
+            have_peer
+                .then(|| peer(&src, &work.path().join("peer-nested.img")))
+                .flatten()
+        },
+    );
     report(
-        "5,000 files / 150 MB nested",
+        "5,000 files / 150 MB nested (medians of 5)",
         "blockwise-ext4",
         "mke2fs -d",
         t_ours,

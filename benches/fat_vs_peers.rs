@@ -14,7 +14,9 @@ use blockwise_fat::FatOptions;
 use blockwise_fat::{plan, write, FatRequest};
 use blockwise_geometry::{FatType, FsKind, ImageMap, SectorSize};
 use blockwise_host::{tree_from_dir, HostContent};
-use blockwise_test_kit::{command, flat, installed, nested, report, tempdir};
+use blockwise_test_kit::{
+    command, flat, installed, medians, nested, report, tempdir, tool_version,
+};
 
 const MIB: u64 = 1 << 20;
 const IMAGE_BYTES: u64 = 1 << 30;
@@ -84,18 +86,28 @@ fn main() {
     }
     let work = tempdir!();
     let have_peer = installed("mkfs.fat") && installed("mcopy");
+    if have_peer {
+        println!(
+            "peers: {}; {}",
+            tool_version("mkfs.fat", &["--version"]),
+            tool_version("mcopy", &["--version"])
+        );
+    }
 
     let src = work.path().join("nested");
     let (n, total) = nested(&src);
     println!("tree 1: {n} files, {:.1} MB nested", total as f64 / 1e6);
-    let t_ours = ours(&src, &work.path().join("ours-nested.img"));
-    let t_peer = if have_peer {
-        peer(&src, &work.path().join("peer-nested.img"))
-    } else {
-        None
-    };
+    let (t_ours, t_peer) = medians(
+        5,
+        || ours(&src, &work.path().join("ours-nested.img")),
+        || {
+            have_peer
+                .then(|| peer(&src, &work.path().join("peer-nested.img")))
+                .flatten()
+        },
+    );
     report(
-        "5,000 files / 150 MB nested",
+        "5,000 files / 150 MB nested (medians of 5)",
         "blockwise-fat",
         "mkfs.fat + mcopy",
         t_ours,

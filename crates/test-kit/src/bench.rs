@@ -60,3 +60,43 @@ pub fn report(
         ),
     }
 }
+
+/// Runs `ours` and `peer` alternately `runs` times (so both see the same machine state) and
+/// returns their medians; the peer's is `None` when it failed or is not installed.
+pub fn medians(
+    runs: usize,
+    mut ours: impl FnMut() -> Duration,
+    mut peer: impl FnMut() -> Option<Duration>,
+) -> (Duration, Option<Duration>) {
+    let mut a = Vec::with_capacity(runs);
+    let mut b = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        a.push(ours());
+        if let Some(t) = peer() {
+            b.push(t);
+        }
+    }
+    let median = |v: &mut Vec<Duration>| {
+        v.sort_unstable();
+        v.get(v.len() / 2).copied()
+    };
+    let ours = median(&mut a).unwrap_or_default();
+    let peer = if b.len() == runs {
+        median(&mut b)
+    } else {
+        None
+    };
+    (ours, peer)
+}
+
+/// The first line `tool args` prints (stdout, else stderr): the peer's version for the
+/// bench report.
+pub fn tool_version(tool: &str, args: &[&str]) -> String {
+    let o = crate::run(tool, args);
+    let text = crate::output_text(&o);
+    text.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("unknown version")
+        .trim()
+        .to_string()
+}

@@ -21,7 +21,7 @@ mod loopdev;
 mod random;
 mod tools;
 
-pub use bench::{flat, nested, report};
+pub use bench::{flat, medians, nested, report, tool_version};
 pub use checks::{
     assert_same_tree, blkid, debugfs, e2fsck_clean, fsck_fat_clean, fsck_number, mcopy_out,
     sfdisk_json,
