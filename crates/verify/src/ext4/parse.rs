@@ -5,7 +5,7 @@ use core::mem::{offset_of, size_of};
 use blockwise_ext4::raw::{
     CompatFeatures, ExtentHeaderRaw, ExtentIdxRaw, ExtentRaw, FeatureSet, GroupDesc64Raw,
     GroupDescRaw, IncompatFeatures, InodeFlags, InodeRaw, RoCompatFeatures, SuperblockRaw,
-    EXT_MAGIC, GOOD_OLD_INODE_SIZE, GOOD_OLD_REV,
+    EXT_MAGIC, GOOD_OLD_INODE_SIZE, GOOD_OLD_REV, JNL_BACKUP_BLOCKS,
 };
 use zerocopy::little_endian::U32;
 use zerocopy::{FromBytes, IntoBytes};
@@ -143,7 +143,7 @@ impl Superblock {
     /// Where the `s_jnl_blocks` copy of the journal inode's `i_block` says the journal
     /// starts (see [`first_data_block`]); `None` without that copy.
     pub(crate) fn journal_backup_start(&self) -> Option<Result<u64, u64>> {
-        if self.jnl_backup_type != blockwise_ext4::raw::JNL_BACKUP_BLOCKS {
+        if self.jnl_backup_type != JNL_BACKUP_BLOCKS {
             return None;
         }
         first_data_block(&self.jnl_blocks, is_extent_node(&self.jnl_blocks))
@@ -472,13 +472,14 @@ pub struct GroupSummary {
 pub fn summarise_groups(sb: &Superblock, gdt: &[u8], count: u64) -> GroupSummary {
     let mut out = GroupSummary::default();
     let ds = usize::from(sb.desc_size);
+    let narrow = size_of::<GroupDescRaw>();
     let wide = ds >= size_of::<GroupDesc64Raw>();
-    for (g, d) in (0u64..count.min(MAX_DESCRIPTORS)).zip(gdt.chunks_exact(ds.max(32))) {
+    for (g, d) in (0u64..count.min(MAX_DESCRIPTORS)).zip(gdt.chunks_exact(ds.max(narrow))) {
         // A 32-byte descriptor zero-extended: its high halves read as 0.
         let d = if wide {
             d
         } else {
-            d.get(..size_of::<GroupDescRaw>()).unwrap_or(d)
+            d.get(..narrow).unwrap_or(d)
         };
         let desc: GroupDesc64Raw = read_zero_extended(d);
         let bb = desc.block_bitmap();
