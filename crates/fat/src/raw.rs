@@ -53,6 +53,15 @@ pub struct BpbRaw {
 }
 const _: () = assert!(core::mem::size_of::<BpbRaw>() == 36);
 
+/// Offset of the boot sector signature: byte 510, whatever the sector size (fatgen103 §3.1).
+pub const BOOT_SIGNATURE_OFFSET: usize = 510;
+/// The boot sector signature at [`BOOT_SIGNATURE_OFFSET`].
+pub const BOOT_SIGNATURE: [u8; 2] = [0x55, 0xAA];
+/// `BS_BootSig` when `BS_VolID`, `BS_VolLab` and `BS_FilSysType` follow.
+pub const EXT_BOOT_SIG: u8 = 0x29;
+/// `BS_BootSig` of older formatters: only `BS_VolID` follows.
+pub const EXT_BOOT_SIG_VOL_ID_ONLY: u8 = 0x28;
+
 /// FAT32 extended BPB (fatgen103 §3.3, offsets 0x24–0x59).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
@@ -132,6 +141,8 @@ pub const FSI_LEAD_SIG: u32 = 0x4161_5252;
 pub const FSI_STRUC_SIG: u32 = 0x6141_7272;
 /// `FSI_TrailSig`.
 pub const FSI_TRAIL_SIG: u32 = 0xAA55_0000;
+/// `FSI_Free_Count` and `FSI_Nxt_Free` when not known.
+pub const FSI_UNKNOWN: u32 = 0xFFFF_FFFF;
 
 /// A short (8.3) directory entry (fatgen103 §6).
 #[repr(C)]

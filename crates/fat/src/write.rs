@@ -19,7 +19,8 @@ use crate::names::{self, Names, ShortNames};
 use crate::plan::Layout;
 use crate::raw::{
     BpbRaw, DirEntryRaw, Fat16ExtRaw, Fat32ExtRaw, FsInfoRaw, LfnEntryRaw, ATTR_ARCHIVE,
-    ATTR_DIRECTORY, ATTR_LONG_NAME, ATTR_VOLUME_ID, FSI_LEAD_SIG, FSI_STRUC_SIG, FSI_TRAIL_SIG,
+    ATTR_DIRECTORY, ATTR_LONG_NAME, ATTR_VOLUME_ID, BOOT_SIGNATURE, BOOT_SIGNATURE_OFFSET,
+    EXT_BOOT_SIG, FSI_LEAD_SIG, FSI_STRUC_SIG, FSI_TRAIL_SIG,
 };
 use crate::time::{fat_time, FatTime};
 use crate::{Error, Warning, WriteReport};
@@ -523,7 +524,7 @@ fn boot_sector(layout: &Layout, plan: &FatPlan, label: &[u8; 11]) -> Vec<u8> {
             bpb_reserved: [0; 12],
             bs_drv_num: 0x80,
             bs_reserved1: 0,
-            bs_boot_sig: 0x29,
+            bs_boot_sig: EXT_BOOT_SIG,
             bs_vol_id: U32::new(plan.volume_id),
             bs_vol_lab: *label,
             bs_fil_sys_type: *b"FAT32   ",
@@ -533,7 +534,7 @@ fn boot_sector(layout: &Layout, plan: &FatPlan, label: &[u8; 11]) -> Vec<u8> {
         let ext = Fat16ExtRaw {
             bs_drv_num: 0x80,
             bs_reserved1: 0,
-            bs_boot_sig: 0x29,
+            bs_boot_sig: EXT_BOOT_SIG,
             bs_vol_id: U32::new(plan.volume_id),
             bs_vol_lab: *label,
             bs_fil_sys_type: if layout.kind == FatType::Fat12 {
@@ -549,8 +550,8 @@ fn boot_sector(layout: &Layout, plan: &FatPlan, label: &[u8; 11]) -> Vec<u8> {
     if let Some(d) = sec.get_mut(..w.len()) {
         d.copy_from_slice(&w);
     }
-    if let Some(d) = sec.get_mut(510..512) {
-        d.copy_from_slice(&[0x55, 0xAA]);
+    if let Some(d) = sec.get_mut(BOOT_SIGNATURE_OFFSET..BOOT_SIGNATURE_OFFSET + 2) {
+        d.copy_from_slice(&BOOT_SIGNATURE);
     }
     sec
 }

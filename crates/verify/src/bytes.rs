@@ -1,22 +1,15 @@
-//! Checked little/big-endian reads from untrusted byte slices. A read past the end yields 0,
-//! so parsers must check the length they need first (they do, and report `Truncated`).
+//! Checked reads from untrusted byte slices. FAT and ext4 structures are read through the
+//! raw layouts of `blockwise_fat::raw` and `blockwise_ext4::raw`; what is left here is for
+//! the magic numbers of other formats, the GPT header and text fields.
 
-/// Byte `o`, or 0.
-pub(crate) fn u8_at(b: &[u8], o: usize) -> u8 {
-    b.get(o).copied().unwrap_or(0)
-}
+use zerocopy::{FromBytes, IntoBytes};
 
 /// `N` bytes at `o`, or zeros.
-pub(crate) fn arr<const N: usize>(b: &[u8], o: usize) -> [u8; N] {
+fn arr<const N: usize>(b: &[u8], o: usize) -> [u8; N] {
     o.checked_add(N)
         .and_then(|end| b.get(o..end))
         .and_then(|s| <[u8; N]>::try_from(s).ok())
         .unwrap_or([0; N])
-}
-
-/// Little-endian u16 at `o`, or 0.
-pub(crate) fn le16(b: &[u8], o: usize) -> u16 {
-    u16::from_le_bytes(arr(b, o))
 }
 
 /// Little-endian u32 at `o`, or 0.
@@ -36,13 +29,23 @@ pub(crate) fn has(b: &[u8], o: usize, magic: &[u8]) -> bool {
         .is_some_and(|s| s == magic)
 }
 
+/// A raw structure from the start of `b`; bytes past the end of a short `b` read as zero.
+///
+/// For reads whose length the source decides (`read_clamped` stops at its end): a field the
+/// source cut off reads as 0, as the offset reads before the raw layouts did.
+pub(crate) fn read_zero_extended<T: FromBytes + IntoBytes>(b: &[u8]) -> T {
+    let mut v = T::new_zeroed();
+    let dst = v.as_mut_bytes();
+    let n = dst.len().min(b.len());
+    if let (Some(d), Some(s)) = (dst.get_mut(..n), b.get(..n)) {
+        d.copy_from_slice(s);
+    }
+    v
+}
+
 /// Text field: printable ASCII up to the first NUL, trailing spaces trimmed; `None` if empty.
-pub(crate) fn text(b: &[u8], o: usize, n: usize) -> Option<String> {
-    let s = o
-        .checked_add(n)
-        .and_then(|end| b.get(o..end))
-        .unwrap_or_default();
-    let s: String = s
+pub(crate) fn text(field: &[u8]) -> Option<String> {
+    let s: String = field
         .iter()
         .take_while(|&&c| c != 0)
         .map(|&c| {
@@ -57,52 +60,31 @@ pub(crate) fn text(b: &[u8], o: usize, n: usize) -> Option<String> {
     (!t.is_empty()).then_some(t)
 }
 
-/// Bitwise reflected CRC-32 over `data` with the reversed polynomial `poly`, starting from
-/// `crc`, without pre/post inversion. Metadata checksums only: a superblock is 1 KiB.
-fn crc32_reflected(poly: u32, mut crc: u32, data: &[u8]) -> u32 {
-    for &b in data {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 {
-                (crc >> 1) ^ poly
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    crc
-}
-
-/// CRC32C without pre/post inversion (ext4's `ext4_chksum`): `raw(0xffff_ffff, d)`.
-pub(crate) fn crc32c_raw(crc: u32, data: &[u8]) -> u32 {
-    crc32_reflected(0x82f6_3b78, crc, data)
-}
-
-/// The IEEE CRC-32 of GPT and zlib, for tests that forge GPT headers.
-#[cfg(test)]
-pub(crate) fn crc32_ieee(data: &[u8]) -> u32 {
-    !crc32_reflected(0xedb8_8320, !0, data)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use zerocopy::little_endian::U32;
 
     #[test]
     fn reads_are_checked() {
-        let b = [1u8, 2, 3];
-        assert_eq!(le16(&b, 0), 0x0201);
-        assert_eq!(le16(&b, 2), 0);
+        let b = [1u8, 2, 3, 4, 5];
+        assert_eq!(le32(&b, 0), 0x0403_0201);
+        assert_eq!(le32(&b, 2), 0);
         assert_eq!(le32(&b, usize::MAX), 0);
+        assert_eq!(le64(&b, 0), 0);
         assert!(has(&b, 1, &[2, 3]));
-        assert!(!has(&b, 2, &[3, 4]));
-        assert_eq!(text(b"AB  \0x", 0, 6), Some("AB".into()));
-        assert_eq!(text(b"   ", 0, 3), None);
+        assert!(!has(&b, 4, &[5, 6]));
+        assert_eq!(text(b"AB  \0x"), Some("AB".into()));
+        assert_eq!(text(b"   "), None);
     }
 
     #[test]
-    fn crc32c_check_value() {
-        assert_eq!(!crc32c_raw(!0, b"123456789"), 0xe306_9283);
-        assert_eq!(crc32_ieee(b"123456789"), 0xcbf4_3926);
+    fn short_reads_are_zero_extended() {
+        assert_eq!(
+            read_zero_extended::<[U32; 2]>(&[1, 0, 0, 0, 2]),
+            [1, 2].map(U32::new)
+        );
+        assert_eq!(read_zero_extended::<U32>(&[]), U32::new(0));
+        assert_eq!(read_zero_extended::<U32>(&[7, 0, 0, 0, 9]), U32::new(7));
     }
 }

@@ -1,7 +1,7 @@
 //! Content recognition by magic numbers. FAT and ext2/3/4 are parsed further by their
 //! modules; everything else is only named ("not checked").
 
-use crate::bytes::{has, le16, le32};
+use crate::bytes::{has, le32};
 use crate::fat::looks_like_fat;
 
 /// What a volume's first bytes say it is.
@@ -37,7 +37,10 @@ pub fn classify(head: &[u8], iso: &[u8], btrfs: &[u8], swap64k: &[u8]) -> Conten
     if looks_like_fat(head) {
         return Content::Fat;
     }
-    if le16(head, 1024 + 0x38) == crate::ext4::MAGIC {
+    let superblock = usize::try_from(crate::ext4::SUPERBLOCK_OFFSET)
+        .ok()
+        .and_then(|o| head.get(o..));
+    if superblock.is_some_and(crate::ext4::has_magic) {
         return Content::Ext;
     }
     if has(head, 0, b"LUKS\xba\xbe") || has(head, 0, b"SKUL\xba\xbe") {

@@ -45,6 +45,14 @@ pub struct ExtentRaw {
 
 const _: () = assert!(size_of::<ExtentRaw>() == 12);
 
+impl ExtentRaw {
+    /// First physical block: `ee_start_hi << 32 | ee_start_lo` (48 bits).
+    #[must_use]
+    pub fn start(&self) -> u64 {
+        (u64::from(self.ee_start_hi.get()) << 32) | u64::from(self.ee_start_lo.get())
+    }
+}
+
 /// An index entry (`struct ext4_extent_idx`): points at the node covering logical blocks
 /// from `ei_block` on.
 #[repr(C)]
@@ -62,6 +70,14 @@ pub struct ExtentIdxRaw {
 
 const _: () = assert!(size_of::<ExtentIdxRaw>() == 12);
 
+impl ExtentIdxRaw {
+    /// Block of the child node: `ei_leaf_hi << 32 | ei_leaf_lo` (48 bits).
+    #[must_use]
+    pub fn leaf(&self) -> u64 {
+        (u64::from(self.ei_leaf_hi.get()) << 32) | u64::from(self.ei_leaf_lo.get())
+    }
+}
+
 /// The checksum after the last entry slot of a non-root node (`struct ext4_extent_tail`,
 /// metadata_csum): crc32c with the inode seed of the node bytes before it.
 #[repr(C)]
@@ -72,3 +88,21 @@ pub struct ExtentTailRaw {
 }
 
 const _: () = assert!(size_of::<ExtentTailRaw>() == 4);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zerocopy::FromZeros;
+
+    #[test]
+    fn block_numbers_are_48_bits() {
+        let mut e = ExtentRaw::new_zeroed();
+        e.ee_start_lo.set(0xdead_beef);
+        e.ee_start_hi.set(0x1234);
+        assert_eq!(e.start(), 0x1234_dead_beef);
+        let mut i = ExtentIdxRaw::new_zeroed();
+        i.ei_leaf_lo.set(7);
+        i.ei_leaf_hi.set(1);
+        assert_eq!(i.leaf(), (1 << 32) | 7);
+    }
+}

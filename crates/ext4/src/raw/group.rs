@@ -42,7 +42,9 @@ const _: () = assert!(size_of::<GroupDescRaw>() == 32);
 const _: () = assert!(offset_of!(GroupDescRaw, bg_checksum) == 0x1E);
 
 /// A 64-byte group descriptor (64bit feature, `s_desc_size` = 64): the 32-byte form followed
-/// by the high halves.
+/// by the high halves. A 32-byte descriptor read into this struct zero-extended has high
+/// halves 0, so the accessors below ([`GroupDesc64Raw::inode_table`], …) give the values the
+/// kernel reads for either size.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 pub struct GroupDesc64Raw {
@@ -75,3 +77,69 @@ pub struct GroupDesc64Raw {
 const _: () = assert!(size_of::<GroupDesc64Raw>() == 64);
 const _: () = assert!(offset_of!(GroupDesc64Raw, bg_block_bitmap_hi) == 0x20);
 const _: () = assert!(offset_of!(GroupDesc64Raw, bg_inode_bitmap_csum_hi) == 0x3A);
+
+impl GroupDesc64Raw {
+    /// Block bitmap block, both halves.
+    #[must_use]
+    pub fn block_bitmap(&self) -> u64 {
+        join32(self.base.bg_block_bitmap_lo, self.bg_block_bitmap_hi)
+    }
+
+    /// Inode bitmap block, both halves.
+    #[must_use]
+    pub fn inode_bitmap(&self) -> u64 {
+        join32(self.base.bg_inode_bitmap_lo, self.bg_inode_bitmap_hi)
+    }
+
+    /// First inode table block, both halves.
+    #[must_use]
+    pub fn inode_table(&self) -> u64 {
+        join32(self.base.bg_inode_table_lo, self.bg_inode_table_hi)
+    }
+
+    /// Free blocks, both halves.
+    #[must_use]
+    pub fn free_blocks_count(&self) -> u32 {
+        join16(
+            self.base.bg_free_blocks_count_lo,
+            self.bg_free_blocks_count_hi,
+        )
+    }
+
+    /// Free inodes, both halves.
+    #[must_use]
+    pub fn free_inodes_count(&self) -> u32 {
+        join16(
+            self.base.bg_free_inodes_count_lo,
+            self.bg_free_inodes_count_hi,
+        )
+    }
+}
+
+/// `hi << 32 | lo`.
+fn join32(lo: U32, hi: U32) -> u64 {
+    (u64::from(hi.get()) << 32) | u64::from(lo.get())
+}
+
+/// `hi << 16 | lo`.
+fn join16(lo: U16, hi: U16) -> u32 {
+    (u32::from(hi.get()) << 16) | u32::from(lo.get())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zerocopy::FromZeros;
+
+    #[test]
+    fn accessors_join_the_halves() {
+        let mut d = GroupDesc64Raw::new_zeroed();
+        d.base.bg_inode_table_lo.set(0x8000_0001);
+        d.bg_inode_table_hi.set(2);
+        d.base.bg_free_inodes_count_lo.set(0xffff);
+        d.bg_free_inodes_count_hi.set(1);
+        assert_eq!(d.inode_table(), 0x2_8000_0001);
+        assert_eq!(d.free_inodes_count(), 0x1_ffff);
+        assert_eq!((d.block_bitmap(), d.inode_bitmap()), (0, 0));
+    }
+}

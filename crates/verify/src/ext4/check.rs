@@ -2,12 +2,13 @@
 //! the journal and inode table against the erase block, stride and stripe width, block size
 //! against the page and the device.
 
+use blockwise_ext4::raw::{IncompatFeatures, EXT_MAX_DEPTH, GOOD_OLD_INODE_SIZE};
 use blockwise_geometry::{
     alignment_of, format_size, BlockSource, Ext4Plan, FsKind, FsPlan, OtherFs, PartitionPlan,
 };
 
 use crate::num::{div, is_multiple};
-use crate::{bytes, ext4, read_clamped, FindingCode, Severity, Verifier, PAGE};
+use crate::{ext4, read_clamped, FindingCode, Severity, Verifier, PAGE};
 
 impl<S: BlockSource + ?Sized> Verifier<'_, S> {
     pub(crate) fn ext(&mut self, p: &mut PartitionPlan) -> Result<(), S::Error> {
@@ -56,7 +57,11 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         // Group descriptors (bounded).
         let groups = sb.groups();
         let per_block = div(bs, u64::from(sb.desc_size.max(32)));
-        let count = if sb.incompat & 0x10 != 0 {
+        let count = if sb
+            .feature_set()
+            .incompat
+            .contains(IncompatFeatures::META_BG)
+        {
             groups.min(per_block)
         } else {
             groups
@@ -200,11 +205,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         first_it: Option<u64>,
     ) -> Result<Option<u64>, S::Error> {
         let bs = u64::from(sb.block_bytes);
-        let mut node: Option<Result<u64, u64>> = None;
-        if sb.jnl_backup_type == 1 {
-            let extents = bytes::le16(&sb.jnl_blocks, 0) == 0xf30a;
-            node = ext4::first_data_block(&sb.jnl_blocks, extents);
-        }
+        let mut node = sb.journal_backup_start();
         if node.is_none() {
             let (Some(it), Some(slot)) = (first_it, u64::from(sb.journal_inum).checked_sub(1))
             else {
@@ -216,12 +217,11 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             let off = base
                 .saturating_add(it.saturating_mul(bs))
                 .saturating_add(slot.saturating_mul(u64::from(sb.inode_size)));
-            let inode = read_clamped(self.src, off, 128)?;
-            let extents = bytes::le32(&inode, 0x20) & 0x8_0000 != 0;
-            node = ext4::first_data_block(inode.get(0x28..0x28 + 60).unwrap_or_default(), extents);
+            let inode = read_clamped(self.src, off, GOOD_OLD_INODE_SIZE.into())?;
+            node = ext4::inode_first_data_block(&inode);
         }
         // Follow at most 5 index levels (ext4's maximum depth).
-        for _ in 0..5 {
+        for _ in 0..EXT_MAX_DEPTH {
             match node {
                 Some(Ok(b)) => return Ok((b < sb.blocks_count).then_some(b)),
                 Some(Err(child)) if child < sb.blocks_count => {

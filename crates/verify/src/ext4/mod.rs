@@ -7,7 +7,8 @@
 //! Only metadata is read: the superblock, the first descriptors (bounded) and, for the journal
 //! location, the `s_jnl_blocks` backup or inode 8's extent root.
 //!
-//! Parsing (`parse`) turns bytes into validated values and never panics; checking
+//! Parsing (`parse`) reads the bytes through the shared layouts of [`blockwise_ext4::raw`]
+//! (and its checksums), turns them into validated values and never panics; checking
 //! (`check`) judges a parsed volume against its partition, the erase block and the device.
 
 mod check;

@@ -1,64 +1,23 @@
 //! Superblock, group-descriptor and extent-root parsing. The layout is in the [module docs](super).
 
-use crate::bytes::{arr, crc32c_raw, le16, le32, text, u8_at};
+use core::mem::{offset_of, size_of};
+
+use blockwise_ext4::raw::{
+    CompatFeatures, ExtentHeaderRaw, ExtentIdxRaw, ExtentRaw, FeatureSet, GroupDesc64Raw,
+    GroupDescRaw, IncompatFeatures, InodeFlags, InodeRaw, RoCompatFeatures, SuperblockRaw,
+    EXT_MAGIC, GOOD_OLD_INODE_SIZE, GOOD_OLD_REV, JNL_BACKUP_BLOCKS,
+};
+use zerocopy::little_endian::U32;
+use zerocopy::{FromBytes, IntoBytes};
+
+use crate::bytes::{read_zero_extended, text};
 use crate::FindingCode;
 
-/// Superblock magic.
-pub const MAGIC: u16 = 0xef53;
-/// Offset of the superblock from the volume start.
-pub const SUPERBLOCK_OFFSET: u64 = 1024;
+pub use blockwise_ext4::raw::SUPERBLOCK_OFFSET;
+/// Superblock magic (`s_magic`).
+pub use blockwise_ext4::raw::SUPER_MAGIC as MAGIC;
 /// Most group descriptors the summary reads (bounds the read to 64 KiB × 64 bytes).
 pub const MAX_DESCRIPTORS: u64 = 65536;
-
-const COMPAT: &[(u32, &str)] = &[
-    (0x1, "dir_prealloc"),
-    (0x2, "imagic_inodes"),
-    (0x4, "has_journal"),
-    (0x8, "ext_attr"),
-    (0x10, "resize_inode"),
-    (0x20, "dir_index"),
-    (0x200, "sparse_super2"),
-    (0x400, "fast_commit"),
-    (0x800, "stable_inodes"),
-    (0x1000, "orphan_file"),
-];
-const INCOMPAT: &[(u32, &str)] = &[
-    (0x1, "compression"),
-    (0x2, "filetype"),
-    (0x4, "needs_recovery"),
-    (0x8, "journal_dev"),
-    (0x10, "meta_bg"),
-    (0x40, "extent"),
-    (0x80, "64bit"),
-    (0x100, "mmp"),
-    (0x200, "flex_bg"),
-    (0x400, "ea_inode"),
-    (0x1000, "dirdata"),
-    (0x2000, "metadata_csum_seed"),
-    (0x4000, "large_dir"),
-    (0x8000, "inline_data"),
-    (0x10000, "encrypt"),
-    (0x20000, "casefold"),
-];
-const RO_COMPAT: &[(u32, &str)] = &[
-    (0x1, "sparse_super"),
-    (0x2, "large_file"),
-    (0x8, "huge_file"),
-    (0x10, "uninit_bg"),
-    (0x20, "dir_nlink"),
-    (0x40, "extra_isize"),
-    (0x100, "quota"),
-    (0x200, "bigalloc"),
-    (0x400, "metadata_csum"),
-    (0x1000, "read-only"),
-    (0x2000, "project"),
-    (0x8000, "verity"),
-    (0x10000, "orphan_present"),
-];
-
-const INCOMPAT_64BIT: u32 = 0x80;
-const RO_METADATA_CSUM: u32 = 0x400;
-const COMPAT_HAS_JOURNAL: u32 = 0x4;
 
 /// The superblock fields verify uses, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -125,14 +84,35 @@ impl Superblock {
         data.div_ceil(u64::from(self.blocks_per_group.max(1)))
     }
 
+    /// The three feature words as flags.
+    pub(crate) fn feature_set(&self) -> FeatureSet {
+        FeatureSet {
+            compat: CompatFeatures::from_bits_retain(self.compat),
+            incompat: IncompatFeatures::from_bits_retain(self.incompat),
+            ro_compat: RoCompatFeatures::from_bits_retain(self.ro_compat),
+        }
+    }
+
     /// `ext2`, `ext3` or `ext4` (e2fsprogs' classification).
     #[must_use]
     pub fn kind(&self) -> &'static str {
-        let ext4_incompat = 0x40 | 0x80 | 0x200 | 0x10 | 0x400 | 0x8000 | 0x4000;
-        let ext4_ro = 0x8 | 0x20 | 0x40 | 0x10 | 0x400 | 0x200;
-        if self.incompat & ext4_incompat != 0 || self.ro_compat & ext4_ro != 0 {
+        let f = self.feature_set();
+        let ext4_incompat = IncompatFeatures::EXTENTS
+            | IncompatFeatures::BIT64
+            | IncompatFeatures::FLEX_BG
+            | IncompatFeatures::META_BG
+            | IncompatFeatures::EA_INODE
+            | IncompatFeatures::INLINE_DATA
+            | IncompatFeatures::LARGEDIR;
+        let ext4_ro = RoCompatFeatures::HUGE_FILE
+            | RoCompatFeatures::DIR_NLINK
+            | RoCompatFeatures::EXTRA_ISIZE
+            | RoCompatFeatures::GDT_CSUM
+            | RoCompatFeatures::METADATA_CSUM
+            | RoCompatFeatures::BIGALLOC;
+        if f.incompat.intersects(ext4_incompat) || f.ro_compat.intersects(ext4_ro) {
             "ext4"
-        } else if self.compat & COMPAT_HAS_JOURNAL != 0 {
+        } else if f.compat.contains(CompatFeatures::HAS_JOURNAL) {
             "ext3"
         } else {
             "ext2"
@@ -142,37 +122,31 @@ impl Superblock {
     /// Enabled features, mke2fs spelling (unknown bits as `FEATURE_C12` like e2fsprogs).
     #[must_use]
     pub fn features(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for (word, table, prefix) in [
-            (self.compat, COMPAT, "C"),
-            (self.incompat, INCOMPAT, "I"),
-            (self.ro_compat, RO_COMPAT, "R"),
-        ] {
-            for bit in 0..32u32 {
-                let mask = 1u32 << bit;
-                if word & mask == 0 {
-                    continue;
-                }
-                match table.iter().find(|(m, _)| *m == mask) {
-                    Some((_, name)) => out.push((*name).to_string()),
-                    None => out.push(format!("FEATURE_{prefix}{bit}")),
-                }
-            }
-        }
-        out
+        self.feature_set().names()
     }
 
-    /// Incompat bits this parser does not know.
+    /// Incompat bits this parser does not know (no name in the feature table).
     #[must_use]
     pub fn unknown_incompat(&self) -> u32 {
-        let known = INCOMPAT.iter().fold(0u32, |acc, (m, _)| acc | m);
-        self.incompat & !known
+        self.incompat & !IncompatFeatures::all().bits()
     }
 
     /// The journal is internal (has_journal, inode set, no journal_dev).
     #[must_use]
     pub fn has_internal_journal(&self) -> bool {
-        self.compat & COMPAT_HAS_JOURNAL != 0 && self.journal_inum != 0 && self.incompat & 0x8 == 0
+        let f = self.feature_set();
+        f.compat.contains(CompatFeatures::HAS_JOURNAL)
+            && self.journal_inum != 0
+            && !f.incompat.contains(IncompatFeatures::JOURNAL_DEV)
+    }
+
+    /// Where the `s_jnl_blocks` copy of the journal inode's `i_block` says the journal
+    /// starts (see [`first_data_block`]); `None` without that copy.
+    pub(crate) fn journal_backup_start(&self) -> Option<Result<u64, u64>> {
+        if self.jnl_backup_type != JNL_BACKUP_BLOCKS {
+            return None;
+        }
+        first_data_block(&self.jnl_blocks, is_extent_node(&self.jnl_blocks))
     }
 
     /// The UUID as text.
@@ -343,49 +317,57 @@ impl Ext4Issue {
 /// Does `sb` (the 1024 bytes at volume offset 1024) carry the ext2/3/4 magic?
 #[must_use]
 pub fn has_magic(sb: &[u8]) -> bool {
-    le16(sb, 0x38) == MAGIC
+    read_zero_extended::<SuperblockRaw>(sb).s_magic.get() == MAGIC
 }
 
 /// Parses the superblock (the 1024 bytes at volume offset 1024).
 pub fn parse_superblock(sb: &[u8]) -> Result<Superblock, Ext4Error> {
-    let sb = sb
-        .get(..1024)
-        .ok_or(Ext4Error::Truncated { len: sb.len() })?;
-    let magic = le16(sb, 0x38);
+    let (raw, _) =
+        SuperblockRaw::ref_from_prefix(sb).map_err(|_| Ext4Error::Truncated { len: sb.len() })?;
+    let magic = raw.s_magic.get();
     if magic != MAGIC {
         return Err(Ext4Error::Magic { found: magic });
     }
-    let log = le32(sb, 0x18);
+    let log = raw.s_log_block_size.get();
     if log > 6 {
         return Err(Ext4Error::LogBlockSize { value: log });
     }
     let block_bytes = 1024u32.checked_shl(log).unwrap_or(1024);
     let max = u64::from(block_bytes).saturating_mul(8);
-    let bpg = le32(sb, 0x20);
+    let bpg = raw.s_blocks_per_group.get();
     if bpg == 0 || u64::from(bpg) > max || bpg % 8 != 0 {
         return Err(Ext4Error::BlocksPerGroup { value: bpg, max });
     }
-    let ipg = le32(sb, 0x28);
+    let ipg = raw.s_inodes_per_group.get();
     if ipg == 0 || u64::from(ipg) > max {
         return Err(Ext4Error::InodesPerGroup { value: ipg, max });
     }
-    let rev = le32(sb, 0x4c);
-    let inode_size = if rev == 0 { 128 } else { le16(sb, 0x58) };
-    if !inode_size.is_power_of_two() || inode_size < 128 || u32::from(inode_size) > block_bytes {
+    let rev = raw.s_rev_level.get();
+    let old_rev = rev == GOOD_OLD_REV;
+    let inode_size = if old_rev {
+        GOOD_OLD_INODE_SIZE
+    } else {
+        raw.s_inode_size.get()
+    };
+    if !inode_size.is_power_of_two()
+        || inode_size < GOOD_OLD_INODE_SIZE
+        || u32::from(inode_size) > block_bytes
+    {
         return Err(Ext4Error::InodeSize { value: inode_size });
     }
-    let (compat, incompat, ro_compat) = if rev == 0 {
-        (0, 0, 0)
+    // Revision 0 has no feature words.
+    let features = if old_rev {
+        FeatureSet::empty()
     } else {
-        (le32(sb, 0x5c), le32(sb, 0x60), le32(sb, 0x64))
+        raw.features()
     };
-    let is64 = incompat & INCOMPAT_64BIT != 0;
-    let wide = |lo: usize, hi: usize| -> u64 {
-        let hi = if is64 { u64::from(le32(sb, hi)) } else { 0 };
-        (hi << 32) | u64::from(le32(sb, lo))
+    let is64 = features.incompat.contains(IncompatFeatures::BIT64);
+    let wide = |lo: U32, hi: U32| -> u64 {
+        let hi = if is64 { u64::from(hi.get()) } else { 0 };
+        (hi << 32) | u64::from(lo.get())
     };
-    let blocks_count = wide(0x04, 0x150);
-    let first_data_block = le32(sb, 0x14);
+    let blocks_count = wide(raw.s_blocks_count_lo, raw.s_blocks_count_hi);
+    let first_data_block = raw.s_first_data_block.get();
     if blocks_count <= u64::from(first_data_block) {
         return Err(Ext4Error::BlocksCount {
             value: blocks_count,
@@ -393,7 +375,7 @@ pub fn parse_superblock(sb: &[u8]) -> Result<Superblock, Ext4Error> {
         });
     }
     let desc_size = if is64 {
-        let d = le16(sb, 0xfe);
+        let d = raw.s_desc_size.get();
         if !d.is_power_of_two() || !(64..=1024).contains(&d) {
             return Err(Ext4Error::DescSize { value: d });
         }
@@ -402,29 +384,29 @@ pub fn parse_superblock(sb: &[u8]) -> Result<Superblock, Ext4Error> {
         32
     };
     let mut s = Superblock {
-        inodes_count: le32(sb, 0x00),
+        inodes_count: raw.s_inodes_count.get(),
         blocks_count,
-        reserved_blocks: wide(0x08, 0x154),
-        free_blocks: wide(0x0c, 0x158),
-        free_inodes: le32(sb, 0x10),
+        reserved_blocks: wide(raw.s_r_blocks_count_lo, raw.s_r_blocks_count_hi),
+        free_blocks: wide(raw.s_free_blocks_count_lo, raw.s_free_blocks_count_hi),
+        free_inodes: raw.s_free_inodes_count.get(),
         first_data_block,
         block_bytes,
         blocks_per_group: bpg,
         inodes_per_group: ipg,
         rev_level: rev,
         inode_size,
-        compat,
-        incompat,
-        ro_compat,
-        uuid: arr(sb, 0x68),
-        label: text(sb, 0x78, 16),
+        compat: features.compat.bits(),
+        incompat: features.incompat.bits(),
+        ro_compat: features.ro_compat.bits(),
+        uuid: raw.s_uuid,
+        label: text(&raw.s_volume_name),
         desc_size,
-        jnl_backup_type: u8_at(sb, 0xfd),
-        jnl_blocks: arr(sb, 0x10c),
-        journal_inum: le32(sb, 0xe0),
-        raid_stride: le16(sb, 0x164),
-        raid_stripe_width: le32(sb, 0x170),
-        log_groups_per_flex: u8_at(sb, 0x174),
+        jnl_backup_type: raw.s_jnl_backup_type,
+        jnl_blocks: read_zero_extended(raw.s_jnl_blocks.as_bytes()),
+        journal_inum: raw.s_journal_inum.get(),
+        raid_stride: raw.s_raid_stride.get(),
+        raid_stripe_width: raw.s_raid_stripe_width.get(),
+        log_groups_per_flex: raw.s_log_groups_per_flex,
         checksum_ok: None,
         issues: Vec::new(),
     };
@@ -445,16 +427,17 @@ pub fn parse_superblock(sb: &[u8]) -> Result<Superblock, Ext4Error> {
         });
     }
     let expected_fdb = u32::from(block_bytes == 1024);
-    if first_data_block != expected_fdb && ro_compat & 0x200 == 0 {
+    if first_data_block != expected_fdb && !features.ro_compat.contains(RoCompatFeatures::BIGALLOC)
+    {
         s.issues.push(Ext4Issue::FirstDataBlock {
             value: first_data_block,
             expected: expected_fdb,
             block: block_bytes,
         });
     }
-    if ro_compat & RO_METADATA_CSUM != 0 {
-        let stored = le32(sb, 0x3fc);
-        let computed = crc32c_raw(0xffff_ffff, sb.get(..0x3fc).unwrap_or_default());
+    if features.ro_compat.contains(RoCompatFeatures::METADATA_CSUM) {
+        let stored = raw.s_checksum.get();
+        let computed = raw.checksum();
         s.checksum_ok = Some(stored == computed);
         if stored != computed {
             s.issues.push(Ext4Issue::Checksum { stored, computed });
@@ -489,26 +472,25 @@ pub struct GroupSummary {
 pub fn summarise_groups(sb: &Superblock, gdt: &[u8], count: u64) -> GroupSummary {
     let mut out = GroupSummary::default();
     let ds = usize::from(sb.desc_size);
-    let wide = ds >= 64;
-    for (g, d) in (0u64..count.min(MAX_DESCRIPTORS)).zip(gdt.chunks_exact(ds.max(32))) {
-        let w32 = |lo: usize, hi: usize| -> u64 {
-            let h = if wide { u64::from(le32(d, hi)) } else { 0 };
-            (h << 32) | u64::from(le32(d, lo))
+    let narrow = size_of::<GroupDescRaw>();
+    let wide = ds >= size_of::<GroupDesc64Raw>();
+    for (g, d) in (0u64..count.min(MAX_DESCRIPTORS)).zip(gdt.chunks_exact(ds.max(narrow))) {
+        // A 32-byte descriptor zero-extended: its high halves read as 0.
+        let d = if wide {
+            d
+        } else {
+            d.get(..narrow).unwrap_or(d)
         };
-        let w16 = |lo: usize, hi: usize| -> u64 {
-            let h = if wide { u64::from(le16(d, hi)) } else { 0 };
-            (h << 16) | u64::from(le16(d, lo))
-        };
-        let bb = w32(0x00, 0x20);
-        let ib = w32(0x04, 0x24);
-        let it = w32(0x08, 0x28);
+        let desc: GroupDesc64Raw = read_zero_extended(d);
+        let bb = desc.block_bitmap();
+        let it = desc.inode_table();
         if g == 0 {
             out.first_block_bitmap = Some(bb);
             out.first_inode_table = Some(it);
         }
         for (field, block) in [
             ("block bitmap", bb),
-            ("inode bitmap", ib),
+            ("inode bitmap", desc.inode_bitmap()),
             ("inode table", it),
         ] {
             if (block < u64::from(sb.first_data_block) || block >= sb.blocks_count)
@@ -517,8 +499,12 @@ pub fn summarise_groups(sb: &Superblock, gdt: &[u8], count: u64) -> GroupSummary
                 out.out_of_range.push((g, field, block));
             }
         }
-        out.free_blocks = out.free_blocks.saturating_add(w16(0x0c, 0x2c));
-        out.free_inodes = out.free_inodes.saturating_add(w16(0x0e, 0x2e));
+        out.free_blocks = out
+            .free_blocks
+            .saturating_add(desc.free_blocks_count().into());
+        out.free_inodes = out
+            .free_inodes
+            .saturating_add(desc.free_inodes_count().into());
         out.read = out.read.saturating_add(1);
     }
     out
@@ -530,8 +516,8 @@ pub fn summarise_groups(sb: &Superblock, gdt: &[u8], count: u64) -> GroupSummary
 #[must_use]
 pub fn first_data_block(i_block: &[u8], extents: bool) -> Option<Result<u64, u64>> {
     if !extents {
-        let b = le32(i_block, 0);
-        return (b != 0).then_some(Ok(u64::from(b)));
+        let (b, _) = U32::read_from_prefix(i_block).ok()?;
+        return (b.get() != 0).then_some(Ok(u64::from(b.get())));
     }
     first_extent_block(i_block)
 }
@@ -540,19 +526,32 @@ pub fn first_data_block(i_block: &[u8], extents: bool) -> Option<Result<u64, u64
 /// `Err(block)` of the first index's child.
 #[must_use]
 pub fn first_extent_block(node: &[u8]) -> Option<Result<u64, u64>> {
-    if le16(node, 0) != 0xf30a || le16(node, 2) == 0 {
+    let h: ExtentHeaderRaw = read_zero_extended(node);
+    if h.eh_magic.get() != EXT_MAGIC || h.eh_entries.get() == 0 {
         return None;
     }
-    let depth = le16(node, 6);
-    if depth == 0 {
-        let lo = u64::from(le32(node, 12 + 8));
-        let hi = u64::from(le16(node, 12 + 6));
-        Some(Ok((hi << 32) | lo))
+    let first = node.get(size_of::<ExtentHeaderRaw>()..).unwrap_or_default();
+    if h.eh_depth.get() == 0 {
+        Some(Ok(read_zero_extended::<ExtentRaw>(first).start()))
     } else {
-        let lo = u64::from(le32(node, 12 + 4));
-        let hi = u64::from(le16(node, 12 + 8));
-        Some(Err((hi << 32) | lo))
+        Some(Err(read_zero_extended::<ExtentIdxRaw>(first).leaf()))
     }
+}
+
+/// Does `node` start with an extent header?
+fn is_extent_node(node: &[u8]) -> bool {
+    read_zero_extended::<ExtentHeaderRaw>(node).eh_magic.get() == EXT_MAGIC
+}
+
+/// Where an inode record (its first 128 bytes) says its data starts (see
+/// [`first_data_block`]); `None` when the record is cut off before the end of `i_block`.
+pub(crate) fn inode_first_data_block(record: &[u8]) -> Option<Result<u64, u64>> {
+    if record.len() < offset_of!(InodeRaw, i_generation) {
+        return None;
+    }
+    let inode: InodeRaw = read_zero_extended(record);
+    let extents = InodeFlags::from_bits_retain(inode.i_flags.get()).contains(InodeFlags::EXTENTS);
+    first_data_block(&inode.i_block, extents)
 }
 
 #[cfg(test)]

@@ -2,6 +2,9 @@
 //! FAT and clusters to the page and the erase block, sector size against the device, FSInfo
 //! and the backup boot sector.
 
+use core::mem::size_of;
+
+use blockwise_fat::raw::FsInfoRaw;
 use blockwise_geometry::{
     alignment_of, format_size, BlockSource, FatPlan, FsKind, FsPlan, OtherFs, PartitionPlan,
     TableKind,
@@ -192,7 +195,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             let s = read_clamped(
                 self.src,
                 base.saturating_add(u64::from(fsi).saturating_mul(bps)),
-                512,
+                size_of::<FsInfoRaw>(),
             )?;
             if let Err(pb) = fat::check_fsinfo(&s, vol.clusters) {
                 self.add(

@@ -12,7 +12,8 @@
 //! The FAT type is decided by the cluster count (Microsoft's rule, fatgen103 §3.5); the BPB
 //! layout (FAT32 when `FATSz16 == 0`) is what Linux goes by. A mismatch is reported.
 //!
-//! Parsing (`parse`) turns bytes into validated values and never panics; checking
+//! Parsing (`parse`) reads the bytes through the shared layouts of [`blockwise_fat::raw`],
+//! turns them into validated values and never panics; checking
 //! (`check`) judges a parsed volume against its partition, the erase block and the device.
 
 mod check;

@@ -1,6 +1,15 @@
 //! Boot sector (BPB) and FSInfo parsing. The layout is in the [module docs](super).
 
-use crate::bytes::{has, le16, le32, text, u8_at};
+use core::mem::offset_of;
+
+use blockwise_fat::raw::{
+    BpbRaw, Fat16ExtRaw, Fat32ExtRaw, FsInfoRaw, BOOT_SIGNATURE, BOOT_SIGNATURE_OFFSET,
+    EXT_BOOT_SIG, EXT_BOOT_SIG_VOL_ID_ONLY, FSI_LEAD_SIG, FSI_STRUC_SIG, FSI_TRAIL_SIG,
+    FSI_UNKNOWN,
+};
+use zerocopy::FromBytes;
+
+use crate::bytes::{read_zero_extended, text};
 use crate::FindingCode;
 
 pub use blockwise_geometry::FatType;
@@ -254,29 +263,59 @@ impl FatIssue {
     }
 }
 
+/// A boot sector through the raw layouts: the BPB and both readings of the tail after it
+/// (the FAT32 one applies when `BPB_FATSz16` is 0).
+struct Boot {
+    bpb: BpbRaw,
+    fat16: Fat16ExtRaw,
+    fat32: Fat32ExtRaw,
+    signature: bool,
+}
+
+impl Boot {
+    /// `None` when `sector` is shorter than 512 bytes.
+    fn read(sector: &[u8]) -> Option<Boot> {
+        let sector = sector.get(..512)?;
+        let (bpb, tail) = BpbRaw::read_from_prefix(sector).ok()?;
+        let (fat16, _) = Fat16ExtRaw::read_from_prefix(tail).ok()?;
+        let (fat32, _) = Fat32ExtRaw::read_from_prefix(tail).ok()?;
+        let signature = sector
+            .get(BOOT_SIGNATURE_OFFSET..)
+            .is_some_and(|s| s.starts_with(&BOOT_SIGNATURE));
+        Some(Boot {
+            bpb,
+            fat16,
+            fat32,
+            signature,
+        })
+    }
+
+    fn looks_like_fat(&self) -> bool {
+        let b = &self.bpb;
+        if matches!(&b.bs_oem_name, b"NTFS    " | b"EXFAT   ") {
+            return false;
+        }
+        if !matches!(b.bs_jmp_boot, [0xeb, _, 0x90] | [0xe9, _, _]) {
+            return false;
+        }
+        let typed = self.fat16.bs_fil_sys_type.starts_with(b"FAT")
+            || self.fat32.bs_fil_sys_type.starts_with(b"FAT32");
+        let plausible = matches!(b.bpb_byts_per_sec.get(), 512 | 1024 | 2048 | 4096)
+            && b.bpb_sec_per_clus.is_power_of_two()
+            && b.bpb_rsvd_sec_cnt.get() > 0
+            && matches!(b.bpb_num_fats, 1 | 2)
+            && is_valid_media(b.bpb_media)
+            && (b.bpb_tot_sec16.get() != 0 || b.bpb_tot_sec32.get() != 0);
+        typed || plausible
+    }
+}
+
 /// Is this sector meant to be a FAT boot sector? (A jump instruction and either a `FAT`
 /// type string or plausible BPB numbers; NTFS and exFAT excluded.) Used to tell a
 /// superfloppy from an MBR before trusting partition entries.
 #[must_use]
 pub fn looks_like_fat(sector: &[u8]) -> bool {
-    if sector.len() < 512 || has(sector, 3, b"NTFS    ") || has(sector, 3, b"EXFAT   ") {
-        return false;
-    }
-    let jump =
-        matches!((u8_at(sector, 0), u8_at(sector, 2)), (0xeb, 0x90)) || u8_at(sector, 0) == 0xe9;
-    if !jump {
-        return false;
-    }
-    let typed = has(sector, 0x36, b"FAT") || has(sector, 0x52, b"FAT32");
-    let bps = le16(sector, 0x0b);
-    let spc = u8_at(sector, 0x0d);
-    let plausible = matches!(bps, 512 | 1024 | 2048 | 4096)
-        && spc.is_power_of_two()
-        && le16(sector, 0x0e) > 0
-        && matches!(u8_at(sector, 0x10), 1 | 2)
-        && is_valid_media(u8_at(sector, 0x15))
-        && (le16(sector, 0x13) != 0 || le32(sector, 0x20) != 0);
-    typed || plausible
+    Boot::read(sector).is_some_and(|b| b.looks_like_fat())
 }
 
 fn is_valid_media(m: u8) -> bool {
@@ -285,35 +324,36 @@ fn is_valid_media(m: u8) -> bool {
 
 /// Parses a boot sector (at least the first 512 bytes of the volume).
 pub fn parse_fat(sector: &[u8]) -> Result<FatVolume, FatError> {
-    if sector.len() < 512 {
+    let Some(boot) = Boot::read(sector) else {
         return Err(FatError::Truncated { len: sector.len() });
-    }
-    if !looks_like_fat(sector) {
+    };
+    if !boot.looks_like_fat() {
         return Err(FatError::NotFat);
     }
-    let bps = le16(sector, 0x0b);
+    let raw = &boot.bpb;
+    let bps = raw.bpb_byts_per_sec.get();
     if !matches!(bps, 512 | 1024 | 2048 | 4096) {
         return Err(FatError::BytesPerSector { value: bps });
     }
-    let spc = u8_at(sector, 0x0d);
+    let spc = raw.bpb_sec_per_clus;
     if !spc.is_power_of_two() {
         return Err(FatError::SectorsPerCluster { value: spc });
     }
-    let rsvd = le16(sector, 0x0e);
+    let rsvd = raw.bpb_rsvd_sec_cnt.get();
     if rsvd == 0 {
         return Err(FatError::ReservedSectors);
     }
-    let nfats = u8_at(sector, 0x10);
+    let nfats = raw.bpb_num_fats;
     if nfats == 0 {
         return Err(FatError::FatCount);
     }
-    let media = u8_at(sector, 0x15);
+    let media = raw.bpb_media;
     if !is_valid_media(media) {
         return Err(FatError::Media { value: media });
     }
-    let root_entries = le16(sector, 0x11);
-    let fat16 = le16(sector, 0x16);
-    let fat32 = le32(sector, 0x24);
+    let root_entries = raw.bpb_root_ent_cnt.get();
+    let fat16 = raw.bpb_fat_sz16.get();
+    let fat32 = boot.fat32.bpb_fat_sz32.get();
     let layout32 = fat16 == 0;
     let fat_sectors = if layout32 {
         u64::from(fat32)
@@ -323,8 +363,8 @@ pub fn parse_fat(sector: &[u8]) -> Result<FatVolume, FatError> {
     if fat_sectors == 0 {
         return Err(FatError::FatSize);
     }
-    let ts16 = le16(sector, 0x13);
-    let ts32 = le32(sector, 0x20);
+    let ts16 = raw.bpb_tot_sec16.get();
+    let ts32 = raw.bpb_tot_sec32.get();
     let total = if ts16 != 0 {
         u64::from(ts16)
     } else {
@@ -353,19 +393,22 @@ pub fn parse_fat(sector: &[u8]) -> Result<FatVolume, FatError> {
     if clusters == 0 {
         return Err(FatError::NoClusters);
     }
-    let (ext, vol_id_off, label_off) = if layout32 {
-        (0x42, 0x43, 0x47)
+    let (boot_sig, vol_id, vol_lab) = if layout32 {
+        let e = &boot.fat32;
+        (e.bs_boot_sig, e.bs_vol_id.get(), &e.bs_vol_lab)
     } else {
-        (0x26, 0x27, 0x2b)
+        let e = &boot.fat16;
+        (e.bs_boot_sig, e.bs_vol_id.get(), &e.bs_vol_lab)
     };
-    let has_ext = matches!(u8_at(sector, ext), 0x29 | 0x28);
-    let label = if u8_at(sector, ext) == 0x29 {
-        text(sector, label_off, 11).filter(|l| l != "NO NAME")
+    let has_ext = matches!(boot_sig, EXT_BOOT_SIG | EXT_BOOT_SIG_VOL_ID_ONLY);
+    let label = if boot_sig == EXT_BOOT_SIG {
+        text(vol_lab).filter(|l| l != "NO NAME")
     } else {
         None
     };
+    let ext32 = &boot.fat32;
     let bpb = Bpb {
-        oem: text(sector, 3, 8),
+        oem: text(&raw.bs_oem_name),
         bytes_per_sector: bps,
         sectors_per_cluster: spc,
         reserved_sectors: rsvd,
@@ -374,15 +417,23 @@ pub fn parse_fat(sector: &[u8]) -> Result<FatVolume, FatError> {
         total_sectors_16: ts16,
         media,
         fat_size_16: fat16,
-        hidden_sectors: le32(sector, 0x1c),
+        hidden_sectors: raw.bpb_hidd_sec.get(),
         total_sectors_32: ts32,
         fat_size_32: fat32,
-        root_cluster: if layout32 { le32(sector, 0x2c) } else { 0 },
-        fs_info_sector: if layout32 { le16(sector, 0x30) } else { 0 },
-        backup_boot_sector: if layout32 { le16(sector, 0x32) } else { 0 },
-        volume_id: has_ext.then(|| le32(sector, vol_id_off)),
+        root_cluster: if layout32 {
+            ext32.bpb_root_clus.get()
+        } else {
+            0
+        },
+        fs_info_sector: if layout32 { ext32.bpb_fs_info.get() } else { 0 },
+        backup_boot_sector: if layout32 {
+            ext32.bpb_bk_boot_sec.get()
+        } else {
+            0
+        },
+        volume_id: has_ext.then_some(vol_id),
         label,
-        boot_signature: has(sector, 510, &[0x55, 0xaa]),
+        boot_signature: boot.signature,
     };
     let kind = FatType::from_cluster_count(clusters);
     let layout = if layout32 {
@@ -496,14 +547,31 @@ pub enum FsInfoProblem {
     },
 }
 
-/// Checks an FSInfo sector (only its first 512 bytes are used, whatever the sector size).
+/// Checks an FSInfo sector (only its first 512 bytes are used, whatever the sector size;
+/// bytes missing from a shorter slice read as zero).
 pub fn check_fsinfo(sector: &[u8], clusters: u64) -> Result<(), FsInfoProblem> {
-    for (field, offset, expected) in [
-        ("lead", 0usize, 0x4161_5252u32),
-        ("structure", 0x1e4, 0x6141_7272),
-        ("trail", 0x1fc, 0xaa55_0000),
+    let fsi: FsInfoRaw = read_zero_extended(sector);
+    for (field, offset, found, expected) in [
+        (
+            "lead",
+            offset_of!(FsInfoRaw, fsi_lead_sig),
+            fsi.fsi_lead_sig,
+            FSI_LEAD_SIG,
+        ),
+        (
+            "structure",
+            offset_of!(FsInfoRaw, fsi_struc_sig),
+            fsi.fsi_struc_sig,
+            FSI_STRUC_SIG,
+        ),
+        (
+            "trail",
+            offset_of!(FsInfoRaw, fsi_trail_sig),
+            fsi.fsi_trail_sig,
+            FSI_TRAIL_SIG,
+        ),
     ] {
-        let found = le32(sector, offset);
+        let found = found.get();
         if found != expected {
             return Err(FsInfoProblem::Signature {
                 field,
@@ -513,8 +581,8 @@ pub fn check_fsinfo(sector: &[u8], clusters: u64) -> Result<(), FsInfoProblem> {
             });
         }
     }
-    let free = le32(sector, 0x1e8);
-    if free != 0xffff_ffff && u64::from(free) > clusters {
+    let free = fsi.fsi_free_count.get();
+    if free != FSI_UNKNOWN && u64::from(free) > clusters {
         return Err(FsInfoProblem::FreeCount { free, clusters });
     }
     Ok(())
