@@ -10,7 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::io::{range_check_u64, to_usize, BlockSink, BlockSource, OutOfBounds, SparseImage};
+use crate::io::{
+    merge_ranges, range_check_u64, to_usize, BlockSink, BlockSource, OutOfBounds, SparseImage,
+};
 use crate::tree::{ContentError, ContentSource};
 
 /// Chunk size for content copied through memory.
@@ -207,15 +209,7 @@ impl ImageMap {
     pub fn mapped_ranges(&self) -> Vec<(u64, u64)> {
         let mut all = self.meta.mapped_ranges();
         all.extend(self.refs.iter().map(|(&o, r)| (o, o + r.len)));
-        all.sort_unstable();
-        let mut out: Vec<(u64, u64)> = Vec::with_capacity(all.len());
-        for (s, e) in all {
-            match out.last_mut() {
-                Some(last) if s <= last.1 => last.1 = last.1.max(e),
-                _ => out.push((s, e)),
-            }
-        }
-        out
+        merge_ranges(all)
     }
 
     /// The image read with its references resolved through `content`.

@@ -135,6 +135,19 @@ impl<T: BlockSource + ?Sized> BlockSource for &T {
     }
 }
 
+/// `(start, end)` ranges sorted, with overlapping and touching ones merged.
+pub(crate) fn merge_ranges(mut all: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    all.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(all.len());
+    for (s, e) in all {
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
+}
+
 pub(crate) fn to_usize(v: u64) -> usize {
     usize::try_from(v).unwrap_or(usize::MAX)
 }
@@ -197,21 +210,13 @@ impl SparseImage {
     /// This is what must reach a device; everything else may keep its old contents.
     #[must_use]
     pub fn mapped_ranges(&self) -> Vec<(u64, u64)> {
-        let mut all: Vec<(u64, u64)> = self
-            .extents
-            .iter()
-            .map(|(&o, v)| (o, o + v.len() as u64))
-            .chain(self.zero_writes.iter().map(|(&s, &e)| (s, e)))
-            .collect();
-        all.sort_unstable();
-        let mut out: Vec<(u64, u64)> = Vec::with_capacity(all.len());
-        for (s, e) in all {
-            match out.last_mut() {
-                Some(last) if s <= last.1 => last.1 = last.1.max(e),
-                _ => out.push((s, e)),
-            }
-        }
-        out
+        merge_ranges(
+            self.extents
+                .iter()
+                .map(|(&o, v)| (o, o + v.len() as u64))
+                .chain(self.zero_writes.iter().map(|(&s, &e)| (s, e)))
+                .collect(),
+        )
     }
 
     /// Forgets everything written to `[start, end)`: stored bytes and zero writes. The range
