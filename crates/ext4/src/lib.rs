@@ -187,9 +187,48 @@ pub enum Error {
 /// Plans the ext4 geometry of one partition. `tree` (when known) sizes the inode count and
 /// is checked to fit.
 pub fn plan(req: &Ext4Request, tree: Option<&Tree>) -> Result<Ext4Plan, Error> {
+    match plan_once(req, tree) {
+        Err(Error::NoSpace {
+            more_blocks,
+            more_inodes,
+            block_bytes,
+        }) if more_blocks > 0 => Err(Error::NoSpace {
+            more_blocks: sufficient_growth(req, tree, more_blocks, block_bytes),
+            more_inodes,
+            block_bytes,
+        }),
+        other => other,
+    }
+}
+
+fn plan_once(req: &Ext4Request, tree: Option<&Tree>) -> Result<Ext4Plan, Error> {
     let empty = Tree::default();
     let prep = build::Prepared::new(req, tree.unwrap_or(&empty), None)?;
     Ok(to_plan(req, &prep))
+}
+
+/// How many blocks the partition must grow by so that the tree fits, starting from the
+/// first shortfall `first`: a bigger filesystem has more groups, a bigger journal and so more
+/// metadata, so the first count is re-planned until it is enough (at most 16 rounds) and the
+/// hint is sufficient in one step. Sizes are tried exactly (no erase-block rounding), so the
+/// hint holds whatever the layout rounds to.
+fn sufficient_growth(req: &Ext4Request, tree: Option<&Tree>, first: u64, bs: u64) -> u64 {
+    let mut grow = first;
+    for _ in 0..16 {
+        let trial = Ext4Request {
+            partition_size_bytes: req
+                .partition_size_bytes
+                .saturating_add(grow.saturating_mul(bs)),
+            ..req.clone()
+        };
+        match plan_once(&trial, tree) {
+            Err(Error::NoSpace { more_blocks, .. }) if more_blocks > 0 => {
+                grow = grow.saturating_add(more_blocks);
+            }
+            _ => return grow,
+        }
+    }
+    grow
 }
 
 fn to_plan(req: &Ext4Request, prep: &build::Prepared) -> Ext4Plan {
@@ -365,6 +404,20 @@ mod tests {
                 assert!(more_blocks > 2000 && more_inodes == 0, "{more_blocks}");
             }
             e => panic!("{e}"),
+        }
+        // Growing by the hint is enough in one step, also when the growth adds groups and
+        // a bigger journal (the first shortfall alone undercounts there).
+        for mib in (100u64..1200).step_by(150) {
+            let t = files(3, mib << 20);
+            let start = req(0, 32 << 20, Ext4Options::default());
+            let Err(Error::NoSpace { more_blocks, .. }) = plan(&start, Some(&t)) else {
+                panic!("{mib} MiB fitted into 32 MiB");
+            };
+            let grown = req(0, (32 << 20) + more_blocks * 4096, Ext4Options::default());
+            assert!(
+                plan(&grown, Some(&t)).is_ok(),
+                "{mib} MiB: {more_blocks} more blocks were not enough"
+            );
         }
         let o = Ext4Options {
             inodes: Some(64),
