@@ -95,6 +95,11 @@ fn check(dir: &Path, name: &str, spec: &str) {
         "{name}: a fresh image has findings: {errors:#?}"
     );
     assert_eq!(report["aligned"], true, "{name}");
+    // One verdict from one rule: plan and verify agree.
+    assert_eq!(
+        plan["aligned"], report["aligned"],
+        "{name}: plan and verify verdicts differ"
+    );
     for k in ["size_bytes", "sector_bytes", "erase_block_bytes"] {
         assert_eq!(plan[k], report[k], "{name}: {k}");
     }
@@ -126,6 +131,12 @@ size = "fill"
 contents = "tree"
 label = "root"
 "#,
+    );
+    // One erase block of ext4: no room for an aligned inode table (a note, not a verdict).
+    check(
+        d,
+        "small-ext4",
+        "[image]\nsize = \"10MiB\"\n[[partition]]\nfs = \"ext4\"\nsize = \"fill\"\n",
     );
     let many = d.join("many");
     std::fs::create_dir_all(&many).unwrap();

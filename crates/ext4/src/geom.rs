@@ -113,7 +113,6 @@ pub(crate) struct Geometry {
     /// Where data allocation starts.
     pub data_start: u64,
     pub notes: Vec<String>,
-    pub aligned: bool,
 }
 
 /// flex_bg packs the metadata of 1 << this many groups together (`s_log_groups_per_flex`).
@@ -345,7 +344,8 @@ impl Geometry {
             more_inodes: 0,
             block_bytes: bs,
         };
-        let mut aligned = true;
+        // Where the first inode table could not go on an erase-block boundary (no room).
+        let mut tables_aligned = true;
         if feat.flex_bg {
             let flex = 1u64 << LOG_GROUPS_PER_FLEX;
             let mut f0 = 0;
@@ -375,7 +375,7 @@ impl Geometry {
                             .ok_or_else(|| too_small("inode tables"))?,
                     };
                     if k == 0 && !Self::is_aligned(req, bs, it) {
-                        aligned = false;
+                        tables_aligned = false;
                     }
                     used.set_range(it, itb);
                     loc[g as usize] = GroupLoc {
@@ -403,7 +403,7 @@ impl Geometry {
                         .ok_or_else(|| too_small("inode table"))?,
                 };
                 if g == 0 && !Self::is_aligned(req, bs, it) {
-                    aligned = false;
+                    tables_aligned = false;
                 }
                 used.set_range(it, itb);
                 loc[g as usize] = GroupLoc {
@@ -458,11 +458,6 @@ impl Geometry {
                     }
                 }
             }
-            if let Some(&(s, _)) = journal.first() {
-                if !Self::is_aligned(req, bs, s) {
-                    aligned = false;
-                }
-            }
         }
         let data_start = used.next_free(loc[0].inode_table + itb).unwrap_or(fdb);
         // RAID hints.
@@ -483,8 +478,13 @@ impl Geometry {
                 "stripe width does not fit 32 bits",
             ))
         })?;
+        if req.partition_start_bytes % bs == 0 && !tables_aligned {
+            notes.push(format!(
+                "There is no room to start the first inode table on an erase-block boundary (it starts at block {} of {blocks}); that costs little and does not count against alignment.",
+                loc[0].inode_table
+            ));
+        }
         if req.partition_start_bytes % bs != 0 {
-            aligned = false;
             notes.push(format!(
                 "The partition start {} is not a multiple of the {bs}-byte block: nothing inside can be aligned.",
                 req.partition_start_bytes
@@ -527,7 +527,6 @@ impl Geometry {
             used,
             data_start,
             notes,
-            aligned,
         })
     }
 }

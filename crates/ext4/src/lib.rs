@@ -245,7 +245,7 @@ fn to_plan(req: &Ext4Request, prep: &build::Prepared) -> Ext4Plan {
                 .filter(|n| n.starts_with("stride") || n.starts_with("The partition"))
                 .cloned(),
         );
-        return Ext4Plan {
+        let mut plan = Ext4Plan {
             kind: "ext4".to_string(),
             label: req.label.clone(),
             uuid: Some(build::uuid_string(&prep.uuid)),
@@ -257,11 +257,13 @@ fn to_plan(req: &Ext4Request, prep: &build::Prepared) -> Ext4Plan {
             journal_start_bytes: None,
             inode_table_start_bytes: None,
             features: g.feat.names(),
-            aligned: req.partition_start_bytes % g.bs == 0,
+            aligned: false,
             notes,
         };
+        plan.aligned = plan.alignment_holds(req.partition_start_bytes, req.erase_block_bytes);
+        return plan;
     }
-    Ext4Plan {
+    let mut plan = Ext4Plan {
         kind: "ext4".to_string(),
         label: req.label.clone(),
         uuid: Some(build::uuid_string(&prep.uuid)),
@@ -273,9 +275,11 @@ fn to_plan(req: &Ext4Request, prep: &build::Prepared) -> Ext4Plan {
         journal_start_bytes: g.journal.first().map(|j| abs(j.0)),
         inode_table_start_bytes: g.loc.first().map(|l| abs(l.inode_table)),
         features: g.feat.names(),
-        aligned: g.aligned,
+        aligned: false,
         notes: g.notes.clone(),
-    }
+    };
+    plan.aligned = plan.alignment_holds(req.partition_start_bytes, req.erase_block_bytes);
+    plan
 }
 
 /// Writes the filesystem into `sink` (a window onto exactly the partition). `plan` must be
@@ -485,11 +489,18 @@ mod tests {
         let content = vec![vec![7u8; (free * 4096) as usize]];
         let mut img = SparseImage::new(16 << 20);
         write(&mut img, &r, &p, &t, &content).unwrap();
+        // One block more does not fit; the hint (one block short at first, re-planned until
+        // sufficient) is small and enough.
         let t = files(1, (free + 1) * 4096);
-        assert!(matches!(
-            plan(&r, Some(&t)),
-            Err(Error::NoSpace { more_blocks: 1, .. })
-        ));
+        let Err(Error::NoSpace { more_blocks, .. }) = plan(&r, Some(&t)) else {
+            panic!("{} blocks fitted into {free} free blocks", free + 1);
+        };
+        assert!((1..=64).contains(&more_blocks), "{more_blocks}");
+        let grown = Ext4Request {
+            partition_size_bytes: (16 << 20) + more_blocks * 4096,
+            ..r.clone()
+        };
+        assert!(plan(&grown, Some(&t)).is_ok());
     }
 
     #[test]

@@ -179,7 +179,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 format!("partition {i} ({kind}): {bs}-byte blocks are smaller than a 4 KiB flash page: metadata writes become read-modify-write cycles; use 4096-byte blocks (mke2fs -b 4096)"),
             );
         }
-        p.filesystem = Some(FsPlan::Ext4(Ext4Plan {
+        let mut found = Ext4Plan {
             kind: kind.into(),
             label: sb.label.clone(),
             uuid: Some(sb.uuid_string()),
@@ -191,9 +191,13 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             journal_start_bytes: journal_start,
             inode_table_start_bytes: inode_table_start,
             features: sb.features(),
-            aligned,
+            aligned: false,
             notes: Vec::new(),
-        }));
+        };
+        // The same rule as the planner's; the findings above say which part failed.
+        found.aligned = found.alignment_holds(base, e);
+        debug_assert!(found.aligned || !aligned || !is_multiple(base, bs));
+        p.filesystem = Some(FsPlan::Ext4(found));
         Ok(())
     }
 
