@@ -215,6 +215,32 @@ fat = { cluster = "1KiB" }
     );
 }
 
+/// A lowercase label is kept as given, like mkfs.fat 4.2: blkid reads the same label from the
+/// boot sector and the root directory entry, fsck.fat is clean, and the build warns once.
+#[test]
+fn lowercase_labels_keep_their_case_with_a_warning() {
+    if !have("blkid") || !have("fsck.fat") {
+        return;
+    }
+    let dir = tempdir!();
+    let spec = write_file(
+        dir.path(),
+        "s.toml",
+        "[image]\nsize = \"64MiB\"\ntable = \"none\"\n[[partition]]\nfs = \"fat16\"\nsize = \"fill\"\nlabel = \"bootfs\"\n",
+    );
+    let img = dir.path().join("s.img");
+    let o = blockwise!().build_with(&spec, &img, ["-q"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("lowercase").count(), 1, "{err}");
+    let ids = blkid(&img, 0);
+    assert!(
+        ids.lines().any(|l| l == "LABEL=bootfs")
+            && ids.lines().any(|l| l == "LABEL_FATBOOT=bootfs"),
+        "{ids}"
+    );
+    fsck_fat_clean(&img);
+}
+
 #[test]
 fn impossible_fat_requests_say_what_to_change() {
     let dir = tempdir!();

@@ -689,6 +689,17 @@ pub(crate) fn write_volume<S: BlockSink + ?Sized>(
 
     // Pass 1 and 2: everything is decided before the first byte is written.
     let mut warnings = Vec::new();
+    if let Some(w) = plan
+        .label
+        .as_deref()
+        .and_then(crate::options::label_warning)
+    {
+        warnings.push(Warning {
+            code: "fat-lowercase-label",
+            path: "/".into(),
+            message: w,
+        });
+    }
     let mut dirs = scan(tree, layout, label.is_some(), &mut warnings)?;
     let (items, next) = allocate(&mut dirs, layout)?;
     let mut first: HashMap<NodeId, u32> = HashMap::with_capacity(items.len() + dirs.len());
