@@ -150,7 +150,16 @@ fn mbr_limit_suggests_gpt() {
 
 #[test]
 fn invalid_toml() {
-    bad_build("[image\nsize = 1\n", "(toml)");
+    // A syntax error names the spec file (there is no key yet).
+    bad_build("[image\nsize = 1\n", "bad.toml: TOML parse error at line 1");
+}
+
+#[test]
+fn negative_size() {
+    bad_build(
+        "[image]\nsize = \"-5MiB\"\n[[partition]]\nfs = \"none\"\nsize = 1\n",
+        "image.size: \"-5MiB\" is negative",
+    );
 }
 
 #[test]

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use blockwise_geometry::{format_size, parse_size, SectorSize};
+use blockwise_geometry::{check_erase_block, format_size, parse_size, SectorSize};
 use blockwise_verify::{verify, Options};
 
 use blockwise_host::FileSource;
@@ -31,23 +31,10 @@ pub struct VerifyArgs {
 /// Runs `verify`. Exit codes: 0 aligned/consistent, 1 error findings, 2 bad usage or
 /// unreadable/unrecognised input.
 pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
-    match run_inner(args) {
-        Ok(code) => Ok(code),
-        Err(e) => {
-            eprintln!("blockwise verify: error: {e:#}");
-            Ok(ExitCode::from(2))
-        }
-    }
-}
-
-fn run_inner(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     let erase = parse_size(&args.erase_block)
         .with_context(|| format!("--erase-block {:?}", args.erase_block))?;
-    if !erase.is_power_of_two() || !(4096..=(1 << 30)).contains(&erase) {
-        anyhow::bail!(
-            "--erase-block {}: must be a power of two from 4 KiB to 1 GiB (flash erase blocks are typically 4 MiB)",
-            args.erase_block
-        );
+    if let Err(why) = check_erase_block(erase) {
+        anyhow::bail!("--erase-block {}: {why}", args.erase_block);
     }
     let sector = match args.sector_size {
         None => None,

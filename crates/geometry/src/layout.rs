@@ -438,16 +438,30 @@ impl LayoutError {
 /// Smallest and largest erase block accepted.
 pub const ERASE_BLOCK_RANGE: (u64, u64) = (4096, 256 << 20);
 
+/// Checks an erase-block size against [`ERASE_BLOCK_RANGE`]; the error says the rule (the
+/// same words for `plan`, `build` and `verify`).
+pub fn check_erase_block(bytes: u64) -> Result<(), String> {
+    let (min, max) = ERASE_BLOCK_RANGE;
+    if bytes.is_power_of_two() && (min..=max).contains(&bytes) {
+        Ok(())
+    } else {
+        Err(format!(
+            "must be a power of two from {} to {} (SD cards: 4 MiB or 8 MiB, old USB sticks: 128 KiB)",
+            crate::format_size(min),
+            crate::format_size(max)
+        ))
+    }
+}
+
 impl Layout {
     /// Cross-key checks of the disk and the partitions' places (also run by [`crate::plan`]).
     pub fn validate(&self) -> Result<(), LayoutError> {
         let img = &self.image;
         let eb = img.erase_block;
-        let (emin, emax) = ERASE_BLOCK_RANGE;
-        if !eb.is_power_of_two() || !(emin..=emax).contains(&eb) {
+        if let Err(why) = check_erase_block(eb) {
             return Err(LayoutError::image(
                 ImageKey::EraseBlock,
-                format!("{eb} must be a power of two between 4KiB and 256MiB (SD cards: 4MiB or 8MiB, old USB sticks: 128KiB)"),
+                format!("{eb}: {why}"),
             ));
         }
         if eb < img.sector_size.bytes_u64() {

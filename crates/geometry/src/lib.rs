@@ -35,8 +35,8 @@ pub use fsplan::{Ext4Plan, FatPlan, FatType, FsPlan, OtherFs, MAX_FAT32_CLUSTERS
 pub use guid::{derive_u64, Guid};
 pub use io::{BlockSink, BlockSource, OutOfBounds, SparseImage, SubSink, SubSource, WindowError};
 pub use layout::{
-    DiskId, FsKind, ImageKey, ImageSpec, Layout, LayoutError, LayoutKey, PartKey, PartitionLayout,
-    SizeSpec, TableKind,
+    check_erase_block, DiskId, FsKind, ImageKey, ImageSpec, Layout, LayoutError, LayoutKey,
+    PartKey, PartitionLayout, SizeSpec, TableKind, ERASE_BLOCK_RANGE,
 };
 pub use plan::{plan, ExtendedPlan, GptPlan, PartitionPlan, Plan, TablePlan};
 pub use tree::{ContentError, ContentSource, Meta, Node, NodeId, NodeKind, Tree};

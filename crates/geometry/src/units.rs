@@ -67,6 +67,12 @@ pub enum SizeError {
         /// The offending text.
         text: String,
     },
+    /// A minus sign: sizes are never negative.
+    #[error("{text:?} is negative: sizes are byte counts (e.g. 512, 4MiB)")]
+    Negative {
+        /// The offending text.
+        text: String,
+    },
     /// The suffix is not one we know.
     #[error("{text:?} has an unknown unit {unit:?} (use B, KiB, MiB, GiB, TiB, or K/M/G/T)")]
     UnknownUnit {
@@ -97,6 +103,11 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     let t = text.trim();
     if t.is_empty() {
         return Err(SizeError::Empty);
+    }
+    if t.starts_with('-') {
+        return Err(SizeError::Negative {
+            text: text.to_string(),
+        });
     }
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))

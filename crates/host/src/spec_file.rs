@@ -21,7 +21,13 @@ impl SpecFile {
     /// Reads and validates a TOML spec file.
     pub fn load(path: &Path) -> Result<Self, Error> {
         let text = fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        let spec = Spec::from_toml(&text)?;
+        // A syntax error has no key: name the file instead (`spec.toml: TOML parse error …`).
+        let spec = Spec::from_toml(&text).map_err(|mut e| {
+            if e.key == "(toml)" {
+                e.key = path.display().to_string();
+            }
+            e
+        })?;
         let base_dir = path
             .parent()
             .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
