@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds blockwise, plans and builds the Raspberry-Pi-style example image (FAT32 boot +
+# Builds blockwise, then builds (printing the plan) the Raspberry-Pi-style example image (FAT32 boot +
 # ext4 root, MBR, 4 MiB alignment) without root, then checks it with blockwise verify and,
 # when installed, sfdisk, fsck.fat and e2fsck.
 set -euo pipefail
@@ -7,7 +7,6 @@ cd "$(dirname "$0")/.."
 cargo build --release --quiet
 bw=target/release/blockwise
 out=${1:-rpi.img}
-$bw plan examples/rpi.toml
 $bw build examples/rpi.toml -o "$out" --bmap "$out.bmap"
 $bw verify "$out"
 if command -v sfdisk >/dev/null && command -v python3 >/dev/null; then
@@ -22,4 +21,4 @@ if command -v sfdisk >/dev/null && command -v python3 >/dev/null; then
   if command -v fsck.fat >/dev/null; then extract 0 "$out.p1"; fsck.fat -n "$out.p1"; rm -f "$out.p1"; fi
   if command -v e2fsck >/dev/null; then extract 1 "$out.p2"; e2fsck -fn "$out.p2"; rm -f "$out.p2"; fi
 fi
-echo "built $out; write it with: sudo dd if=$out of=/dev/sdX bs=4M conv=fsync"
+echo "built $out and $out.bmap; write only the mapped blocks with: sudo bmaptool copy $out /dev/sdX"
