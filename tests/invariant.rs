@@ -3,42 +3,13 @@
 
 use std::path::Path;
 
-use blockwise_test_kit::{blockwise, tempdir, write_file};
+use blockwise_test_kit::{assert_same_json as assert_same, blockwise, tempdir, write_file};
 use serde_json::Value;
 
 fn json(args: &[&std::ffi::OsStr]) -> (Value, std::process::Output) {
     let o = blockwise!().run(args);
     let v = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
     (v, o)
-}
-
-/// Every key the report and the plan share has the same value (recursively), except prose.
-fn assert_same(plan: &Value, report: &Value, path: &str) {
-    match (plan, report) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, va) in a {
-                if matches!(
-                    k.as_str(),
-                    "notes" | "source" | "findings" | "content" | "guid" | "logical" | "ebr_bytes"
-                ) {
-                    continue;
-                }
-                if let Some(vb) = b.get(k) {
-                    if vb.is_null() || va.is_null() {
-                        continue;
-                    }
-                    assert_same(va, vb, &format!("{path}.{k}"));
-                }
-            }
-        }
-        (Value::Array(a), Value::Array(b)) => {
-            assert_eq!(a.len(), b.len(), "{path}: lengths differ");
-            for (i, (x, y)) in a.iter().zip(b).enumerate() {
-                assert_same(x, y, &format!("{path}[{i}]"));
-            }
-        }
-        (a, b) => assert_eq!(a, b, "{path}"),
-    }
 }
 
 fn check(dir: &Path, name: &str, spec: &str) {

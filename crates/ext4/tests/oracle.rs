@@ -91,22 +91,10 @@ fn small_tree_is_clean() {
     }
 }
 
-struct SparseRead(blockwise_geometry::SparseImage);
-impl ext4_view::Ext4Read for SparseRead {
-    fn read(
-        &mut self,
-        start: u64,
-        dst: &mut [u8],
-    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-        use blockwise_geometry::BlockSource;
-        self.0.read_at(start, dst).map_err(|e| Box::new(e) as _)
-    }
-}
-
 /// ext4-view reads every node back: kind, mode, owner, size, content, link targets.
 fn ext4_view_matches(img: blockwise_geometry::SparseImage, g: &Gen) {
     use blockwise_geometry::NodeKind;
-    let fs = ext4_view::Ext4::load(Box::new(SparseRead(img))).expect("ext4-view load");
+    let fs = blockwise_test_kit::ext4_view_at(img, 0);
     for (id, n) in g.tree.nodes.iter().enumerate() {
         let path = g.tree.path(id);
         let md = fs

@@ -272,7 +272,7 @@ fn timestamps_are_utc_and_clamped() {
     add_file(&mut t, &mut c, 0, "old.txt", b"o".to_vec(), 0); // 1970 → 1980-01-01
     let (r, img) = try_write(&small_req(), &t, &c);
     r.unwrap();
-    let fs = fatfs::FileSystem::new(Cursor { img, pos: 0 }, fatfs::FsOptions::new()).unwrap();
+    let fs = fatfs::FileSystem::new(Cursor::whole(img), fatfs::FsOptions::new()).unwrap();
     let mut seen = 0;
     for e in fs.root_dir().iter() {
         let e = e.unwrap();

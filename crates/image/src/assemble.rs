@@ -99,9 +99,12 @@ pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<
             })),
             FsKind::None => None,
         };
-        // With fs = "fat", the MBR type follows the FAT type the planner chose.
+        // With fs = "fat", the MBR type follows the FAT type the planner chose (also for a
+        // bare filesystem, where it is nominal but what verify reports).
         let chosen_type = match (&fs, ps.type_.is_none(), spec.image.table) {
-            (Some(FsPlan::Fat(f)), true, TableKind::Mbr) => Some(f.kind.mbr_type()),
+            (Some(FsPlan::Fat(f)), true, TableKind::Mbr | TableKind::None) => {
+                Some(f.kind.mbr_type())
+            }
             _ => None,
         };
         if let Some(p) = plan.partitions.get_mut(i) {

@@ -223,6 +223,38 @@ pub fn sfdisk_json(target: &Path) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).expect("sfdisk --json output")
 }
 
+/// Every key a plan and a verify report share has the same value (recursively), except
+/// prose and what only one side can know (notes, source, findings, content, GUIDs of
+/// logical partitions, EBR offsets). `path` names the place in failure messages.
+pub fn assert_same_json(plan: &serde_json::Value, report: &serde_json::Value, path: &str) {
+    use serde_json::Value;
+    match (plan, report) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, va) in a {
+                if matches!(
+                    k.as_str(),
+                    "notes" | "source" | "findings" | "content" | "guid" | "logical" | "ebr_bytes"
+                ) {
+                    continue;
+                }
+                if let Some(vb) = b.get(k) {
+                    if vb.is_null() || va.is_null() {
+                        continue;
+                    }
+                    assert_same_json(va, vb, &format!("{path}.{k}"));
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            assert_eq!(a.len(), b.len(), "{path}: lengths differ");
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                assert_same_json(x, y, &format!("{path}[{i}]"));
+            }
+        }
+        (a, b) => assert_eq!(a, b, "{path}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,17 +19,19 @@ mod cli;
 mod files;
 mod loopdev;
 mod random;
+mod readback;
 mod tools;
 
 pub use bench::{flat, medians, nested, report, tool_version};
 pub use checks::{
-    assert_same_tree, blkid, debugfs, e2fsck_clean, fsck_fat_clean, fsck_number, mcopy_out,
-    sfdisk_json,
+    assert_same_json, assert_same_tree, blkid, debugfs, e2fsck_clean, fsck_fat_clean, fsck_number,
+    mcopy_out, sfdisk_json,
 };
 pub use cli::Blockwise;
 pub use files::{materialize, save, tempdir_in, write_file};
 pub use loopdev::{with_kernel_mount, LoopDevice};
 pub use random::{bytes, crc32, xorshift64star_bytes, XorShift64};
+pub use readback::{ext4_files, ext4_view_at, fatfs_files, tree_files, Cursor, Files};
 pub use tools::{
     assert_success, command, have, have_loop, installed, is_root, oracles_required, output_text,
     run, which,
