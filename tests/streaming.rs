@@ -304,3 +304,44 @@ fn on_xfs_the_image_shares_blocks_with_its_sources() {
     }
     drop(m);
 }
+
+/// A killed build's temp file (its owner gone) is removed by the next build to the same
+/// output; a temp file whose owner still runs is left alone.
+#[test]
+fn the_next_build_removes_a_killed_builds_temp_file() {
+    let dir = tempdir!();
+    make_tree(dir.path(), 1, MIB);
+    let sp = spec(dir.path(), "fs = \"fat32\"");
+    // A PID above the kernel's limit never runs; start time 1.
+    let stale = dir.path().join(".out.img.tmp-4194305-1");
+    fs::write(&stale, b"left by a killed build").unwrap();
+    // This test process is alive: its PID and start time make a live owner.
+    let me = std::process::id();
+    let start = fs::read_to_string(format!("/proc/{me}/stat")).unwrap();
+    let start = start[start.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .to_string();
+    let live = dir.path().join(format!(".out.img.tmp-{me}-{start}"));
+    fs::write(&live, b"a build still running").unwrap();
+    let unrelated = dir.path().join(".out.img.tmp-notes");
+    fs::write(&unrelated, b"not ours").unwrap();
+    let out = dir.path().join("out.img");
+    let o = Command::new(blockwise!().path())
+        .args([
+            "build",
+            sp.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!stale.exists(), "the stale temp file stayed");
+    assert!(
+        live.exists() && unrelated.exists(),
+        "a live or foreign file was removed"
+    );
+}

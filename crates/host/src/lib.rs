@@ -35,7 +35,7 @@ mod tree;
 pub use build::{build, build_with_progress, plan_file, resolve_inputs, Built};
 pub use content::HostContent;
 pub use error::Error;
-pub use output::{check_output_path, write_image_file, WriteStats};
+pub use output::{check_output_path, remove_stale_temps, write_image_file, WriteStats};
 pub use progress::{Phase, Progress};
 pub use source::FileSource;
 pub use spec_file::{resolve_timestamp, SpecFile};

@@ -51,6 +51,10 @@ pub fn write_image_file(
     if let Some(b) = bmap {
         check_output_path(b)?;
     }
+    remove_stale_temps(path);
+    if let Some(b) = bmap {
+        remove_stale_temps(b);
+    }
     let tmp = temp_path(path);
     let bmap_tmp = bmap.map(temp_path);
     let result = (|| {
@@ -137,8 +141,8 @@ pub fn check_output_path(path: &Path) -> Result<(), Error> {
     })
 }
 
-/// `.name.tmp-PID` next to `path`.
-fn temp_path(path: &Path) -> PathBuf {
+/// The directory and file name of `path` (`.` and `image` when it has none).
+fn dir_and_name(path: &Path) -> (&Path, String) {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -147,7 +151,60 @@ fn temp_path(path: &Path) -> PathBuf {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "image".into());
-    dir.join(format!(".{name}.tmp-{}", std::process::id()))
+    (dir, name)
+}
+
+/// When process `pid` started (clock ticks since boot, `/proc/PID/stat` field 22), so that
+/// a temp file's owner is known to be gone even when its PID was reused.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: fields resume after the
+    // last ')'. Field 22 is the 20th after it.
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// `.NAME.tmp-PID-START` next to `path`: the owner's PID and start time, so a later build
+/// can tell a leftover of a killed build from a build still running.
+fn temp_path(path: &Path) -> PathBuf {
+    let (dir, name) = dir_and_name(path);
+    let pid = std::process::id();
+    dir.join(format!(
+        ".{name}.tmp-{pid}-{}",
+        start_time(pid).unwrap_or(0)
+    ))
+}
+
+/// Removes the temp files earlier builds to `path` left when they were killed (their owner
+/// process is gone or is another process now). Only exact `.NAME.tmp-PID-START` names are
+/// considered, never a wildcard; without `/proc` nothing is removed. Returns what was removed.
+pub fn remove_stale_temps(path: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    if start_time(std::process::id()).is_none() {
+        return removed;
+    }
+    let (dir, name) = dir_and_name(path);
+    let prefix = format!(".{name}.tmp-");
+    let Ok(entries) = fs::read_dir(dir) else {
+        return removed;
+    };
+    for e in entries.flatten() {
+        let file = e.file_name().to_string_lossy().into_owned();
+        let Some(tag) = file.strip_prefix(&prefix) else {
+            continue;
+        };
+        let Some((pid, start)) = tag.split_once('-') else {
+            continue;
+        };
+        let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else {
+            continue;
+        };
+        let is_file = e.file_type().is_ok_and(|t| t.is_file());
+        if is_file && start_time(pid) != Some(start) && fs::remove_file(e.path()).is_ok() {
+            removed.push(e.path());
+        }
+    }
+    removed
 }
 
 /// Writes every piece in offset order; after each, tells the hasher how far the file is final.
