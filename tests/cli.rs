@@ -154,6 +154,43 @@ fn invalid_toml() {
     bad_build("[image\nsize = 1\n", "bad.toml: TOML parse error at line 1");
 }
 
+/// Hostile specs: each one line naming the key (or the file), exit 2, quickly.
+#[test]
+fn hostile_specs() {
+    let parts = "[[partition]]\nfs = \"fat\"\nsize = \"fill\"\n";
+    for (spec, needle) in [
+        (format!("[image]\nsize = \"16EiB\"\n{parts}"), "image.size"),
+        (format!("[image]\nsize = \"99999999999999999999\"\n{parts}"), "out of range"),
+        (format!("[image]\nsize = 1.5\n{parts}"), "not a whole number"),
+        (format!("[image]\nerase-block = 0\n{parts}"), "image.erase-block"),
+        (format!("[image]\nerase-block = 1\n{parts}"), "power of two"),
+        (format!("[image]\nerase-block = 3000000\n{parts}"), "power of two"),
+        (format!("[image]\nerase-block = \"1GiB\"\n{parts}"), "256 MiB"),
+        ("[image]\nsize = \"1GiB\"\nsize = \"2GiB\"\n".to_string(), "duplicate key"),
+        ("[image]\nsize = [1]\n".to_string(), "image.size: wrong type"),
+        (
+            "[[partition]]\nfs = \"ext4\"\nsize = \"8MiB\"\n[[partition.entry]]\npath = \"/../etc/x\"\nkind = \"file\"\n".to_string(),
+            "partition[1].entry[1].path",
+        ),
+        (
+            format!("[image]\ntable = \"gpt\"\n{}", "[[partition]]\nfs = \"none\"\nsize = \"1MiB\"\n".repeat(10_000)),
+            "at most 128 partitions",
+        ),
+    ] {
+        bad_build(&spec, needle);
+    }
+    // Binary garbage and a 50 MB spec: one line naming the file.
+    let garbage: String = blockwise_test_kit::bytes(5, 3000)
+        .iter()
+        .map(|&b| char::from(b))
+        .collect();
+    bad_build(&garbage, "bad.toml:");
+    bad_build(
+        &format!("# {}\n[image]\nsize = -1\n", "x".repeat(50 << 20)),
+        "image.size",
+    );
+}
+
 #[test]
 fn negative_size() {
     bad_build(

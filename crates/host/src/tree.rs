@@ -33,6 +33,42 @@ fn meta_of(md: &fs::Metadata, clamp: Option<i64>) -> Meta {
     }
 }
 
+/// Kernel pseudo filesystems (`statfs` magic numbers) whose files are not data: their
+/// contents change while read and some block. A `contents` directory on one is refused.
+const PSEUDO_FS: [(i64, &str); 12] = [
+    (0x9fa0, "proc"),
+    (0x6265_6572, "sysfs"),
+    (0x6462_6720, "debugfs"),
+    (0x7472_6163, "tracefs"),
+    (0x0027_e0eb, "cgroup"),
+    (0x6367_7270, "cgroup2"),
+    (0x7363_6673, "securityfs"),
+    (0xcafe_4a11, "bpf"),
+    (0x1cd1, "devpts"),
+    (0x6265_6570, "configfs"),
+    (0xde5e_81e4, "efivarfs"),
+    (0x6165_676c, "pstore"),
+];
+
+/// Refuses `dir` when it lies on a kernel pseudo filesystem (/proc, /sys, …).
+fn refuse_pseudo_fs(dir: &Path) -> Result<(), Error> {
+    let Ok(st) = rustix::fs::statfs(dir) else {
+        return Ok(());
+    };
+    #[allow(
+        clippy::unnecessary_cast,
+        reason = "f_type's width differs between targets"
+    )]
+    let magic = st.f_type as i64;
+    match PSEUDO_FS.iter().find(|(m, _)| *m == magic) {
+        Some((_, name)) => Err(Error::NotUsable {
+            path: dir.to_path_buf(),
+            what: format!("is on the {name} pseudo filesystem, whose files are kernel state, not data: copy what you need into a real directory"),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Splits a Linux `dev_t` into major and minor.
 pub(crate) fn split_dev(rdev: u64) -> (u32, u32) {
     let major = ((rdev >> 8) & 0xfff) | ((rdev >> 32) & !0xfff);
@@ -57,26 +93,43 @@ fn data_ranges(path: &Path, md: &fs::Metadata) -> Result<Option<Vec<(u64, u64)>>
             what: "no longer a regular file".into(),
         });
     }
+    // Only the allocated extents are read (SEEK_DATA/SEEK_HOLE), so a 100 GiB sparse file
+    // costs what it holds; inside them, 4 KiB blocks of zeros count as holes too.
     let mut ranges: Vec<(u64, u64)> = Vec::new();
     let mut buf = vec![0u8; 1 << 20];
-    let mut off = 0u64;
-    while off < size {
-        let n = usize::try_from((size - off).min(buf.len() as u64)).unwrap_or(0);
-        let chunk = buf.get_mut(..n).unwrap_or_default();
-        f.read_exact_at(chunk, off)
-            .map_err(|e| Error::io(path, e))?;
-        for (j, block) in chunk.chunks(4096).enumerate() {
-            if block.iter().all(|&b| b == 0) {
-                continue;
+    let mut pos = 0u64;
+    while pos < size {
+        let data = match rustix::fs::seek(&f, rustix::fs::SeekFrom::Data(pos)) {
+            Ok(d) => d,
+            Err(rustix::io::Errno::NXIO) => break,
+            // No SEEK_DATA here: read everything from `pos` on.
+            Err(_) => pos,
+        };
+        let hole = rustix::fs::seek(&f, rustix::fs::SeekFrom::Hole(data)).unwrap_or(size);
+        let (start, end) = (
+            data / 4096 * 4096,
+            hole.div_ceil(4096).saturating_mul(4096).min(size),
+        );
+        let mut off = start.max(pos);
+        while off < end {
+            let n = usize::try_from((end - off).min(buf.len() as u64)).unwrap_or(0);
+            let chunk = buf.get_mut(..n).unwrap_or_default();
+            f.read_exact_at(chunk, off)
+                .map_err(|e| Error::io(path, e))?;
+            for (j, block) in chunk.chunks(4096).enumerate() {
+                if block.iter().all(|&b| b == 0) {
+                    continue;
+                }
+                let s = off + (j as u64) * 4096;
+                let e = s + block.len() as u64;
+                match ranges.last_mut() {
+                    Some(last) if last.1 == s => last.1 = e,
+                    _ => ranges.push((s, e)),
+                }
             }
-            let s = off + (j as u64) * 4096;
-            let e = s + block.len() as u64;
-            match ranges.last_mut() {
-                Some(last) if last.1 == s => last.1 = e,
-                _ => ranges.push((s, e)),
-            }
+            off += n as u64;
         }
-        off += n as u64;
+        pos = end.max(pos + 1);
     }
     Ok(Some(ranges))
 }
@@ -93,7 +146,9 @@ pub fn tree_from_dir(
     if !md.is_dir() {
         return Err(Error::io(dir, std::io::Error::other("not a directory")));
     }
+    refuse_pseudo_fs(dir)?;
     let mut tree = Tree::new(meta_of(&md, clamp));
+    let root_dev = md.dev();
     let mut links: HashMap<(u64, u64), u64> = HashMap::new();
     let mut stack: Vec<(PathBuf, NodeId, usize)> = vec![(dir.to_path_buf(), 0, 0)];
     while let Some((path, node, depth)) = stack.pop() {
@@ -161,6 +216,10 @@ pub fn tree_from_dir(
                 .add(node, &name, kind, meta)
                 .ok_or_else(|| Error::io(&p, std::io::Error::other("duplicate name")))?;
             if is_dir {
+                // A mount point inside the tree: check what is mounted there.
+                if md.dev() != root_dev {
+                    refuse_pseudo_fs(&p)?;
+                }
                 stack.push((p, id, depth + 1));
             }
         }

@@ -1,0 +1,144 @@
+//! Hostile content trees: each has a clear outcome (an error naming the path, or a documented
+//! skip or warning), never a hang, a panic or a wrong image.
+
+use std::fs;
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use blockwise_test_kit::{blockwise, e2fsck_clean, fsck_fat_clean, is_root, run, tempdir};
+
+fn spec(dir: &Path, fs_kind: &str, contents: &str, size: &str) -> PathBuf {
+    let p = dir.join(format!("{fs_kind}.toml"));
+    fs::write(
+        &p,
+        format!("[image]\ntable = \"none\"\nsize = \"{size}\"\ntimestamp = 1700000000\n[[partition]]\nfs = \"{fs_kind}\"\nsize = \"fill\"\ncontents = \"{contents}\"\n"),
+    )
+    .unwrap();
+    p
+}
+
+fn build(spec: &Path, out: &Path) -> Output {
+    blockwise!().run([
+        "build".as_ref(),
+        spec.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        "-q".as_ref(),
+    ])
+}
+
+/// Exit 2, one line, naming `needle`, nothing left behind.
+fn refused(o: &Output, out: &Path, needle: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(needle), "{needle:?} not in {err:?}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn special_files_and_symlink_loops() {
+    let dir = tempdir!();
+    let c = dir.path().join("c");
+    fs::create_dir(&c).unwrap();
+    std::os::unix::fs::symlink("loop2", c.join("loop1")).unwrap();
+    std::os::unix::fs::symlink("loop1", c.join("loop2")).unwrap();
+    assert!(run("mkfifo", &[c.join("fifo").to_str().unwrap()])
+        .status
+        .success());
+    let sock = std::os::unix::net::UnixListener::bind(c.join("sock")).unwrap();
+    if is_root() {
+        assert!(
+            run("mknod", &[c.join("null").to_str().unwrap(), "c", "1", "3"])
+                .status
+                .success()
+        );
+    }
+    fs::write(c.join("data.txt"), "data\n").unwrap();
+    // ext4 stores them all as what they are; FAT skips them with one warning each.
+    let out = dir.path().join("ext4.img");
+    let o = build(&spec(dir.path(), "ext4", "c", "32MiB"), &out);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    e2fsck_clean(&out, None);
+    let out = dir.path().join("fat.img");
+    let o = build(&spec(dir.path(), "fat", "c", "32MiB"), &out);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let skipped = if is_root() { 5 } else { 4 };
+    assert_eq!(err.matches("skipped").count(), skipped, "{err}");
+    fsck_fat_clean(&out);
+    drop(sock);
+}
+
+#[test]
+fn pseudo_filesystems_are_refused() {
+    let dir = tempdir!();
+    for (contents, name) in [("/proc", "proc"), ("/sys/kernel", "sysfs")] {
+        if !Path::new(contents).exists() {
+            continue;
+        }
+        let out = dir.path().join("p.img");
+        let o = build(&spec(dir.path(), "ext4", contents, "32MiB"), &out);
+        refused(&o, &out, &format!("{name} pseudo filesystem"));
+    }
+}
+
+#[test]
+fn a_thousand_levels_deep() {
+    let dir = tempdir!();
+    let mut p = dir.path().join("deep");
+    for _ in 0..1000 {
+        p.push("d");
+    }
+    fs::create_dir_all(&p).unwrap();
+    let out = dir.path().join("deep.img");
+    let o = build(&spec(dir.path(), "ext4", "deep", "32MiB"), &out);
+    refused(&o, &out, "deeper than 256 levels");
+}
+
+#[test]
+fn long_and_non_utf8_names() {
+    let dir = tempdir!();
+    let c = dir.path().join("c");
+    fs::create_dir(&c).unwrap();
+    // 255 bytes: the longest name ext4 and FAT (255 UTF-16 units) store.
+    fs::write(c.join("n".repeat(255)), "x").unwrap();
+    for k in ["ext4", "fat"] {
+        let out = dir.path().join(format!("{k}.img"));
+        let o = build(&spec(dir.path(), k, "c", "64MiB"), &out);
+        assert!(
+            o.status.success(),
+            "{k}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    // A name that is not UTF-8: an error naming the path.
+    let bad = c.join(std::ffi::OsStr::from_bytes(b"caf\xe9.txt"));
+    fs::write(&bad, "x").unwrap();
+    for k in ["ext4", "fat"] {
+        let out = dir.path().join(format!("{k}-bad.img"));
+        let o = build(&spec(dir.path(), k, "c", "64MiB"), &out);
+        refused(&o, &out, "not valid UTF-8");
+    }
+}
+
+#[test]
+fn a_sparse_100_gib_file() {
+    let dir = tempdir!();
+    let c = dir.path().join("c");
+    fs::create_dir(&c).unwrap();
+    let f = fs::File::create(c.join("huge.bin")).unwrap();
+    f.set_len(100 << 30).unwrap();
+    use std::os::unix::fs::FileExt;
+    f.write_all_at(b"tail", (100 << 30) - 4).unwrap();
+    // ext4 keeps it sparse: a small image holds it.
+    let out = dir.path().join("ext4.img");
+    let o = build(&spec(dir.path(), "ext4", "c", "64MiB"), &out);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    e2fsck_clean(&out, None);
+    // FAT cannot hold a file of 4 GiB or more: the error says so, with the path.
+    let out = dir.path().join("fat.img");
+    let o = build(&spec(dir.path(), "fat", "c", "64MiB"), &out);
+    refused(&o, &out, "huge.bin");
+}
