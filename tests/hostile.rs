@@ -142,3 +142,45 @@ fn a_sparse_100_gib_file() {
     let o = build(&spec(dir.path(), "fat", "c", "64MiB"), &out);
     refused(&o, &out, "huge.bin");
 }
+
+/// Two builds to the same output at once: each writes its own temp file and renames it, so
+/// one complete image remains (never an interleaving) and no temp file is left.
+#[test]
+fn two_builds_to_one_output() {
+    let dir = tempdir!();
+    let c = dir.path().join("c");
+    fs::create_dir(&c).unwrap();
+    for i in 0..20 {
+        fs::write(
+            c.join(format!("f{i}")),
+            blockwise_test_kit::bytes(i, 300_000),
+        )
+        .unwrap();
+    }
+    let sp = spec(dir.path(), "fat", "c", "64MiB");
+    let out = dir.path().join("same.img");
+    let spawn = || {
+        std::process::Command::new(blockwise!().path())
+            .args([
+                "build",
+                sp.to_str().unwrap(),
+                "-o",
+                out.to_str().unwrap(),
+                "-q",
+            ])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    for mut child in [a, b] {
+        assert!(child.wait().unwrap().success());
+    }
+    fsck_fat_clean(&out);
+    let left: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
