@@ -184,3 +184,47 @@ fn two_builds_to_one_output() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A full disk while writing the output: exit 3 (a failed write), one line naming the file,
+/// the temp file removed. Needs root for a small tmpfs.
+#[test]
+fn a_full_disk_is_a_failed_write() {
+    if !blockwise_test_kit::have_loop() {
+        return;
+    }
+    let dir = tempdir!();
+    let c = dir.path().join("c");
+    fs::create_dir(&c).unwrap();
+    fs::write(c.join("big.bin"), blockwise_test_kit::bytes(3, 8 << 20)).unwrap();
+    let sp = spec(dir.path(), "fat", &c.to_string_lossy(), "64MiB");
+    let small = dir.path().join("small");
+    fs::create_dir(&small).unwrap();
+    let mounted = run(
+        "mount",
+        &[
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=2m",
+            "tmpfs",
+            small.to_str().unwrap(),
+        ],
+    );
+    assert!(mounted.status.success(), "{mounted:?}");
+    let out = small.join("out.img");
+    let o = build(&sp, &out);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    let left: Vec<_> = fs::read_dir(&small)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    let _ = run("umount", &[small.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("out.img") && err.contains("No space left"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

@@ -66,9 +66,21 @@ pub fn one_line(e: &anyhow::Error) -> String {
     s.replace('\n', " ")
 }
 
-/// Exit code for an error: bad usage, bad specs and unreadable input are 2.
-pub fn exit_code(_e: &anyhow::Error) -> u8 {
-    EXIT_USAGE
+/// Exit code for a failed write (the output image or a device).
+pub const EXIT_WRITE: u8 = 3;
+
+/// Exit code for an error: bad usage, bad specs and unreadable input are 2; a failed write
+/// of the output is 3.
+pub fn exit_code(e: &anyhow::Error) -> u8 {
+    let write_failed = e
+        .chain()
+        .filter_map(|c| c.downcast_ref::<blockwise_host::Error>())
+        .any(blockwise_host::Error::is_write_failure);
+    if write_failed {
+        EXIT_WRITE
+    } else {
+        EXIT_USAGE
+    }
 }
 
 /// No command ever prints a Rust panic: a bug becomes one line and exit code 101.

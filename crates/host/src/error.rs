@@ -20,6 +20,15 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Writing the output (image, temp file or `.bmap`) failed: disk full, I/O error, quota.
+    #[error("writing {}: {source}", path.display())]
+    Write {
+        /// The file being written.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
     /// A path that must be a regular file, a directory or a block device is something else.
     #[error("{}: {what}", path.display())]
     NotUsable {
@@ -56,6 +65,13 @@ impl From<SpecError> for Error {
 }
 
 impl Error {
+    pub(crate) fn write(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Write {
+            path: path.into(),
+            source,
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
@@ -68,12 +84,19 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Image(e) => e.kind(),
-            Error::Io { .. } => ErrorKind::Io,
+            Error::Io { .. } | Error::Write { .. } => ErrorKind::Io,
             Error::NotUsable { .. } => ErrorKind::Spec,
             Error::Changed { .. } => ErrorKind::Io,
             #[cfg(feature = "mke2fs")]
             Error::Mke2fs { .. } => ErrorKind::Io,
         }
+    }
+
+    /// True when writing the output failed (exit code 3 in the CLI), as opposed to bad or
+    /// unreadable input (2).
+    #[must_use]
+    pub fn is_write_failure(&self) -> bool {
+        matches!(self, Error::Write { .. })
     }
 
     /// The spec error inside, if this is one.

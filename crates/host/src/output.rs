@@ -65,8 +65,8 @@ pub fn write_image_file(
             .create(true)
             .truncate(true)
             .open(&tmp)
-            .map_err(|e| Error::io(&tmp, e))?;
-        f.set_len(img.size()).map_err(|e| Error::io(&tmp, e))?;
+            .map_err(|e| Error::write(&tmp, e))?;
+        f.set_len(img.size()).map_err(|e| Error::write(&tmp, e))?;
         progress.phase(Phase::Writing {
             bytes: img.data_bytes(),
         });
@@ -85,21 +85,22 @@ pub fn write_image_file(
                     });
                     (stats, hashes)
                 });
-                let hashes = hashes.map_err(|e| Error::io(&tmp, e))?;
+                let hashes = hashes.map_err(|e| Error::write(&tmp, e))?;
                 (stats?, Some((ranges, hashes)))
             }
         };
         progress.phase(Phase::Syncing);
-        f.sync_all().map_err(|e| Error::io(&tmp, e))?;
+        f.sync_all().map_err(|e| Error::write(&tmp, e))?;
         if let (Some((ranges, hashes)), Some(bt)) = (hashes, &bmap_tmp) {
             let text = bmap_text(img.size(), &ranges, &hashes);
-            let mut b = File::create(bt).map_err(|e| Error::io(bt, e))?;
-            b.write_all(text.as_bytes()).map_err(|e| Error::io(bt, e))?;
-            b.sync_all().map_err(|e| Error::io(bt, e))?;
+            let mut b = File::create(bt).map_err(|e| Error::write(bt, e))?;
+            b.write_all(text.as_bytes())
+                .map_err(|e| Error::write(bt, e))?;
+            b.sync_all().map_err(|e| Error::write(bt, e))?;
         }
-        fs::rename(&tmp, path).map_err(|e| Error::io(path, e))?;
+        fs::rename(&tmp, path).map_err(|e| Error::write(path, e))?;
         if let (Some(bt), Some(b)) = (&bmap_tmp, bmap) {
-            fs::rename(bt, b).map_err(|e| Error::io(b, e))?;
+            fs::rename(bt, b).map_err(|e| Error::write(b, e))?;
         }
         progress.phase(Phase::Done);
         Ok(stats)
@@ -121,7 +122,7 @@ pub fn check_output_path(path: &Path) -> Result<(), Error> {
     let md = match fs::symlink_metadata(path) {
         Ok(md) => md,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io(path, e)),
+        Err(e) => return Err(Error::write(path, e)),
     };
     let ft = md.file_type();
     let what = if ft.is_file() {
@@ -222,7 +223,7 @@ fn write_pieces(
         match piece {
             Piece::Bytes(off, data) => {
                 out.write_all_at(data, off)
-                    .map_err(|e| Error::io(out_path, e))?;
+                    .map_err(|e| Error::write(out_path, e))?;
                 stats.metadata_bytes += data.len() as u64;
             }
             Piece::Content(off, r) => {
@@ -284,7 +285,7 @@ impl Copier {
                     self.fallback = true;
                 }
                 Err(Errno::INTR) => {}
-                Err(e) => return Err(Error::io(out_path, e.into())),
+                Err(e) => return Err(Error::write(out_path, e.into())),
             }
         }
         if done < r.len && self.buf.is_empty() {
@@ -299,12 +300,12 @@ impl Copier {
                 Ok(got) => {
                     let part = chunk.get(..got).unwrap_or_default();
                     out.write_all_at(part, at + done)
-                        .map_err(|e| Error::io(out_path, e))?;
+                        .map_err(|e| Error::write(out_path, e))?;
                     done += got as u64;
                     progress.advance(got as u64);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::io(path, e)),
+                Err(e) => return Err(Error::write(path, e)),
             }
         }
         Ok(kernel)
