@@ -81,8 +81,8 @@ pub fn write_image_file(
                 (stats?, Some((ranges, hashes)))
             }
         };
-        Error::check(progress)?;
         progress.phase(Phase::Syncing);
+        Error::check(progress)?;
         f.sync_all().map_err(|e| Error::io(&tmp, e))?;
         if let (Some((ranges, hashes)), Some(bt)) = (hashes, &bmap_tmp) {
             let text = bmap_text(img.size(), &ranges, &hashes);
