@@ -270,3 +270,13 @@ def test_relative_contents_resolve_against_the_spec_file(tmp_path: pathlib.Path)
     finally:
         os.chdir(cwd)
     assert built["content_bytes"] == len("arm_64bit=1\n")
+
+
+def test_keyboard_interrupt_cancels(rpi: dict[str, Any], tmp_path: pathlib.Path) -> None:
+    # What Ctrl-C does inside a callback: KeyboardInterrupt propagates, nothing is left.
+    def progress(done: int, total: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        blockwise.build(rpi, tmp_path / "rpi.img", progress=progress, base_dir=EXAMPLES)
+    assert list(tmp_path.iterdir()) == []
