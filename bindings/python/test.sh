@@ -34,7 +34,7 @@ maturin develop --manifest-path "$here/Cargo.toml"
 echo "== pytest"
 python -m pytest -q "$here/tests" "$@"
 
-echo "== mypy --strict (examples/python, tests' typed helpers)"
+echo "== mypy --strict examples/python"
 python -m mypy --strict "$root/examples/python"
 
 echo "== stubtest"

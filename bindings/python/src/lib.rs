@@ -15,7 +15,7 @@ use blockwise_image::{ErrorKind, Spec};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyOSError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyMapping, PyString};
+use pyo3::types::{PyDict, PyList, PyMapping, PyString, PyTuple};
 
 create_exception!(
     blockwise,
@@ -127,6 +127,34 @@ struct Loaded {
     source: String,
 }
 
+/// A copy of a dict spec with `os.PathLike` values (`"contents": pathlib.Path(...)`) turned into
+/// strings; lists and tuples are copied as lists. Deeper than any spec nests is left as is.
+fn fspath_values<'py>(obj: &Bound<'py, PyAny>, depth: usize) -> PyResult<Bound<'py, PyAny>> {
+    let py = obj.py();
+    if depth > 16 {
+        return Ok(obj.clone());
+    }
+    if let Ok(d) = obj.downcast::<PyMapping>() {
+        let out = PyDict::new(py);
+        for item in d.items()?.iter() {
+            let (k, v): (Bound<'py, PyAny>, Bound<'py, PyAny>) = item.extract()?;
+            out.set_item(k, fspath_values(&v, depth + 1)?)?;
+        }
+        return Ok(out.into_any());
+    }
+    if obj.downcast::<PyList>().is_ok() || obj.downcast::<PyTuple>().is_ok() {
+        let mut items = Vec::new();
+        for v in obj.try_iter()? {
+            items.push(fspath_values(&v?, depth + 1)?);
+        }
+        return Ok(PyList::new(py, items)?.into_any());
+    }
+    if obj.downcast::<PyString>().is_err() && obj.hasattr("__fspath__")? {
+        return py.import("os")?.getattr("fsdecode")?.call1((obj,));
+    }
+    Ok(obj.clone())
+}
+
 /// `spec` as a dict (the TOML's keys), a TOML string or an `os.PathLike` to a spec file.
 fn load_spec(
     py: Python<'_>,
@@ -146,7 +174,8 @@ fn load_spec(
         });
     }
     if let Ok(map) = spec.downcast::<PyMapping>() {
-        let mut de = pythonize::Depythonizer::from_object(map.as_any());
+        let plain = fspath_values(map.as_any(), 0)?;
+        let mut de = pythonize::Depythonizer::from_object(&plain);
         let parsed = Spec::from_deserializer(&mut de, |e| e.to_string()).map_err(spec_err)?;
         return Ok(Loaded {
             file: SpecFile::new(parsed, base()),

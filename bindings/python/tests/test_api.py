@@ -127,6 +127,17 @@ def test_spec_error_names_the_key(spec: Any, key: str, tmp_path: pathlib.Path) -
     assert key in str(e.value)
 
 
+def test_dict_values_may_be_paths(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "boot").mkdir()
+    (tmp_path / "boot" / "cmdline.txt").write_text("console=tty1\n")
+    spec = {
+        "image": {"size": 64 << 20},
+        "partition": ({"fs": "fat32", "size": "fill", "contents": tmp_path / "boot"},),
+    }
+    built = blockwise.build(spec, tmp_path / "p.img")
+    assert built["content_bytes"] == len("console=tty1\n")
+
+
 def test_spec_error_from_verify_arguments(tmp_path: pathlib.Path) -> None:
     with pytest.raises(blockwise.SpecError) as e:
         blockwise.verify(tmp_path, erase_block=3 << 20)
