@@ -145,20 +145,10 @@ fn load(spec: Option<&Path>, flags: &LayoutFlags) -> anyhow::Result<SpecFile> {
 }
 
 /// JSON of a plan, in the shape of the verify report.
-fn plan_json(
-    plan: &Plan,
-    source: &str,
-    extra: Option<serde_json::Value>,
-) -> anyhow::Result<String> {
-    let mut v = serde_json::to_value(plan)?;
-    if let Some(obj) = v.as_object_mut() {
-        obj.insert("source".into(), source.into());
-        obj.insert("findings".into(), serde_json::Value::Array(Vec::new()));
-        if let Some(serde_json::Value::Object(extra)) = extra {
-            obj.extend(extra);
-        }
-    }
-    Ok(serde_json::to_string_pretty(&v)?)
+fn plan_json(plan: &Plan, source: &str) -> anyhow::Result<String> {
+    Ok(serde_json::to_string_pretty(
+        &blockwise_host::json::plan_json(plan, source, None)?,
+    )?)
 }
 
 /// The human table.
@@ -301,7 +291,7 @@ pub fn run_plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
         .as_ref()
         .map_or_else(|| "(flags)".to_string(), |p| p.display().to_string());
     if a.json {
-        super::emit(&format!("{}\n", plan_json(&plan, &source, None)?));
+        super::emit(&format!("{}\n", plan_json(&plan, &source)?));
     } else {
         super::emit(&human_plan(&plan));
     }
@@ -357,15 +347,13 @@ pub fn run_build(a: &BuildArgs) -> anyhow::Result<ExitCode> {
         })?;
     drop(progress);
     if a.json {
-        let extra = serde_json::json!({
-            "output": a.output.display().to_string(),
-            "data_bytes": built.image.data_bytes(),
-            "metadata_bytes": stats.metadata_bytes,
-            "content_bytes": stats.content_bytes,
-            "kernel_copied_bytes": stats.kernel_copied_bytes,
-            "warnings": built.warnings,
-        });
-        let text = plan_json(&built.plan, &a.spec.display().to_string(), Some(extra))?;
+        let v = blockwise_host::json::build_json(
+            &built,
+            &stats,
+            &a.spec.display().to_string(),
+            &a.output.display().to_string(),
+        )?;
+        let text = serde_json::to_string_pretty(&v)?;
         super::emit(&format!("{text}\n"));
     } else {
         super::emit(&format!(

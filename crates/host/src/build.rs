@@ -116,6 +116,7 @@ fn load_trees(
             timestamp,
         )?;
         progress.advance(tree.nodes.len() as u64);
+        Error::check(progress)?;
         trees.push(Some(tree));
     }
     Ok((trees, content))
@@ -149,8 +150,10 @@ pub fn build_with_progress(
     let timestamp = resolve_timestamp(spec);
     let (trees, mut content) = load_trees(sf, timestamp, progress)?;
     progress.phase(Phase::Planning);
+    Error::check(progress)?;
     let plan = plan_full(spec, &trees, timestamp)?;
     progress.phase(Phase::Assembling);
+    Error::check(progress)?;
     let mut fills: Vec<Fill<'_>> = Vec::new();
     for (p, tree) in spec.partitions.iter().zip(&trees) {
         fills.push(match (p.fs, tree, &p.source) {

@@ -46,6 +46,9 @@ pub enum Error {
         /// What differs, e.g. `size 100 → 200`.
         what: String,
     },
+    /// The [`Progress`](crate::Progress) receiver asked to stop; nothing was written.
+    #[error("cancelled; nothing was written")]
+    Cancelled,
     /// The mke2fs backend failed for a partition.
     #[cfg(feature = "mke2fs")]
     #[error("partition[{index}]: {source}")]
@@ -72,6 +75,15 @@ impl Error {
         }
     }
 
+    /// [`Error::Cancelled`] when `progress` asks to stop.
+    pub(crate) fn check(progress: &mut dyn crate::Progress) -> Result<(), Error> {
+        if progress.cancelled() {
+            Err(Error::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
@@ -86,7 +98,7 @@ impl Error {
             Error::Image(e) => e.kind(),
             Error::Io { .. } | Error::Write { .. } => ErrorKind::Io,
             Error::NotUsable { .. } => ErrorKind::Spec,
-            Error::Changed { .. } => ErrorKind::Io,
+            Error::Changed { .. } | Error::Cancelled => ErrorKind::Io,
             #[cfg(feature = "mke2fs")]
             Error::Mke2fs { .. } => ErrorKind::Io,
         }

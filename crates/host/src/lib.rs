@@ -12,6 +12,7 @@
 //!   bmaptool 2.0 block maps hashed while writing; [`Progress`] reports the phases;
 //! - [`FileSource`]: a read-only image file or block device for `verify`, with the device's
 //!   sysfs queue limits;
+//! - [`json`]: the plan and build JSON the CLI prints and the Python package returns;
 //! - the mke2fs fallback ext4 backend (feature `mke2fs`, on by default).
 //!
 //! ```no_run
@@ -24,6 +25,7 @@
 mod build;
 mod content;
 mod error;
+pub mod json;
 #[cfg(feature = "mke2fs")]
 pub mod mke2fs;
 mod output;

@@ -90,6 +90,7 @@ pub fn write_image_file(
             }
         };
         progress.phase(Phase::Syncing);
+        Error::check(progress)?;
         f.sync_all().map_err(|e| Error::write(&tmp, e))?;
         if let (Some((ranges, hashes)), Some(bt)) = (hashes, &bmap_tmp) {
             let text = bmap_text(img.size(), &ranges, &hashes);
@@ -220,6 +221,7 @@ fn write_pieces(
     let mut stats = WriteStats::default();
     let mut copier = Copier::default();
     for piece in img.pieces() {
+        Error::check(progress)?;
         match piece {
             Piece::Bytes(off, data) => {
                 out.write_all_at(data, off)
@@ -280,6 +282,7 @@ impl Copier {
                     done += n as u64;
                     kernel += n as u64;
                     progress.advance(n as u64);
+                    Error::check(progress)?;
                 }
                 Err(Errno::XDEV | Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP | Errno::PERM) => {
                     self.fallback = true;
@@ -303,9 +306,10 @@ impl Copier {
                         .map_err(|e| Error::write(out_path, e))?;
                     done += got as u64;
                     progress.advance(got as u64);
+                    Error::check(progress)?;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::write(path, e)),
+                Err(e) => return Err(Error::io(path, e)),
             }
         }
         Ok(kernel)
@@ -380,4 +384,40 @@ fn bmap_text(size: u64, ranges: &[(u64, u64)], hashes: &[[u8; 32]]) -> String {
     );
     let digest = format!("{:x}", Sha256::digest(text.as_bytes()));
     text.replacen(&zeros, &digest, 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use blockwise_geometry::BlockSink as _;
+
+    /// Cancels at the first `advance`.
+    struct CancelAtFirst(bool);
+
+    impl Progress for CancelAtFirst {
+        fn advance(&mut self, _n: u64) {
+            self.0 = true;
+        }
+        fn cancelled(&mut self) -> bool {
+            self.0
+        }
+    }
+
+    #[test]
+    fn cancelled_write_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut img = ImageMap::new(1 << 20);
+        img.write_at(0, &[1; 512]).unwrap();
+        img.write_at(1 << 19, &[2; 512]).unwrap();
+        let out = dir.path().join("out.img");
+        let bmap = dir.path().join("out.img.bmap");
+        let content = HostContent::default();
+        let err = write_image_file(&img, &content, &out, Some(&bmap), &mut CancelAtFirst(false))
+            .unwrap_err();
+        assert!(matches!(err, Error::Cancelled), "{err}");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+        // Not cancelled: written.
+        write_image_file(&img, &content, &out, None, &mut ()).unwrap();
+        assert_eq!(fs::metadata(&out).unwrap().len(), 1 << 20);
+    }
 }

@@ -31,6 +31,13 @@ pub trait Progress {
     fn advance(&mut self, n: u64) {
         let _ = n;
     }
+    /// Polled between units of work (after each phase change and each advance). Returning
+    /// `true` stops the work with [`Error::Cancelled`](crate::Error::Cancelled); an output
+    /// file being written is removed, so nothing is left behind. A front end uses it for
+    /// Ctrl-C or a callback that asks to stop.
+    fn cancelled(&mut self) -> bool {
+        false
+    }
 }
 
 /// No progress reporting.

@@ -1,0 +1,511 @@
+//! The native part of the Python package `blockwise`: `plan`, `build` and `verify` on top of
+//! `blockwise-host`, returning the CLI's JSON as Python objects and raising one exception
+//! class per error kind. The Python side (`python/blockwise`) re-exports it, adds the stubs and
+//! `python -m blockwise`.
+//!
+//! The GIL is released while files are scanned, written or read; progress callbacks and
+//! signal checks (Ctrl-C) take it back briefly, at most every [`POLL`].
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use blockwise_geometry::{parse_size, BlockSource, SectorSize};
+use blockwise_host::{build_with_progress, plan_file, FileSource, Phase, Progress, SpecFile};
+use blockwise_image::{ErrorKind, Spec};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyMapping, PyString, PyTuple};
+
+create_exception!(
+    blockwise,
+    SpecError,
+    PyValueError,
+    "The spec asks for something impossible; `.key` names the key, e.g. `partition[2].size`."
+);
+create_exception!(
+    blockwise,
+    CorruptImageError,
+    PyException,
+    "The image or device holds neither a partition table nor a filesystem blockwise recognises."
+);
+create_exception!(
+    blockwise,
+    UnsupportedError,
+    PyException,
+    "The input is valid, but blockwise does not handle it."
+);
+
+/// How often a long operation takes the GIL back to report progress and check for Ctrl-C.
+const POLL: Duration = Duration::from_millis(50);
+
+/// A `SpecError` carrying `key`.
+fn spec_error(py: Python<'_>, key: &str, message: String) -> PyErr {
+    let err = SpecError::new_err(message);
+    let _ = err.value(py).setattr("key", key);
+    err
+}
+
+/// An `OSError` for `path`: with errno (and so the matching subclass, e.g.
+/// `FileNotFoundError`) when the OS gave one.
+fn os_error(py: Python<'_>, path: Option<&Path>, message: String, errno: Option<i32>) -> PyErr {
+    let filename = path.map(|p| p.display().to_string());
+    match errno {
+        Some(code) => {
+            let strerror = std::io::Error::from_raw_os_error(code).to_string();
+            let strerror = match strerror.find(" (os error") {
+                Some(i) => strerror.get(..i).unwrap_or(&strerror).to_string(),
+                None => strerror,
+            };
+            PyOSError::new_err((code, strerror, filename))
+        }
+        None => {
+            let err = PyOSError::new_err(message);
+            if let Some(f) = filename {
+                let _ = err.value(py).setattr("filename", f);
+            }
+            err
+        }
+    }
+}
+
+/// The first `std::io::Error` in `e`'s source chain, for its errno.
+fn find_errno(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    let mut depth = 0;
+    while let Some(c) = cur {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            return io.raw_os_error();
+        }
+        depth += 1;
+        if depth > 16 {
+            break;
+        }
+        cur = c.source();
+    }
+    None
+}
+
+/// The Python exception for a host error. `pending` is the exception that asked to cancel
+/// (a progress callback's, or `KeyboardInterrupt`), re-raised as it was.
+fn host_error(py: Python<'_>, e: blockwise_host::Error, pending: Option<PyErr>) -> PyErr {
+    use blockwise_host::Error as E;
+    if let Some(err) = pending {
+        return err;
+    }
+    let message = e.to_string();
+    match &e {
+        E::Io { path, source } => os_error(py, Some(path), message, source.raw_os_error()),
+        E::NotUsable { path, .. } | E::Changed { path, .. } => {
+            os_error(py, Some(path), message, None)
+        }
+        E::Cancelled => pyo3::exceptions::PyKeyboardInterrupt::new_err(message),
+        _ => {
+            if let Some(se) = e.spec_error() {
+                return spec_error(py, &se.key, message);
+            }
+            match e.kind() {
+                ErrorKind::Spec => {
+                    let key = match &e {
+                        E::Image(blockwise_image::Error::Partition { index, .. }) => {
+                            format!("partition[{index}]")
+                        }
+                        _ => String::new(),
+                    };
+                    spec_error(py, &key, message)
+                }
+                ErrorKind::Unsupported => UnsupportedError::new_err(message),
+                _ => os_error(py, None, message, find_errno(&e)),
+            }
+        }
+    }
+}
+
+/// Where a spec came from: its `SpecFile` and the name the JSON's `source` shows.
+struct Loaded {
+    file: SpecFile,
+    source: String,
+}
+
+/// A copy of a dict spec with `os.PathLike` values (`"contents": pathlib.Path(...)`) turned into
+/// strings; lists and tuples are copied as lists. Deeper than any spec nests is left as is.
+fn fspath_values<'py>(obj: &Bound<'py, PyAny>, depth: usize) -> PyResult<Bound<'py, PyAny>> {
+    let py = obj.py();
+    if depth > 16 {
+        return Ok(obj.clone());
+    }
+    if let Ok(d) = obj.downcast::<PyMapping>() {
+        let out = PyDict::new(py);
+        for item in d.items()?.iter() {
+            let (k, v): (Bound<'py, PyAny>, Bound<'py, PyAny>) = item.extract()?;
+            out.set_item(k, fspath_values(&v, depth + 1)?)?;
+        }
+        return Ok(out.into_any());
+    }
+    if obj.downcast::<PyList>().is_ok() || obj.downcast::<PyTuple>().is_ok() {
+        let mut items = Vec::new();
+        for v in obj.try_iter()? {
+            items.push(fspath_values(&v?, depth + 1)?);
+        }
+        return Ok(PyList::new(py, items)?.into_any());
+    }
+    if obj.downcast::<PyString>().is_err() && obj.hasattr("__fspath__")? {
+        return py.import("os")?.getattr("fsdecode")?.call1((obj,));
+    }
+    Ok(obj.clone())
+}
+
+/// `spec` as a dict (the TOML's keys), a TOML string or an `os.PathLike` to a spec file.
+fn load_spec(
+    py: Python<'_>,
+    spec: &Bound<'_, PyAny>,
+    base_dir: Option<PathBuf>,
+) -> PyResult<Loaded> {
+    let base = || base_dir.clone().unwrap_or_else(|| PathBuf::from("."));
+    let spec_err = |e: blockwise_image::SpecError| {
+        let message = e.to_string();
+        spec_error(py, &e.key, message)
+    };
+    if let Ok(text) = spec.downcast::<PyString>() {
+        let parsed = Spec::from_toml(&text.to_cow()?).map_err(spec_err)?;
+        return Ok(Loaded {
+            file: SpecFile::new(parsed, base()),
+            source: "<toml>".into(),
+        });
+    }
+    if let Ok(map) = spec.downcast::<PyMapping>() {
+        let plain = fspath_values(map.as_any(), 0)?;
+        let mut de = pythonize::Depythonizer::from_object(&plain);
+        let parsed = Spec::from_deserializer(&mut de, |e| e.to_string()).map_err(spec_err)?;
+        return Ok(Loaded {
+            file: SpecFile::new(parsed, base()),
+            source: "<dict>".into(),
+        });
+    }
+    let path: PathBuf = spec.extract().map_err(|_| {
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "spec must be a dict, a TOML string or a path (os.PathLike), not {}",
+            spec.get_type()
+                .name()
+                .map_or_else(|_| "?".to_string(), |n| n.to_string())
+        ))
+    })?;
+    if !path.exists() {
+        return Err(os_error(
+            py,
+            Some(&path),
+            String::new(),
+            Some(2), // ENOENT
+        ));
+    }
+    let mut file = SpecFile::load(&path).map_err(|e| host_error(py, e, None))?;
+    if let Some(b) = base_dir {
+        file.base_dir = b;
+    }
+    Ok(Loaded {
+        file,
+        source: path.display().to_string(),
+    })
+}
+
+/// A `serde_json` value as Python objects (dicts, lists, ints, strings …).
+fn to_python(py: Python<'_>, v: &serde_json::Value) -> PyResult<PyObject> {
+    Ok(pythonize::pythonize(py, v)
+        .map_err(|e| PyValueError::new_err(e.to_string()))?
+        .unbind())
+}
+
+fn json_error(e: serde_json::Error) -> PyErr {
+    PyValueError::new_err(format!("encoding the result: {e}"))
+}
+
+/// Progress for a build: calls the Python callback with `(done, total)` bytes while writing,
+/// and checks for signals; the first exception either raises cancels the build.
+struct PyProgress {
+    callback: Option<Py<PyAny>>,
+    writing: bool,
+    done: u64,
+    total: u64,
+    reported: Option<u64>,
+    last_poll: Instant,
+    error: Option<PyErr>,
+}
+
+impl PyProgress {
+    fn new(callback: Option<Py<PyAny>>) -> Self {
+        PyProgress {
+            callback,
+            writing: false,
+            done: 0,
+            total: 0,
+            reported: None,
+            last_poll: Instant::now(),
+            error: None,
+        }
+    }
+
+    /// Takes the GIL (at most every [`POLL`] unless `force`), checks for signals and reports
+    /// new progress.
+    fn poll(&mut self, force: bool) {
+        if self.error.is_some() || (!force && self.last_poll.elapsed() < POLL) {
+            return;
+        }
+        self.last_poll = Instant::now();
+        let result = Python::with_gil(|py| -> PyResult<()> {
+            py.check_signals()?;
+            if let (Some(cb), true) = (&self.callback, self.writing) {
+                if self.reported != Some(self.done) {
+                    self.reported = Some(self.done);
+                    cb.call1(py, (self.done, self.total))?;
+                }
+            }
+            Ok(())
+        });
+        if let Err(e) = result {
+            self.error = Some(e);
+        }
+    }
+}
+
+impl Progress for PyProgress {
+    fn phase(&mut self, phase: Phase) {
+        match phase {
+            Phase::Writing { bytes } => {
+                self.writing = true;
+                self.total = bytes;
+                self.done = 0;
+                self.poll(true);
+            }
+            Phase::Syncing => {
+                self.done = self.total;
+                self.poll(true);
+            }
+            _ => self.poll(false),
+        }
+    }
+
+    fn advance(&mut self, n: u64) {
+        if self.writing {
+            self.done = self.done.saturating_add(n).min(self.total);
+        }
+        self.poll(false);
+    }
+
+    fn cancelled(&mut self) -> bool {
+        self.poll(false);
+        self.error.is_some()
+    }
+}
+
+/// The aligned layout a spec would produce, as the CLI's `plan --json` prints it.
+#[pyfunction]
+#[pyo3(signature = (spec, *, base_dir=None))]
+fn plan(py: Python<'_>, spec: &Bound<'_, PyAny>, base_dir: Option<PathBuf>) -> PyResult<PyObject> {
+    let Loaded { mut file, source } = load_spec(py, spec, base_dir)?;
+    let planned = py.allow_threads(|| plan_file(&mut file));
+    let planned = planned.map_err(|e| host_error(py, e, None))?;
+    let v = blockwise_host::json::plan_json(&planned, &source, None).map_err(json_error)?;
+    to_python(py, &v)
+}
+
+/// Builds the image of `spec` into `out` (atomically), as the CLI's `build --json` prints it.
+#[pyfunction]
+#[pyo3(signature = (spec, out, bmap=None, progress=None, *, base_dir=None))]
+fn build(
+    py: Python<'_>,
+    spec: &Bound<'_, PyAny>,
+    out: PathBuf,
+    bmap: Option<PathBuf>,
+    progress: Option<Py<PyAny>>,
+    base_dir: Option<PathBuf>,
+) -> PyResult<PyObject> {
+    let Loaded { mut file, source } = load_spec(py, spec, base_dir)?;
+    let work_dir = out
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    let mut p = PyProgress::new(progress);
+    let result = py.allow_threads(|| -> Result<serde_json::Value, blockwise_host::Error> {
+        let built = build_with_progress(&mut file, &work_dir, &mut p)?;
+        let stats = built.write(&out, bmap.as_deref(), &mut p)?;
+        blockwise_host::json::build_json(&built, &stats, &source, &out.display().to_string())
+            .map_err(|e| blockwise_host::Error::Io {
+                path: out.clone(),
+                source: std::io::Error::other(e),
+            })
+    });
+    match result {
+        Ok(v) => to_python(py, &v),
+        Err(e) => Err(host_error(py, e, p.error.take())),
+    }
+}
+
+/// A source that takes the GIL back now and then to check for Ctrl-C.
+struct Interruptible<'a> {
+    inner: &'a FileSource,
+    last_poll: std::cell::Cell<Instant>,
+    error: std::cell::RefCell<Option<PyErr>>,
+}
+
+/// Why an [`Interruptible`] read failed.
+#[derive(Debug)]
+enum ReadError {
+    Io(std::io::Error),
+    Interrupted,
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Io(e) => e.fmt(f),
+            ReadError::Interrupted => f.write_str("interrupted"),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReadError::Io(e) => Some(e),
+            ReadError::Interrupted => None,
+        }
+    }
+}
+
+impl BlockSource for Interruptible<'_> {
+    type Error = ReadError;
+
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        if self.last_poll.get().elapsed() >= POLL {
+            self.last_poll.set(Instant::now());
+            if let Err(e) = Python::with_gil(|py| py.check_signals()) {
+                *self.error.borrow_mut() = Some(e);
+            }
+        }
+        if self.error.borrow().is_some() {
+            return Err(ReadError::Interrupted);
+        }
+        self.inner.read_at(offset, buf).map_err(ReadError::Io)
+    }
+}
+
+/// Parses a size given as an int or a string like `"4MiB"`; errors name `key`.
+fn size_arg(py: Python<'_>, key: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
+    if let Ok(n) = v.extract::<u64>() {
+        return Ok(n);
+    }
+    let text: String = v.extract().map_err(|_| {
+        spec_error(
+            py,
+            key,
+            format!("{key}: expected a size in bytes or a string like \"4MiB\""),
+        )
+    })?;
+    parse_size(&text).map_err(|e| spec_error(py, key, format!("{key}: {text:?}: {e}")))
+}
+
+/// The alignment and consistency report of an image file or block device, as the CLI's
+/// `verify --json` prints it. Misalignment is reported in `findings`, not raised.
+#[pyfunction]
+#[pyo3(signature = (path, erase_block=None, *, strict=false, sector_size=None))]
+fn verify(
+    py: Python<'_>,
+    path: PathBuf,
+    erase_block: Option<&Bound<'_, PyAny>>,
+    strict: bool,
+    sector_size: Option<u64>,
+) -> PyResult<PyObject> {
+    let erase = match erase_block {
+        None => 4 << 20,
+        Some(v) => size_arg(py, "erase_block", v)?,
+    };
+    if !erase.is_power_of_two() || !(4096..=(1 << 30)).contains(&erase) {
+        return Err(spec_error(
+            py,
+            "erase_block",
+            format!("erase_block {erase}: must be a power of two from 4 KiB to 1 GiB (flash erase blocks are typically 4 MiB)"),
+        ));
+    }
+    let sector = match sector_size {
+        None => None,
+        Some(n) => Some(SectorSize::from_bytes(n).ok_or_else(|| {
+            spec_error(
+                py,
+                "sector_size",
+                format!("sector_size {n}: only 512 and 4096 are supported"),
+            )
+        })?),
+    };
+    let src = FileSource::open(&path).map_err(|e| host_error(py, e, None))?;
+    let opts = blockwise_verify::Options::new(path.display().to_string())
+        .erase_block(erase)
+        .strict(strict)
+        .sector_size(sector)
+        .device(src.hints());
+    let (report, pending) = py.allow_threads(|| {
+        let source = Interruptible {
+            inner: &src,
+            last_poll: std::cell::Cell::new(Instant::now()),
+            error: std::cell::RefCell::new(None),
+        };
+        let report = blockwise_verify::verify(&source, &opts);
+        (report, source.error.into_inner())
+    });
+    let report = match report {
+        Ok(r) => r,
+        Err(ReadError::Io(e)) => {
+            let message = format!("{}: {e}", path.display());
+            return Err(os_error(py, Some(&path), message, e.raw_os_error()));
+        }
+        Err(ReadError::Interrupted) => {
+            return Err(pending
+                .unwrap_or_else(|| pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted")));
+        }
+    };
+    if !report.recognised {
+        let why: Vec<&str> = report.findings.iter().map(|f| f.message.as_str()).collect();
+        return Err(CorruptImageError::new_err(format!(
+            "{}: {}",
+            path.display(),
+            if why.is_empty() {
+                "neither a partition table nor a filesystem was recognised".to_string()
+            } else {
+                why.join("; ")
+            }
+        )));
+    }
+    let v = serde_json::to_value(&report).map_err(json_error)?;
+    to_python(py, &v)
+}
+
+/// The module `blockwise._native`.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_function(wrap_pyfunction!(plan, m)?)?;
+    m.add_function(wrap_pyfunction!(build, m)?)?;
+    m.add_function(wrap_pyfunction!(verify, m)?)?;
+    let spec_error = py.get_type::<SpecError>();
+    // The class default, so `.key` exists on every instance.
+    spec_error.setattr("key", "")?;
+    m.add("SpecError", spec_error)?;
+    m.add("CorruptImageError", py.get_type::<CorruptImageError>())?;
+    m.add("UnsupportedError", py.get_type::<UnsupportedError>())?;
+    m.add(
+        "__all__",
+        [
+            "CorruptImageError",
+            "SpecError",
+            "UnsupportedError",
+            "build",
+            "plan",
+            "verify",
+        ],
+    )?;
+    Ok(())
+}

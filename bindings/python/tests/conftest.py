@@ -1,0 +1,84 @@
+"""Shared fixtures: the repository's examples, the Raspberry Pi spec as a dict, fsck helpers."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+EXAMPLES = ROOT / "examples"
+
+
+def rpi_dict() -> dict[str, Any]:
+    """examples/rpi.toml as a dict (the keys of the TOML, values as Python types)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        with open(EXAMPLES / "rpi.toml", "rb") as f:
+            return tomllib.load(f)
+    pytest.skip("reading examples/rpi.toml needs tomllib (Python 3.11+)")
+
+
+def need_tool(name: str) -> str:
+    """The tool's path; skips without it, fails in CI (DISKIMG_REQUIRE_ORACLES set)."""
+    path = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
+    if path is None:
+        if os.environ.get("DISKIMG_REQUIRE_ORACLES"):
+            pytest.fail(f"{name} is required (DISKIMG_REQUIRE_ORACLES is set)")
+        pytest.skip(f"{name} is not installed")
+    return path
+
+
+def extract(image: pathlib.Path, start: int, size: int, out: pathlib.Path) -> pathlib.Path:
+    """Copies bytes [start, start+size) of `image` into `out`, keeping holes (SEEK_DATA)."""
+    with open(image, "rb") as src, open(out, "wb") as dst:
+        dst.truncate(size)
+        pos = start
+        end = start + size
+        while pos < end:
+            try:
+                data = os.lseek(src.fileno(), pos, os.SEEK_DATA)
+            except OSError:
+                break
+            if data >= end:
+                break
+            hole = min(os.lseek(src.fileno(), data, os.SEEK_HOLE), end)
+            src.seek(data)
+            dst.seek(data - start)
+            left = hole - data
+            while left > 0:
+                chunk = src.read(min(left, 1 << 20))
+                if not chunk:
+                    break
+                dst.write(chunk)
+                left -= len(chunk)
+            pos = hole
+    return out
+
+
+def fsck_partition(image: pathlib.Path, part: dict[str, Any], tmp: pathlib.Path) -> str:
+    """Runs fsck.fat -n or e2fsck -fn on one partition of `image`; returns the output."""
+    fs = part["filesystem"]["kind"]
+    piece = extract(image, part["start_bytes"], part["size_bytes"], tmp / f"p{part['index']}.img")
+    if fs.startswith("fat"):
+        cmd = [need_tool("fsck.fat"), "-n", str(piece)]
+    else:
+        cmd = [need_tool("e2fsck"), "-fn", str(piece)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, f"{cmd}: rc {r.returncode}\n{out}"
+    for bad in ("differ", "nvalid", "corrupt", "wrong", "Dirty bit", "MODIFIED"):
+        assert bad not in out, f"{cmd}: {bad}\n{out}"
+    piece.unlink()
+    return out
+
+
+@pytest.fixture
+def rpi() -> dict[str, Any]:
+    return rpi_dict()
