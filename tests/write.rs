@@ -1,0 +1,1 @@
+//! `blockwise write` integration tests.
