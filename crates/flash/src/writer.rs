@@ -461,6 +461,10 @@ pub fn write(
             if n < want {
                 break; // end of a stream
             }
+            if cancel.load(Ordering::Relaxed) {
+                interrupted = true;
+                break;
+            }
         }
         drop(job_tx);
         handle
@@ -485,6 +489,8 @@ pub fn write(
     };
     progress(Event::Syncing);
     sync(dev, written)?;
+    // A cancel that came during the last pieces still keeps block 0 unwritten.
+    interrupted |= cancel.load(Ordering::Relaxed);
 
     if !interrupted {
         // Stale GPT headers the image does not overwrite.
