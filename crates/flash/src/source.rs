@@ -439,3 +439,67 @@ pub fn open_image(image: &Path, bmap: Option<&Path>) -> Result<Opened, OpenError
         bmap: bmap_path,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    #[test]
+    fn bmap_beside_follows_bmaptool_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("os.img.xz");
+        assert_eq!(bmap_beside(&img), None);
+        std::fs::write(dir.path().join("os.bmap"), "").unwrap();
+        assert_eq!(bmap_beside(&img), Some(dir.path().join("os.bmap")));
+        std::fs::write(dir.path().join("os.img.bmap"), "").unwrap();
+        assert_eq!(bmap_beside(&img), Some(dir.path().join("os.img.bmap")));
+        assert_eq!(
+            bmap_beside(&dir.path().join("os.img")),
+            Some(dir.path().join("os.img.bmap"))
+        );
+    }
+
+    #[test]
+    fn gzip_stream_skips_forward_and_knows_its_end() {
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 253) as u8).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.img.gz");
+        let mut enc = flate2::write::GzEncoder::new(
+            File::create(&path).unwrap(),
+            flate2::Compression::fast(),
+        );
+        enc.write_all(&data).unwrap();
+        enc.finish().unwrap();
+        let mut s = Stream::open(&path, Compression::Gzip, None).unwrap();
+        let mut buf = vec![0u8; 4096];
+        assert_eq!(s.read(8192, &mut buf).unwrap(), 4096);
+        assert_eq!(buf, data[8192..12_288]);
+        assert!(s.read(0, &mut buf).is_err(), "backwards");
+        assert_eq!(s.read(98_304, &mut buf).unwrap(), 100_000 - 98_304);
+        // With a known size, a short stream is an error.
+        let mut s = Stream::open(&path, Compression::Gzip, Some(200_000)).unwrap();
+        let mut big = vec![0u8; 150_000];
+        assert!(matches!(
+            s.read(0, &mut big),
+            Err(SourceError::Truncated { .. })
+        ));
+    }
+
+    #[test]
+    fn image_file_ranges_are_its_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.img");
+        let f = File::create(&path).unwrap();
+        f.set_len(64 << 20).unwrap();
+        f.write_all_at(&[1u8; 4096], 8 << 20).unwrap();
+        f.sync_all().unwrap();
+        let img = ImageFile::open(&path).unwrap();
+        let r = img.ranges().unwrap();
+        // Filesystems without SEEK_DATA report everything as data.
+        assert!(
+            r == [(8 << 20, (8 << 20) + 4096)] || r == [(0, 64 << 20)],
+            "{r:?}"
+        );
+    }
+}

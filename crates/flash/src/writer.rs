@@ -633,3 +633,41 @@ pub fn write(
         notes,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pieces(ranges: &[(u64, u64)], block: u64, chunk: u64, tail: Option<u64>) -> Vec<Piece> {
+        Pieces::new(ranges, block, chunk, tail).collect()
+    }
+
+    fn p(start: u64, end: u64, hold: bool) -> Piece {
+        Piece { start, end, hold }
+    }
+
+    #[test]
+    fn pieces_widen_merge_and_cut_at_chunks_head_and_tail() {
+        // Widened to 4096, merged, head [0, 8192) held, cut at 16 KiB chunks, tail held.
+        assert_eq!(
+            pieces(
+                &[(100, 5000), (6000, 20_000), (40_960, 45_056)],
+                4096,
+                16_384,
+                Some(40_960)
+            ),
+            [
+                p(0, 8192, true),
+                p(8192, 16_384, false),
+                p(16_384, 20_480, false),
+                p(40_960, 45_056, true),
+            ]
+        );
+        // A range that starts past the head holds nothing back.
+        assert_eq!(
+            pieces(&[(1536, 2048)], 512, 4096, None),
+            [p(1536, 2048, false)]
+        );
+        assert!(pieces(&[(10, 10)], 512, 4096, None).is_empty());
+    }
+}
