@@ -106,30 +106,7 @@ impl Target {
             o.custom_flags(f.bits() as i32);
             o.open(path)
         };
-        let mut warnings = Vec::new();
-        let (file, direct) = match try_open(true) {
-            Ok(f) => (f, true),
-            Err(e) if e.raw_os_error() == Some(EBUSY) && is_blk => {
-                return Err(Refusal::Busy {
-                    dev: path.display().to_string(),
-                }
-                .into())
-            }
-            Err(e) if e.raw_os_error() == Some(EINVAL) => {
-                if mode == DirectMode::Require {
-                    return Err(Refusal::DirectRefused {
-                        path: path.to_path_buf(),
-                    }
-                    .into());
-                }
-                warnings.push(format!(
-                    "{}: O_DIRECT refused by the filesystem; writing buffered with fdatasync",
-                    path.display()
-                ));
-                (try_open(false).map_err(open_err)?, false)
-            }
-            Err(e) => return Err(open_err(e)),
-        };
+        let (file, direct, warnings) = open_direct_or_buffered(path, is_blk, mode, try_open)?;
         let (block, mem_align) = alignment(&file, is_blk).map_err(open_err)?;
         let len = if is_blk {
             Some(device_len(&file).map_err(open_err)?)
@@ -179,6 +156,42 @@ impl Target {
         // fd is an open block device.
         let ro: i32 = unsafe { ioctl::ioctl(&self.file, ioctl::Getter::<BLKROGET, i32>::new()) }?;
         Ok(ro != 0)
+    }
+}
+
+/// Opens with O_DIRECT (`try_open(true)`); where the filesystem refuses it (EINVAL), fails
+/// under [`DirectMode::Require`] and otherwise opens buffered (`try_open(false)`) with a
+/// warning. EBUSY on a block device (O_EXCL) is [`Refusal::Busy`].
+fn open_direct_or_buffered<F>(
+    path: &Path,
+    is_blk: bool,
+    mode: DirectMode,
+    try_open: impl Fn(bool) -> io::Result<F>,
+) -> Result<(F, bool, Vec<String>), Error> {
+    let open_err = |source: io::Error| Error::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    match try_open(true) {
+        Ok(f) => Ok((f, true, Vec::new())),
+        Err(e) if e.raw_os_error() == Some(EBUSY) && is_blk => Err(Refusal::Busy {
+            dev: path.display().to_string(),
+        }
+        .into()),
+        Err(e) if e.raw_os_error() == Some(EINVAL) => {
+            if mode == DirectMode::Require {
+                return Err(Refusal::DirectRefused {
+                    path: path.to_path_buf(),
+                }
+                .into());
+            }
+            let warning = format!(
+                "{}: O_DIRECT refused by the filesystem; writing buffered with fdatasync",
+                path.display()
+            );
+            Ok((try_open(false).map_err(open_err)?, false, vec![warning]))
+        }
+        Err(e) => Err(open_err(e)),
     }
 }
 
@@ -288,5 +301,54 @@ impl Device for Target {
         // SAFETY: BLKRRPART takes no argument; the fd is an open whole-disk block device.
         unsafe { ioctl::ioctl(&self.file, NoArg::<BLKRRPART>::new()) }?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A filesystem that refuses O_DIRECT at open (as tmpfs did before Linux 6.6).
+    fn no_direct(direct: bool) -> io::Result<&'static str> {
+        if direct {
+            Err(io::Error::from_raw_os_error(EINVAL))
+        } else {
+            Ok("buffered")
+        }
+    }
+
+    #[test]
+    fn o_direct_refused_falls_back_with_a_warning_or_fails_when_required() {
+        let p = Path::new("/mnt/t.img");
+        let (f, direct, warnings) =
+            open_direct_or_buffered(p, false, DirectMode::Prefer, no_direct).unwrap();
+        assert_eq!((f, direct), ("buffered", false));
+        assert!(warnings[0].contains("O_DIRECT refused"), "{warnings:?}");
+        let err = open_direct_or_buffered(p, false, DirectMode::Require, no_direct).unwrap_err();
+        assert!(
+            matches!(err, Error::Refused(Refusal::DirectRefused { .. })),
+            "{err}"
+        );
+        let busy = |_| -> io::Result<()> { Err(io::Error::from_raw_os_error(EBUSY)) };
+        let err = open_direct_or_buffered(p, true, DirectMode::Prefer, busy).unwrap_err();
+        assert!(matches!(err, Error::Refused(Refusal::Busy { .. })), "{err}");
+        let (_, direct, warnings) =
+            open_direct_or_buffered(p, false, DirectMode::Require, |_| Ok(())).unwrap();
+        assert!(direct && warnings.is_empty());
+    }
+
+    #[test]
+    fn a_real_file_is_written_at_its_alignment_and_sized_at_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.img");
+        let (mut t, _) = Target::open(&path, DirectMode::Prefer).unwrap();
+        assert_eq!(t.kind(), TargetKind::File);
+        let bs = t.block_size() as usize;
+        let mut buf = crate::AlignedBuf::new(bs, t.mem_align()).unwrap();
+        buf.fill(7);
+        assert_eq!(t.write_at(u64::try_from(bs).unwrap(), &buf).unwrap(), bs);
+        t.sync().unwrap();
+        t.finish(3 * bs as u64).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 3 * bs as u64);
     }
 }
