@@ -62,9 +62,14 @@ pub use target::{DirectMode, Target, TargetKind};
 pub use writer::{write, Event, Options, Outcome, Rates, Stats};
 
 /// A flag that SIGINT (and SIGTERM) set instead of killing the process: pass it to [`write`]
-/// as `cancel`, so an interrupted write finishes its chunk, syncs and reports.
+/// as `cancel`, so an interrupted write finishes its chunk, syncs and reports. A second
+/// signal while the flag is set ends the process at once with exit code 130.
 pub fn cancel_on_signals() -> std::io::Result<Arc<AtomicBool>> {
     let flag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // Registered first, so it sees the flag before this signal's own handler sets it.
+        signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&flag))?;
+    }
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&flag))?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&flag))?;
     Ok(flag)
