@@ -11,8 +11,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use blockwise_test_kit::{
-    assert_success, blockwise, bytes, have, have_loop, output_text, run, tempdir, write_file,
-    LoopDevice,
+    assert_success, blockwise, bytes, have, have_loop, installed, output_text, run, tempdir,
+    write_file, LoopDevice,
 };
 use sha2::{Digest, Sha256};
 
@@ -193,7 +193,7 @@ fn built(dir: &Path) -> (PathBuf, PathBuf) {
 
 #[test]
 fn compressed_images_and_a_spec_give_the_plain_images_bytes() {
-    if !have_loop() || !have("xz") || !have("zstd") || !have("bzip2") || !have("gzip") {
+    if !have_loop() || !have("xz") || !have("bzip2") || !have("gzip") {
         return;
     }
     let dir = tempdir!();
@@ -206,6 +206,17 @@ fn compressed_images_and_a_spec_give_the_plain_images_bytes() {
         ("bzip2", "bz2"),
     ] {
         let out = dir.path().join(format!("s.img.{ext}"));
+        if tool == "zstd" && !installed("zstd") {
+            // scripts/test.sh does not install the zstd tool: the same format from the crate.
+            eprintln!("NOTE: zstd not installed; s.img.zst made with the zstd crate");
+            zstd::stream::copy_encode(
+                fs::File::open(&img).unwrap(),
+                fs::File::create(&out).unwrap(),
+                3,
+            )
+            .unwrap();
+            continue;
+        }
         let o = Command::new(blockwise_test_kit::which(tool).unwrap())
             .args(["-c", "-k"])
             .arg(&img)
@@ -427,7 +438,13 @@ fn enospc_exits_3_with_the_offset_and_tmpfs_falls_back_to_buffered() {
 
 #[test]
 fn dm_error_exits_3_with_the_offset() {
-    if !have_loop() || !have("dmsetup") {
+    // dmsetup is optional (not among the tools scripts/test.sh installs): a skip, never a
+    // CI failure.
+    if !have_loop() {
+        return;
+    }
+    if !installed("dmsetup") {
+        eprintln!("SKIP: dmsetup not installed");
         return;
     }
     if !run("dmsetup", &["targets"]).status.success() {
@@ -468,7 +485,7 @@ fn dm_error_exits_3_with_the_offset() {
 
 #[test]
 fn sigint_exits_130_with_block_0_unwritten() {
-    if !have_loop() || !have("gzip") || !have("mkfifo") {
+    if !have_loop() || !have("gzip") {
         return;
     }
     let dir = tempdir!();
@@ -512,7 +529,10 @@ fn sigint_exits_130_with_block_0_unwritten() {
     }
     assert!(seen, "the first chunks never reached the device");
     assert_success(
-        &run("kill", &["-INT".to_string(), child.id().to_string()]),
+        &run(
+            "sh",
+            &["-c".to_string(), format!("kill -INT {}", child.id())],
+        ),
         "kill -INT",
     );
     // The writer may stop reading at once (the rest then gets EPIPE): that is fine.
