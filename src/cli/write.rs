@@ -2,7 +2,7 @@
 //! device or file through `blockwise-flash`, with the safety checks, a progress bar, a
 //! summary or JSON, and one exit code per outcome.
 
-use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::io::{BufRead, IsTerminal as _, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -293,10 +293,28 @@ fn report(a: &WriteArgs, result: Result<Outcome, Error>, direct: bool) -> ExitCo
     ExitCode::SUCCESS
 }
 
-/// Asks for confirmation where it is needed: a non-removable disk needs `--yes` and, on a
-/// terminal, its name typed back; a removable one asks y/N on a terminal unless `--yes`.
+/// Asks for confirmation where it is needed, on the terminal (stdin and stderr).
 fn confirm(info: &DeviceInfo, yes: bool) -> Result<(), String> {
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    confirm_with(
+        info,
+        yes,
+        interactive,
+        &mut std::io::stdin().lock(),
+        &mut std::io::stderr(),
+    )
+}
+
+/// A non-removable disk needs `yes` and, when `interactive`, its name typed back; a
+/// removable one asks y/N when `interactive` unless `yes`, and needs `yes` otherwise. The
+/// question shows model, size and partitions.
+fn confirm_with(
+    info: &DeviceInfo,
+    yes: bool,
+    interactive: bool,
+    input: &mut dyn BufRead,
+    prompt: &mut dyn Write,
+) -> Result<(), String> {
     let dev = info.path.display().to_string();
     let model = if info.model.is_empty() {
         "unknown model".to_string()
@@ -309,6 +327,13 @@ fn confirm(info: &DeviceInfo, yes: bool) -> Result<(), String> {
         format!("partitions {}", info.partitions.join(", "))
     };
     let what = format!("{dev} ({model}, {}, {parts})", format_size(info.size_bytes));
+    let mut ask = |question: String| {
+        let _ = write!(prompt, "blockwise: {question}");
+        let _ = prompt.flush();
+        let mut line = String::new();
+        let _ = input.read_line(&mut line);
+        line.trim().to_string()
+    };
     if !info.removable {
         if !yes {
             return Err(Refusal::NotConfirmed(format!(
@@ -317,11 +342,10 @@ fn confirm(info: &DeviceInfo, yes: bool) -> Result<(), String> {
             .to_string());
         }
         if interactive {
-            eprint!("blockwise: {what} is NOT removable and will be overwritten. Type its name ({}) to go on: ", info.name);
-            let _ = std::io::stderr().flush();
-            let mut line = String::new();
-            let _ = std::io::stdin().lock().read_line(&mut line);
-            let typed = line.trim();
+            let typed = ask(format!(
+                "{what} is NOT removable and will be overwritten. Type its name ({}) to go on: ",
+                info.name
+            ));
             if typed != info.name && typed != dev {
                 return Err("not confirmed: the name typed does not match".into());
             }
@@ -336,11 +360,10 @@ fn confirm(info: &DeviceInfo, yes: bool) -> Result<(), String> {
             "{what} would be overwritten: pass --yes (no terminal to confirm on)"
         ));
     }
-    eprint!("blockwise: overwrite {what}? [y/N] ");
-    let _ = std::io::stderr().flush();
-    let mut line = String::new();
-    let _ = std::io::stdin().lock().read_line(&mut line);
-    if matches!(line.trim(), "y" | "Y" | "yes") {
+    if matches!(
+        ask(format!("overwrite {what}? [y/N] ")).as_str(),
+        "y" | "Y" | "yes"
+    ) {
         Ok(())
     } else {
         Err("not confirmed".into())
@@ -405,5 +428,57 @@ impl WriteBar {
 impl Drop for WriteBar {
     fn drop(&mut self) {
         self.bar.finish_and_clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn disk(removable: bool) -> DeviceInfo {
+        DeviceInfo {
+            path: "/dev/sdz".into(),
+            name: "sdz".into(),
+            disk: "sdz".into(),
+            is_partition: false,
+            devs: vec![],
+            size_bytes: 32_000_000_000,
+            removable,
+            read_only: false,
+            model: "ACME Stick".into(),
+            partitions: vec!["sdz1".into()],
+        }
+    }
+
+    fn check(removable: bool, yes: bool, interactive: bool, typed: &str) -> (bool, String) {
+        let mut prompt = Vec::new();
+        let r = confirm_with(
+            &disk(removable),
+            yes,
+            interactive,
+            &mut typed.as_bytes(),
+            &mut prompt,
+        );
+        (r.is_ok(), String::from_utf8(prompt).unwrap())
+    }
+
+    #[test]
+    fn confirmation_rules() {
+        // Non-removable: --yes needed; on a terminal also the name.
+        assert!(!check(false, false, true, "sdz\n").0);
+        assert!(check(false, true, false, "").0);
+        let (ok, prompt) = check(false, true, true, "sdz\n");
+        assert!(ok && prompt.contains("NOT removable") && prompt.contains("ACME Stick"));
+        assert!(check(false, true, true, "/dev/sdz\n").0);
+        assert!(!check(false, true, true, "y\n").0);
+        // Removable: --yes skips; a terminal asks, showing model, size and partitions.
+        assert!(check(true, true, false, "").0);
+        assert!(!check(true, false, false, "").0);
+        let (ok, prompt) = check(true, false, true, "y\n");
+        assert!(
+            ok && prompt.contains("ACME Stick") && prompt.contains("sdz1"),
+            "{prompt}"
+        );
+        assert!(!check(true, false, true, "\n").0);
     }
 }
