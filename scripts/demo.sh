@@ -21,4 +21,4 @@ if command -v sfdisk >/dev/null && command -v python3 >/dev/null; then
   if command -v fsck.fat >/dev/null; then extract 0 "$out.p1"; fsck.fat -n "$out.p1"; rm -f "$out.p1"; fi
   if command -v e2fsck >/dev/null; then extract 1 "$out.p2"; e2fsck -fn "$out.p2"; rm -f "$out.p2"; fi
 fi
-echo "built $out and $out.bmap; write only the mapped blocks with: sudo bmaptool copy $out /dev/sdX"
+echo "built $out and $out.bmap; write it (mapped blocks only, verified, block 0 last) with: sudo $bw write $out /dev/sdX   (or: sudo bmaptool copy $out /dev/sdX)"

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 need=()
 for pair in sfdisk:fdisk sgdisk:gdisk fsck.fat:dosfstools mcopy:mtools e2fsck:e2fsprogs \
             losetup:mount blkid:util-linux bmaptool:bmap-tools xxd:xxd xz:xz-utils bzip2:bzip2 \
-            mkfs.xfs:xfsprogs zstd:zstd; do
+            mkfs.xfs:xfsprogs zstd:zstd dmsetup:dmsetup mkfifo:coreutils python3:python3; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 if [ "${#need[@]}" -gt 0 ]; then
@@ -25,6 +25,8 @@ if [ -n "${CI:-}" ]; then
   export DISKIMG_REQUIRE_ORACLES=1
 fi
 cargo test --workspace "$@"
+# The Python package: a venv in bindings/python/.venv, maturin, pytest, mypy, stubtest.
+bindings/python/test.sh
 # The library example: a front end through blockwise::host and verify only (what Python and
 # the browser build do). Exit 0 means built, read back and aligned as planned.
 cargo run --quiet --example library -- examples/rpi.toml target/library-example.img

@@ -228,3 +228,64 @@ fn a_full_disk_is_a_failed_write() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// SIGINT (and SIGTERM) while the image is written: the build stops, removes its temp file,
+/// says so and exits 128 + the signal; the output does not appear.
+#[test]
+fn an_interrupted_build_leaves_nothing() {
+    let dir = tempdir!();
+    let c = dir.path().join("c");
+    fs::create_dir(&c).unwrap();
+    // Enough content that the write phase lasts a while (copied file by file).
+    for i in 0..48 {
+        fs::write(
+            c.join(format!("f{i:02}")),
+            blockwise_test_kit::bytes(i, 16 << 20),
+        )
+        .unwrap();
+    }
+    let sp = spec(dir.path(), "ext4", "c", "1GiB");
+    for (signal, code) in [("-INT", 130), ("-TERM", 143)] {
+        let out = dir.path().join("int.img");
+        let child = std::process::Command::new(blockwise!().path())
+            .args([
+                "build",
+                sp.to_str().unwrap(),
+                "-o",
+                out.to_str().unwrap(),
+                "-q",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id().to_string();
+        // Signal as soon as the temp file exists (the write phase has begun).
+        let t = std::time::Instant::now();
+        while t.elapsed() < std::time::Duration::from_secs(60) {
+            let writing = fs::read_dir(dir.path())
+                .unwrap()
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with(".int.img.tmp-"));
+            if writing {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(run("kill", &[signal, &pid]).status.success());
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(code), "{signal}: {err}");
+        assert!(
+            err.contains("interrupted") && err.contains("temp files removed"),
+            "{err}"
+        );
+        let left: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".int.img") || n == "int.img")
+            .collect();
+        assert!(left.is_empty(), "{signal}: left behind {left:?}");
+    }
+}

@@ -4,6 +4,7 @@
 mod plan;
 mod progress;
 mod verify;
+mod write;
 
 use std::process::ExitCode;
 
@@ -28,6 +29,9 @@ enum Command {
     Build(plan::BuildArgs),
     /// Check the alignment and consistency of an image or block device (never writes).
     Verify(verify::VerifyArgs),
+    /// Write an image, a compressed image or a spec to a block device or file (O_DIRECT,
+    /// block 0 last, verified).
+    Write(write::WriteArgs),
 }
 
 /// Runs the command.
@@ -36,6 +40,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plan(a) => plan::run_plan(&a),
         Command::Build(a) => plan::run_build(&a),
         Command::Verify(a) => verify::run(&a),
+        Command::Write(a) => write::run(&a),
     }
 }
 

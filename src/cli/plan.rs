@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{bail, Context as _};
+use anyhow::bail;
 use blockwise_geometry::{
     format_size, FsKind, FsPlan, ImageSpec, Plan, SectorSize, SizeSpec, TableKind,
 };
@@ -317,6 +317,27 @@ pub struct BuildArgs {
     pub quiet: bool,
 }
 
+/// A build that failed: interrupted by a signal (exit 128 + the signal, temp files already
+/// removed), or an error (with `context` when it happened while writing `output`).
+fn stopped(
+    progress: &super::progress::Bar,
+    e: blockwise_host::Error,
+    output: &Path,
+    context: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    if let (blockwise_host::Error::Cancelled, Some(sig)) = (&e, progress.signal()) {
+        progress.println(&format!(
+            "blockwise: interrupted by signal {sig}: stopped, temp files removed, {} untouched",
+            output.display()
+        ));
+        return Ok(ExitCode::from(u8::try_from(128 + sig).unwrap_or(130)));
+    }
+    match context {
+        Some(c) => Err(anyhow::Error::new(e).context(c)),
+        None => Err(e.into()),
+    }
+}
+
 /// `blockwise build`.
 pub fn run_build(a: &BuildArgs) -> anyhow::Result<ExitCode> {
     if !a.spec.exists() {
@@ -335,16 +356,23 @@ pub fn run_build(a: &BuildArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or(Path::new("."))
         .to_path_buf();
     let mut progress = super::progress::Bar::new(!a.quiet && !a.json);
-    let built = build_with_progress(&mut sf, &work_dir, &mut progress)?;
+    let built = match build_with_progress(&mut sf, &work_dir, &mut progress) {
+        Ok(b) => b,
+        Err(e) => return stopped(&progress, e, &a.output, None),
+    };
     for w in &built.warnings {
         progress.println(&format!("blockwise: warning: {w}"));
     }
-    let stats = built
-        .write(&a.output, a.bmap.as_deref(), &mut progress)
-        .with_context(|| match &a.bmap {
-            Some(b) => format!("writing {} and {}", a.output.display(), b.display()),
-            None => format!("writing {}", a.output.display()),
-        })?;
+    let stats = match built.write(&a.output, a.bmap.as_deref(), &mut progress) {
+        Ok(s) => s,
+        Err(e) => {
+            let what = match &a.bmap {
+                Some(b) => format!("writing {} and {}", a.output.display(), b.display()),
+                None => format!("writing {}", a.output.display()),
+            };
+            return stopped(&progress, e, &a.output, Some(what));
+        }
+    };
     drop(progress);
     if a.json {
         let v = blockwise_host::json::build_json(

@@ -3,6 +3,8 @@
 //! `--quiet`.
 
 use std::io::IsTerminal as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use blockwise_host::{Phase, Progress};
@@ -12,6 +14,25 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 pub struct Bar {
     bar: ProgressBar,
     files: u64,
+    /// The signal (SIGINT, SIGTERM, SIGHUP) that asked the work to stop, 0 while none did.
+    signal: Arc<AtomicUsize>,
+}
+
+/// Makes SIGINT, SIGTERM and SIGHUP set `signal` (to their number) instead of killing the
+/// process, so that a build can stop, remove its temp file and exit 128 + the signal. A
+/// second signal while one is pending ends the process at once.
+fn catch_signals(signal: &Arc<AtomicUsize>) {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
+        let Ok(n) = usize::try_from(sig) else {
+            continue;
+        };
+        let pending = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let _ =
+            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(&pending));
+        let _ = signal_hook::flag::register(sig, pending);
+        let _ = signal_hook::flag::register_usize(sig, Arc::clone(signal), n);
+    }
 }
 
 impl Bar {
@@ -23,7 +44,18 @@ impl Bar {
             ProgressDrawTarget::hidden()
         };
         let bar = ProgressBar::with_draw_target(None, target);
-        Bar { bar, files: 0 }
+        let signal = Arc::new(AtomicUsize::new(0));
+        catch_signals(&signal);
+        Bar {
+            bar,
+            files: 0,
+            signal,
+        }
+    }
+
+    /// The signal that stopped the work, if one did.
+    pub fn signal(&self) -> Option<usize> {
+        Some(self.signal.load(Ordering::Relaxed)).filter(|&s| s != 0)
     }
 
     /// Prints a line above the bar (or plainly when it is hidden).
@@ -77,6 +109,10 @@ impl Progress for Bar {
             Phase::Done => self.bar.finish_and_clear(),
             _ => {}
         }
+    }
+
+    fn cancelled(&mut self) -> bool {
+        self.signal().is_some()
     }
 
     fn advance(&mut self, n: u64) {

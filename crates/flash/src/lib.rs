@@ -1,0 +1,76 @@
+//! Writes images to block devices and files, Linux only: the `blockwise write` engine.
+//!
+//! - [`Target`]: a block device (opened with O_EXCL, kept for the whole write) or a regular
+//!   file, O_DIRECT with buffers aligned per statx DIOALIGN (fallback: the logical block size),
+//!   buffered + fdatasync with a warning where O_DIRECT is refused ([`DirectMode::Require`]
+//!   makes that a [`Refusal`]);
+//! - [`Source`]: an image file (its SEEK_DATA/SEEK_HOLE data ranges), a compressed image
+//!   streamed ([`Stream`]: xz, gzip, zstd, bzip2), a bmaptool block map with its checksums
+//!   checked on the fly ([`Checked`]), or a built spec ([`MapSource`] over
+//!   `ImageMap::reader`), see [`open_image`];
+//! - [`write`]: mapped ranges in chunk-aligned pieces, reading overlapped with writing (a
+//!   second thread), block 0 and the GPT headers last, stale GPT headers cleared, fdatasync,
+//!   BLKRRPART, read-back verify, [`Stats`], cancellation through an `AtomicBool`;
+//! - [`inspect`] and [`check`]: the refusals (mounted, swap, holders, `/`, read-only,
+//!   partition) before anything is written;
+//! - [`FaultDevice`]: a fault-injecting, alignment-checking [`Device`] for tests.
+//!
+//! This is the only crate of the workspace with `unsafe` (aligned buffers and ioctls); every
+//! block carries a `// SAFETY:` comment.
+//!
+//! ```
+//! use std::sync::atomic::AtomicBool;
+//! use blockwise_flash::{write, FaultDevice, MemSource, Options};
+//!
+//! let image: Vec<u8> = (0..65536u32).map(|i| (i % 251) as u8).collect();
+//! let mut dev = FaultDevice::new(vec![0xee; 1 << 20], 512);
+//! let mut src = MemSource::with_ranges(image.clone(), vec![(0, 4096), (32768, 65536)]);
+//! let out = write(&mut dev, &mut src, &Options::default().verify(true),
+//!                 &AtomicBool::new(false), &mut |_| {}).unwrap();
+//! assert!(out.stats.verified);
+//! assert_eq!(&dev.data[..4096], &image[..4096]);
+//! assert_eq!(dev.data[4096], 0xee); // a hole keeps the old bytes
+//! ```
+
+mod bmap;
+mod buf;
+mod device;
+mod error;
+mod fault;
+mod safety;
+mod source;
+mod target;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+pub use bmap::{bmap_text_for, Bmap, BmapError, BmapRange, Checked};
+pub use buf::AlignedBuf;
+pub use device::Device;
+pub use error::{Error, Refusal, SourceError};
+pub use fault::{Fault, FaultDevice};
+pub use safety::{check, inspect, parse_mountinfo, sysfs_of, DeviceInfo};
+pub use source::{
+    bmap_beside, data_ranges, open_image, Compression, ImageFile, MapSource, MemSource, OpenError,
+    Opened, Source, Stream,
+};
+pub use target::{DirectMode, Target, TargetKind};
+pub use writer::{write, Event, Options, Outcome, Rates, Stats};
+
+/// A flag that SIGINT (and SIGTERM) set instead of killing the process: pass it to [`write`]
+/// as `cancel`, so an interrupted write finishes its chunk, syncs and reports. A second
+/// signal while the flag is set ends the process at once with exit code 130.
+pub fn cancel_on_signals() -> std::io::Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // Registered first, so it sees the flag before this signal's own handler sets it.
+        signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&flag))?;
+    }
+    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&flag))?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&flag))?;
+    Ok(flag)
+}

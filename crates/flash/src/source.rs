@@ -1,0 +1,505 @@
+//! What the writer reads: an image file (its data ranges), a compressed image streamed
+//! through its decompressor, a built spec (an [`ImageMap`](blockwise_geometry::ImageMap)
+//! read through its content), or bytes in memory.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use blockwise_geometry::BlockSource;
+
+use crate::bmap::{Bmap, Checked};
+use crate::SourceError;
+
+/// Bytes to write and which ranges of them matter. The writer calls [`Source::read`] with
+/// strictly ascending, non-overlapping offsets (so a stream needs no seeking back).
+pub trait Source {
+    /// The image size, when known before reading (`None`: a stream without a bmap).
+    fn size(&self) -> Option<u64>;
+    /// The mapped ranges `[start, end)` (sorted, not overlapping); `None`: everything up to
+    /// the end of the stream.
+    fn ranges(&self) -> Option<Vec<(u64, u64)>>;
+    /// Fills `buf` from `offset`; returns the bytes read, fewer than asked only at the end of
+    /// the image (the rest of `buf` is then unspecified).
+    fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<usize, SourceError>;
+}
+
+impl<S: Source + ?Sized> Source for Box<S> {
+    fn size(&self) -> Option<u64> {
+        (**self).size()
+    }
+    fn ranges(&self) -> Option<Vec<(u64, u64)>> {
+        (**self).ranges()
+    }
+    fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<usize, SourceError> {
+        (**self).read(offset, buf)
+    }
+}
+
+/// Bytes in memory, all mapped (tests).
+#[derive(Debug, Clone)]
+pub struct MemSource {
+    data: Vec<u8>,
+    ranges: Option<Vec<(u64, u64)>>,
+}
+
+impl MemSource {
+    /// All of `data` mapped.
+    #[must_use]
+    pub fn new(data: Vec<u8>) -> Self {
+        MemSource { data, ranges: None }
+    }
+    /// Only `ranges` of `data` mapped.
+    #[must_use]
+    pub fn with_ranges(data: Vec<u8>, ranges: Vec<(u64, u64)>) -> Self {
+        MemSource {
+            data,
+            ranges: Some(ranges),
+        }
+    }
+}
+
+impl Source for MemSource {
+    fn size(&self) -> Option<u64> {
+        Some(self.data.len() as u64)
+    }
+    fn ranges(&self) -> Option<Vec<(u64, u64)>> {
+        Some(
+            self.ranges
+                .clone()
+                .unwrap_or_else(|| vec![(0, self.data.len() as u64)]),
+        )
+    }
+    fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<usize, SourceError> {
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(self.data.len());
+        let n = buf.len().min(self.data.len() - start);
+        if let (Some(d), Some(s)) = (buf.get_mut(..n), self.data.get(start..start + n)) {
+            d.copy_from_slice(s);
+        }
+        Ok(n)
+    }
+}
+
+/// An uncompressed image file; its mapped ranges are its data ranges (SEEK_DATA/SEEK_HOLE).
+#[derive(Debug)]
+pub struct ImageFile {
+    file: File,
+    size: u64,
+    ranges: Vec<(u64, u64)>,
+}
+
+impl ImageFile {
+    /// Opens `path` and finds its data ranges.
+    pub fn open(path: &Path) -> io::Result<Self> {
+        let file = File::open(path)?;
+        let size = file.metadata()?.len();
+        let ranges = data_ranges(&file, size)?;
+        Ok(ImageFile { file, size, ranges })
+    }
+}
+
+/// The data ranges of `file` by SEEK_DATA/SEEK_HOLE (the whole file where unsupported).
+pub fn data_ranges(file: &File, size: u64) -> io::Result<Vec<(u64, u64)>> {
+    use rustix::fs::{seek, SeekFrom};
+    let mut out = Vec::new();
+    let mut pos = 0u64;
+    while pos < size {
+        let start = match seek(file, SeekFrom::Data(pos)) {
+            Ok(s) => s,
+            Err(rustix::io::Errno::NXIO) => break,
+            Err(rustix::io::Errno::INVAL | rustix::io::Errno::OPNOTSUPP) if pos == 0 => {
+                return Ok(vec![(0, size)]);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let end = seek(file, SeekFrom::Hole(start))?.min(size);
+        if end <= start {
+            break;
+        }
+        out.push((start, end));
+        pos = end;
+    }
+    Ok(out)
+}
+
+impl Source for ImageFile {
+    fn size(&self) -> Option<u64> {
+        Some(self.size)
+    }
+    fn ranges(&self) -> Option<Vec<(u64, u64)>> {
+        Some(self.ranges.clone())
+    }
+    fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<usize, SourceError> {
+        let want = usize::try_from(self.size.saturating_sub(offset))
+            .unwrap_or(usize::MAX)
+            .min(buf.len());
+        let dst = buf.get_mut(..want).unwrap_or_default();
+        self.file.read_exact_at(dst, offset)?;
+        Ok(want)
+    }
+}
+
+/// A decompressing stream read front to back; skipped ranges are read and dropped.
+pub struct Stream {
+    reader: Box<dyn Read>,
+    pos: u64,
+    size: Option<u64>,
+    scratch: Vec<u8>,
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream")
+            .field("pos", &self.pos)
+            .field("size", &self.size)
+            .finish()
+    }
+}
+
+/// A compression format recognised by the file name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// `.xz`
+    Xz,
+    /// `.gz`
+    Gzip,
+    /// `.zst`
+    Zstd,
+    /// `.bz2`
+    Bzip2,
+}
+
+impl Compression {
+    /// The format of `path` by its extension.
+    #[must_use]
+    pub fn of(path: &Path) -> Option<Self> {
+        match path.extension()?.to_str()? {
+            "xz" => Some(Compression::Xz),
+            "gz" => Some(Compression::Gzip),
+            "zst" | "zstd" => Some(Compression::Zstd),
+            "bz2" => Some(Compression::Bzip2),
+            _ => None,
+        }
+    }
+}
+
+impl Stream {
+    /// Opens `path` decompressed with `c`; `size` is the uncompressed size when known (from a
+    /// bmap), which makes a shorter stream an error.
+    pub fn open(path: &Path, c: Compression, size: Option<u64>) -> io::Result<Self> {
+        let f = io::BufReader::with_capacity(1 << 20, File::open(path)?);
+        let reader: Box<dyn Read> = match c {
+            Compression::Xz => Box::new(xz2::bufread::XzDecoder::new_multi_decoder(f)),
+            Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(f)),
+            Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(f)?),
+            Compression::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(f)),
+        };
+        Ok(Stream {
+            reader,
+            pos: 0,
+            size,
+            scratch: Vec::new(),
+        })
+    }
+
+    fn fill(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut n = 0;
+        while n < buf.len() {
+            match self.reader.read(buf.get_mut(n..).unwrap_or_default()) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl Source for Stream {
+    fn size(&self) -> Option<u64> {
+        self.size
+    }
+    fn ranges(&self) -> Option<Vec<(u64, u64)>> {
+        self.size.map(|s| vec![(0, s)])
+    }
+    fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<usize, SourceError> {
+        if offset < self.pos {
+            return Err(io::Error::other("stream read backwards").into());
+        }
+        while self.pos < offset {
+            let skip = usize::try_from(offset - self.pos)
+                .unwrap_or(usize::MAX)
+                .min(1 << 20);
+            let mut scratch = std::mem::take(&mut self.scratch);
+            scratch.resize(skip, 0);
+            let n = self.fill(scratch.get_mut(..skip).unwrap_or_default())?;
+            self.scratch = scratch;
+            if n == 0 {
+                return self.ended(0);
+            }
+        }
+        let want = match self.size {
+            Some(s) => usize::try_from(s.saturating_sub(offset))
+                .unwrap_or(usize::MAX)
+                .min(buf.len()),
+            None => buf.len(),
+        };
+        let n = self.fill(buf.get_mut(..want).unwrap_or_default())?;
+        if n < want {
+            return self.ended(n);
+        }
+        Ok(n)
+    }
+}
+
+impl Stream {
+    fn ended(&self, n: usize) -> Result<usize, SourceError> {
+        match self.size {
+            Some(expected) => Err(SourceError::Truncated {
+                at: self.pos,
+                expected,
+            }),
+            None => Ok(n),
+        }
+    }
+}
+
+/// A built image (any [`BlockSource`], e.g. `ImageMap::reader`) with its mapped ranges.
+#[derive(Debug)]
+pub struct MapSource<B> {
+    source: B,
+    ranges: Vec<(u64, u64)>,
+}
+
+impl<B: BlockSource> MapSource<B> {
+    /// `source` with `ranges` (e.g. `ImageMap::mapped_ranges()`) mapped.
+    pub fn new(source: B, ranges: Vec<(u64, u64)>) -> Self {
+        MapSource { source, ranges }
+    }
+}
+
+impl<B: BlockSource> Source for MapSource<B> {
+    fn size(&self) -> Option<u64> {
+        Some(self.source.len())
+    }
+    fn ranges(&self) -> Option<Vec<(u64, u64)>> {
+        Some(self.ranges.clone())
+    }
+    fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<usize, SourceError> {
+        let want = usize::try_from(self.source.len().saturating_sub(offset))
+            .unwrap_or(usize::MAX)
+            .min(buf.len());
+        self.source
+            .read_at(offset, buf.get_mut(..want).unwrap_or_default())
+            .map_err(|e| SourceError::Image(e.to_string()))?;
+        Ok(want)
+    }
+}
+
+/// An image file or compressed image opened with its bmap, and what to tell the user.
+pub struct Opened {
+    /// The source to write.
+    pub source: Box<dyn Source>,
+    /// Lines to show (the bmap picked up, holes kept, ...).
+    pub notes: Vec<String>,
+    /// The bmap used, if any.
+    pub bmap: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Opened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Opened")
+            .field("notes", &self.notes)
+            .field("bmap", &self.bmap)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opening an image source failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// The image or bmap could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// Which file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The bmap is unusable.
+    #[error("{path}: {source}")]
+    Bmap {
+        /// Which bmap.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: crate::BmapError,
+    },
+    /// The bmap's image size differs from the image file's.
+    #[error("{bmap}: the bmap is for a {expected}-byte image, {image} has {actual} bytes")]
+    BmapSize {
+        /// The bmap.
+        bmap: PathBuf,
+        /// The image.
+        image: PathBuf,
+        /// The bmap's size.
+        expected: u64,
+        /// The file's size.
+        actual: u64,
+    },
+}
+
+/// The bmap next to `image`: `X.img.xz` → `X.img.bmap`, `X.bmap`; `X.img` → `X.img.bmap`,
+/// `X.bmap` (bmaptool's conventions).
+#[must_use]
+pub fn bmap_beside(image: &Path) -> Option<PathBuf> {
+    let name = image.file_name()?.to_str()?;
+    let mut stems = vec![name.to_string()];
+    let mut s = name;
+    while let Some((head, _)) = s.rsplit_once('.') {
+        stems.push(head.to_string());
+        s = head;
+    }
+    stems
+        .iter()
+        .skip(usize::from(Compression::of(image).is_some()))
+        .map(|stem| image.with_file_name(format!("{stem}.bmap")))
+        .find(|p| p.is_file())
+}
+
+/// Opens an image file or a compressed image, with `bmap` or the one beside it.
+pub fn open_image(image: &Path, bmap: Option<&Path>) -> Result<Opened, OpenError> {
+    let io_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| OpenError::Io { path, source }
+    };
+    let mut notes = Vec::new();
+    let bmap_path = match bmap {
+        Some(b) => Some(b.to_path_buf()),
+        None => {
+            let found = bmap_beside(image);
+            if let Some(b) = &found {
+                notes.push(format!(
+                    "using the block map {} found beside the image",
+                    b.display()
+                ));
+            }
+            found
+        }
+    };
+    let parsed = match &bmap_path {
+        Some(b) => {
+            let f = File::open(b).map_err(io_err(b))?;
+            let mut text = String::new();
+            f.take(crate::bmap::MAX_BMAP_BYTES)
+                .read_to_string(&mut text)
+                .map_err(io_err(b))?;
+            Some(Bmap::parse(&text).map_err(|source| OpenError::Bmap {
+                path: b.clone(),
+                source,
+            })?)
+        }
+        None => None,
+    };
+    let source: Box<dyn Source> = match (Compression::of(image), parsed) {
+        (Some(c), Some(bm)) => {
+            let s = Stream::open(image, c, Some(bm.image_size)).map_err(io_err(image))?;
+            Box::new(Checked::new(s, bm))
+        }
+        (Some(c), None) => {
+            notes.push(
+                "no block map: the whole decompressed image is written, zeros included".into(),
+            );
+            Box::new(Stream::open(image, c, None).map_err(io_err(image))?)
+        }
+        (None, Some(bm)) => {
+            let f = ImageFile::open(image).map_err(io_err(image))?;
+            if f.size != bm.image_size {
+                return Err(OpenError::BmapSize {
+                    bmap: bmap_path.clone().unwrap_or_default(),
+                    image: image.to_path_buf(),
+                    expected: bm.image_size,
+                    actual: f.size,
+                });
+            }
+            Box::new(Checked::new(f, bm))
+        }
+        (None, None) => Box::new(ImageFile::open(image).map_err(io_err(image))?),
+    };
+    Ok(Opened {
+        source,
+        notes,
+        bmap: bmap_path,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    #[test]
+    fn bmap_beside_follows_bmaptool_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("os.img.xz");
+        assert_eq!(bmap_beside(&img), None);
+        std::fs::write(dir.path().join("os.bmap"), "").unwrap();
+        assert_eq!(bmap_beside(&img), Some(dir.path().join("os.bmap")));
+        std::fs::write(dir.path().join("os.img.bmap"), "").unwrap();
+        assert_eq!(bmap_beside(&img), Some(dir.path().join("os.img.bmap")));
+        assert_eq!(
+            bmap_beside(&dir.path().join("os.img")),
+            Some(dir.path().join("os.img.bmap"))
+        );
+    }
+
+    #[test]
+    fn gzip_stream_skips_forward_and_knows_its_end() {
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 253) as u8).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.img.gz");
+        let mut enc = flate2::write::GzEncoder::new(
+            File::create(&path).unwrap(),
+            flate2::Compression::fast(),
+        );
+        enc.write_all(&data).unwrap();
+        enc.finish().unwrap();
+        let mut s = Stream::open(&path, Compression::Gzip, None).unwrap();
+        let mut buf = vec![0u8; 4096];
+        assert_eq!(s.read(8192, &mut buf).unwrap(), 4096);
+        assert_eq!(buf, data[8192..12_288]);
+        assert!(s.read(0, &mut buf).is_err(), "backwards");
+        assert_eq!(s.read(98_304, &mut buf).unwrap(), 100_000 - 98_304);
+        // With a known size, a short stream is an error.
+        let mut s = Stream::open(&path, Compression::Gzip, Some(200_000)).unwrap();
+        let mut big = vec![0u8; 150_000];
+        assert!(matches!(
+            s.read(0, &mut big),
+            Err(SourceError::Truncated { .. })
+        ));
+    }
+
+    #[test]
+    fn image_file_ranges_are_its_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.img");
+        let f = File::create(&path).unwrap();
+        f.set_len(64 << 20).unwrap();
+        f.write_all_at(&[1u8; 4096], 8 << 20).unwrap();
+        f.sync_all().unwrap();
+        let img = ImageFile::open(&path).unwrap();
+        let r = img.ranges().unwrap();
+        // Filesystems without SEEK_DATA report everything as data.
+        assert!(
+            r == [(8 << 20, (8 << 20) + 4096)] || r == [(0, 64 << 20)],
+            "{r:?}"
+        );
+    }
+}

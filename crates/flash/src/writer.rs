@@ -1,0 +1,673 @@
+//! The writer: mapped ranges in erase-block-aligned chunks, the next chunk read while the
+//! current one is written (a second thread), block 0 and the GPT headers last, then sync,
+//! verify and statistics.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::Instant;
+
+use crate::buf::AlignedBuf;
+use crate::{Device, Error, Refusal, Source};
+
+/// How to write.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Chunk size in bytes (writes never cross a multiple of it); a multiple of the block
+    /// size. Default 4 MiB, the usual erase block.
+    pub chunk: u64,
+    /// Write zeros where the image has holes (otherwise they keep the old bytes).
+    pub zero_holes: bool,
+    /// Discard (BLKDISCARD) the whole device first.
+    pub discard: bool,
+    /// Read back and compare after writing.
+    pub verify: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            chunk: 4 << 20,
+            zero_holes: false,
+            discard: false,
+            verify: false,
+        }
+    }
+}
+
+impl Options {
+    /// Sets the chunk size.
+    #[must_use]
+    pub fn chunk(mut self, bytes: u64) -> Self {
+        self.chunk = bytes;
+        self
+    }
+    /// Sets `zero_holes`.
+    #[must_use]
+    pub fn zero_holes(mut self, on: bool) -> Self {
+        self.zero_holes = on;
+        self
+    }
+    /// Sets `discard`.
+    #[must_use]
+    pub fn discard(mut self, on: bool) -> Self {
+        self.discard = on;
+        self
+    }
+    /// Sets `verify`.
+    #[must_use]
+    pub fn verify(mut self, on: bool) -> Self {
+        self.verify = on;
+        self
+    }
+}
+
+/// Min, median and max of the per-chunk write rates (MB/s, 10^6 bytes).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Rates {
+    /// Slowest chunk.
+    pub min: f64,
+    /// Median chunk.
+    pub median: f64,
+    /// Fastest chunk.
+    pub max: f64,
+}
+
+/// What a write measured. Rates are in MB/s (10^6 bytes per second).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    /// Bytes the device acknowledged (image data, zeros for holes with `zero_holes`, cleared
+    /// stale GPT headers).
+    pub bytes_written: u64,
+    /// Seconds from the first write to the end of the final fdatasync.
+    pub seconds: f64,
+    /// `bytes_written` over `seconds`: the honest end-to-end rate.
+    pub mb_per_s: f64,
+    /// Per-chunk write rates.
+    pub chunk_mb_per_s: Rates,
+    /// Seconds spent in fdatasync.
+    pub fsync_seconds: f64,
+    /// Whether the read-back compare ran and passed.
+    pub verified: bool,
+    /// Read-back rate, when verified.
+    pub verify_mb_per_s: Option<f64>,
+}
+
+/// The result of a write that did not fail.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// Measurements.
+    pub stats: Stats,
+    /// Stopped early by the cancel flag: block 0 was not written.
+    pub interrupted: bool,
+    /// End of the last range written.
+    pub offset_reached: u64,
+    /// The image size (known at the end for streams).
+    pub image_size: u64,
+    /// Bytes of the image that were mapped (written as data).
+    pub mapped_bytes: u64,
+    /// Things to tell the user (holes kept, discard, stale GPT cleared, re-read table).
+    pub notes: Vec<String>,
+}
+
+/// Progress of a write, for a bar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// Writing starts; `total` bytes to write when known.
+    Writing {
+        /// Bytes to write, when known.
+        total: Option<u64>,
+    },
+    /// Bytes written so far.
+    Written(u64),
+    /// Final flush.
+    Syncing,
+    /// Read-back starts.
+    Verifying {
+        /// Bytes to read back.
+        total: u64,
+    },
+    /// Bytes read back so far.
+    Verified(u64),
+}
+
+const VERIFY_BLOCK: usize = 4096;
+
+/// A piece to write: `[start, end)`, held back to the end when `hold`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Piece {
+    start: u64,
+    end: u64,
+    hold: bool,
+}
+
+/// Yields the pieces to write in ascending order: ranges widened to `block`, merged, cut at
+/// multiples of `chunk`, at `head_end` and at `tail_start` (the held-back pieces).
+#[derive(Debug)]
+struct Pieces {
+    ranges: Vec<(u64, u64)>,
+    idx: usize,
+    pos: u64,
+    chunk: u64,
+    head_end: u64,
+    tail_start: Option<u64>,
+}
+
+impl Pieces {
+    fn new(ranges: &[(u64, u64)], block: u64, chunk: u64, tail: Option<u64>) -> Self {
+        let mut merged: Vec<(u64, u64)> = Vec::new();
+        for &(s, e) in ranges {
+            if e <= s {
+                continue;
+            }
+            let s = s / block * block;
+            let e = e
+                .checked_next_multiple_of(block)
+                .unwrap_or(u64::MAX / block * block);
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        let pos = merged.first().map_or(0, |r| r.0);
+        Pieces {
+            ranges: merged,
+            idx: 0,
+            pos,
+            chunk,
+            head_end: block.saturating_mul(2),
+            tail_start: tail,
+        }
+    }
+
+    fn mapped(&self) -> u64 {
+        self.ranges.iter().map(|(s, e)| e - s).sum()
+    }
+}
+
+impl Iterator for Pieces {
+    type Item = Piece;
+    fn next(&mut self) -> Option<Piece> {
+        let &(_, end) = self.ranges.get(self.idx)?;
+        let start = self.pos;
+        let mut stop = start
+            .saturating_add(self.chunk - start % self.chunk)
+            .min(end);
+        let mut hold = false;
+        if start < self.head_end {
+            stop = stop.min(self.head_end);
+            hold = true;
+        }
+        if let Some(t) = self.tail_start {
+            if start < t {
+                stop = stop.min(t);
+            } else {
+                hold = true;
+            }
+        }
+        if stop >= end {
+            self.idx += 1;
+            self.pos = self.ranges.get(self.idx).map_or(end, |r| r.0);
+        } else {
+            self.pos = stop;
+        }
+        Some(Piece {
+            start,
+            end: stop,
+            hold,
+        })
+    }
+}
+
+/// A written piece and the CRC-32C of each 4096-byte block of it, for the read-back.
+#[derive(Debug)]
+struct Written {
+    offset: u64,
+    len: u64,
+    crcs: Vec<u32>,
+}
+
+fn crcs(data: &[u8]) -> Vec<u32> {
+    data.chunks(VERIFY_BLOCK).map(crc32c::crc32c).collect()
+}
+
+fn write_all(dev: &mut dyn Device, offset: u64, data: &[u8], before: u64) -> Result<(), Error> {
+    let mut done = 0usize;
+    while done < data.len() {
+        let at = offset + done as u64;
+        match dev.write_at(at, data.get(done..).unwrap_or_default()) {
+            Ok(0) => {
+                return Err(Error::ShortWrite {
+                    offset: at,
+                    written: before + done as u64,
+                })
+            }
+            Ok(n) => done += n,
+            Err(e) => {
+                return Err(Error::Write {
+                    offset: at,
+                    written: before + done as u64,
+                    source: e,
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
+struct Job {
+    offset: u64,
+    len: usize,
+    buf: AlignedBuf,
+}
+
+fn alloc(len: usize, align: usize) -> Result<AlignedBuf, Error> {
+    AlignedBuf::new(len, align).ok_or(Error::Alloc { bytes: len })
+}
+
+fn median(mut v: Vec<f64>) -> Rates {
+    v.sort_by(f64::total_cmp);
+    match (v.first(), v.last()) {
+        (Some(&min), Some(&max)) => Rates {
+            min,
+            median: v.get(v.len() / 2).copied().unwrap_or(min),
+            max,
+        },
+        _ => Rates::default(),
+    }
+}
+
+fn is_gpt_header(b: &[u8]) -> bool {
+    b.starts_with(b"EFI PART")
+}
+
+/// Writes `src` to `dev`.
+///
+/// Only the mapped ranges are written (all of the image with `zero_holes`), widened to the
+/// block size, in pieces that never cross a multiple of `opts.chunk`. The first two blocks
+/// (MBR / protective MBR and the GPT header) and the image's last block (the backup GPT
+/// header) are held back and written after everything else has been synced, LBA 1 before
+/// LBA 0, so an interrupted write never leaves a valid-looking table. When the device held a
+/// GPT and the image has none at LBA 1, the stale headers (LBA 1, last LBA) are zeroed.
+///
+/// `cancel` is checked before each piece: when set, the pieces in flight are finished,
+/// synced, and the outcome says `interrupted` (block 0 untouched). `progress` sees
+/// [`Event`]s.
+pub fn write(
+    dev: &mut dyn Device,
+    src: &mut dyn Source,
+    opts: &Options,
+    cancel: &AtomicBool,
+    progress: &mut dyn FnMut(Event),
+) -> Result<Outcome, Error> {
+    let block = u64::from(dev.block_size().max(512));
+    if opts.chunk == 0 || opts.chunk % block != 0 || opts.chunk > (1 << 30) {
+        return Err(Error::Options(format!(
+            "chunk size {} must be a non-zero multiple of the block size {block}, at most 1 GiB",
+            opts.chunk
+        )));
+    }
+    let chunk_len = usize::try_from(opts.chunk).map_err(|_| Error::Alloc { bytes: usize::MAX })?;
+    let align = dev.mem_align();
+    let size = src.size();
+    let padded = size.map(|s| s.checked_next_multiple_of(block).unwrap_or(u64::MAX));
+    if let (Some(p), Some(len)) = (padded, dev.size()) {
+        if p > len {
+            return Err(Refusal::TooSmall {
+                dev: "the target".into(),
+                dev_bytes: len,
+                image_bytes: size.unwrap_or(p),
+            }
+            .into());
+        }
+    }
+    let ranges = match (opts.zero_holes, size, src.ranges()) {
+        (true, Some(s), _) => vec![(0, s)],
+        (_, _, Some(r)) => r,
+        (_, _, None) => vec![(0, u64::MAX)],
+    };
+    let tail = padded
+        .and_then(|p| p.checked_sub(block))
+        .filter(|&t| t >= block * 2);
+    let mut pieces = Pieces::new(&ranges, block, opts.chunk, tail);
+    let mapped_total = size.map(|_| pieces.mapped());
+    let mut notes = Vec::new();
+
+    // What the device held at LBA 1 and its last LBA, before anything is written.
+    let mut probe = alloc(usize::try_from(block).unwrap_or(4096), align)?;
+    let old_gpt_primary =
+        dev.read_at(block, &mut probe).is_ok_and(|n| n > 0) && is_gpt_header(&probe);
+    let dev_last = dev
+        .size()
+        .and_then(|l| l.checked_sub(block))
+        .filter(|&l| l > block);
+    let old_gpt_backup = dev_last.is_some_and(|l| {
+        probe.fill(0);
+        dev.read_at(l, &mut probe).is_ok_and(|n| n > 0) && is_gpt_header(&probe)
+    });
+
+    if opts.discard {
+        match dev.size() {
+            Some(len) => match dev.discard(0, len) {
+                Ok(()) => notes.push(format!("discarded all {len} bytes first")),
+                Err(e) => notes.push(format!("discard not done: {e}")),
+            },
+            None => notes.push("discard not done: the target is a file".into()),
+        }
+    }
+
+    progress(Event::Writing {
+        total: mapped_total,
+    });
+    let started = Instant::now();
+    let written = AtomicU64::new(0);
+    let mut held: Vec<(u64, AlignedBuf, usize)> = Vec::new();
+    let mut records: Vec<Written> = Vec::new();
+    let mut reached = 0u64;
+    let mut image_end = 0u64;
+    let mut interrupted = false;
+    let mut source_err: Option<Error> = None;
+
+    let (job_tx, job_rx) = mpsc::sync_channel::<Job>(1);
+    let (ret_tx, ret_rx) = mpsc::channel::<AlignedBuf>();
+    for _ in 0..3 {
+        ret_tx
+            .send(alloc(chunk_len, align)?)
+            .map_err(|_| Error::Alloc { bytes: chunk_len })?;
+    }
+    let worker = std::thread::scope(|scope| {
+        let written = &written;
+        let dev_ref: &mut dyn Device = &mut *dev;
+        let handle = scope.spawn(move || -> Result<Vec<f64>, Error> {
+            let mut rates = Vec::new();
+            for job in job_rx {
+                let t = Instant::now();
+                let data = job.buf.get(..job.len).unwrap_or_default();
+                write_all(dev_ref, job.offset, data, written.load(Ordering::Relaxed))?;
+                let secs = t.elapsed().as_secs_f64();
+                if secs > 0.0 {
+                    rates.push(job.len as f64 / 1e6 / secs);
+                }
+                written.fetch_add(job.len as u64, Ordering::Relaxed);
+                if ret_tx.send(job.buf).is_err() {
+                    break;
+                }
+            }
+            Ok(rates)
+        });
+        for piece in pieces.by_ref() {
+            if cancel.load(Ordering::Relaxed) {
+                interrupted = true;
+                break;
+            }
+            let want = usize::try_from(piece.end - piece.start).unwrap_or(chunk_len);
+            let mut buf = if piece.hold {
+                match alloc(want, align) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        source_err = Some(e);
+                        break;
+                    }
+                }
+            } else {
+                match ret_rx.recv() {
+                    Ok(b) => b,
+                    Err(_) => break, // the writer failed; its error comes from join
+                }
+            };
+            let dst = buf.get_mut(..want).unwrap_or_default();
+            let n = match src.read(piece.start, dst) {
+                Ok(n) => n,
+                Err(source) => {
+                    source_err = Some(Error::Source {
+                        offset: piece.start,
+                        written: written.load(Ordering::Relaxed),
+                        source,
+                    });
+                    break;
+                }
+            };
+            image_end = image_end.max(piece.start + n as u64);
+            let len = (n as u64).next_multiple_of(block).min(want as u64);
+            let len = usize::try_from(len).unwrap_or(want);
+            if let Some(pad) = buf.get_mut(n..len) {
+                pad.fill(0);
+            }
+            if len == 0 {
+                break;
+            }
+            if opts.verify {
+                records.push(Written {
+                    offset: piece.start,
+                    len: len as u64,
+                    crcs: crcs(buf.get(..len).unwrap_or_default()),
+                });
+            }
+            if piece.hold {
+                held.push((piece.start, buf, len));
+            } else {
+                reached = piece.start + len as u64;
+                if job_tx
+                    .send(Job {
+                        offset: piece.start,
+                        len,
+                        buf,
+                    })
+                    .is_err()
+                {
+                    break;
+                }
+                progress(Event::Written(written.load(Ordering::Relaxed)));
+            }
+            if n < want {
+                break; // end of a stream
+            }
+            if cancel.load(Ordering::Relaxed) {
+                interrupted = true;
+                break;
+            }
+        }
+        drop(job_tx);
+        handle
+            .join()
+            .unwrap_or_else(|_| Err(Error::Options("the writer thread panicked".into())))
+    });
+    let rates = worker?;
+    if let Some(e) = source_err {
+        return Err(e);
+    }
+    let mut written = written.into_inner();
+    progress(Event::Written(written));
+    let image_size = size.unwrap_or(image_end);
+
+    let mut fsync_seconds = 0.0;
+    let mut sync = |dev: &mut dyn Device, written: u64| -> Result<(), Error> {
+        let t = Instant::now();
+        dev.sync()
+            .map_err(|source| Error::Sync { written, source })?;
+        fsync_seconds += t.elapsed().as_secs_f64();
+        Ok(())
+    };
+    progress(Event::Syncing);
+    sync(dev, written)?;
+    // A cancel that came during the last pieces still keeps block 0 unwritten.
+    interrupted |= cancel.load(Ordering::Relaxed);
+
+    if !interrupted {
+        // Stale GPT headers the image does not overwrite.
+        let image_gpt = held
+            .iter()
+            .find(|(o, _, len)| *o <= block && o + *len as u64 >= block * 2)
+            .and_then(|(o, b, _)| b.get(usize::try_from(block - o).ok()?..))
+            .is_some_and(is_gpt_header);
+        let covers = |at: u64| ranges.iter().any(|&(s, e)| s <= at && at < e);
+        let mut clear = Vec::new();
+        if old_gpt_primary && !image_gpt && !covers(block) {
+            clear.push(block);
+        }
+        if let Some(l) = dev_last.filter(|_| old_gpt_backup) {
+            if !(covers(l) || image_gpt && l + block == padded.unwrap_or(0)) {
+                clear.push(l);
+            }
+        }
+        for at in clear {
+            probe.fill(0);
+            write_all(dev, at, &probe, written)?;
+            written += block;
+            notes.push(format!("cleared a stale GPT header at byte {at}"));
+            if opts.verify {
+                records.push(Written {
+                    offset: at,
+                    len: block,
+                    crcs: crcs(&probe),
+                });
+            }
+        }
+        // Held pieces: the backup header first, then from the end of the head to block 0.
+        held.sort_by_key(|(o, _, _)| std::cmp::Reverse(*o));
+        for (offset, buf, len) in &held {
+            let mut blocks: Vec<u64> = (0..(*len as u64 / block)).collect();
+            if *offset < block * 2 {
+                blocks.reverse(); // LBA 1 before LBA 0
+            } else {
+                blocks = vec![0];
+            }
+            if *offset >= block * 2 {
+                write_all(dev, *offset, buf.get(..*len).unwrap_or_default(), written)?;
+                written += *len as u64;
+                continue;
+            }
+            for i in blocks {
+                let mut one = alloc(usize::try_from(block).unwrap_or(4096), align)?;
+                let from = usize::try_from(i * block).unwrap_or(0);
+                let to = from + one.len();
+                one.copy_from_slice(buf.get(from..to).unwrap_or_default());
+                write_all(dev, offset + i * block, &one, written)?;
+                written += block;
+            }
+            reached = reached.max(offset + *len as u64);
+        }
+        sync(dev, written)?;
+        dev.finish(image_size)
+            .map_err(|source| Error::Sync { written, source })?;
+        if dev.is_disk() {
+            match dev.reread_partitions() {
+                Ok(()) => notes.push("the kernel re-read the partition table".into()),
+                Err(e) => notes.push(format!(
+                    "the kernel did not re-read the partition table ({e}); replug the device or run partprobe"
+                )),
+            }
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    if !opts.zero_holes && size.is_some() {
+        let holes = image_size.saturating_sub(mapped_total.unwrap_or(0));
+        if holes > 0 && !interrupted {
+            notes.push(format!(
+                "{holes} bytes of holes in the image were not written and keep their old contents (--zero-holes writes zeros)"
+            ));
+        }
+    }
+    let mut stats = Stats {
+        bytes_written: written,
+        seconds,
+        mb_per_s: if seconds > 0.0 {
+            written as f64 / 1e6 / seconds
+        } else {
+            0.0
+        },
+        chunk_mb_per_s: median(rates),
+        fsync_seconds,
+        verified: false,
+        verify_mb_per_s: None,
+    };
+    if opts.verify && !interrupted {
+        let t = Instant::now();
+        let total: u64 = records.iter().map(|r| r.len).sum();
+        progress(Event::Verifying { total });
+        dev.drop_cache()
+            .map_err(|source| Error::VerifyRead { offset: 0, source })?;
+        let mut buf = alloc(chunk_len, align)?;
+        let mut done = 0u64;
+        records.sort_by_key(|r| r.offset);
+        for r in &records {
+            let len = usize::try_from(r.len).unwrap_or(0);
+            let mut got = 0usize;
+            while got < len {
+                let at = r.offset + got as u64;
+                match dev.read_at(at, buf.get_mut(got..len).unwrap_or_default()) {
+                    Ok(0) => {
+                        return Err(Error::VerifyRead {
+                            offset: at,
+                            source: std::io::ErrorKind::UnexpectedEof.into(),
+                        })
+                    }
+                    Ok(n) => got += n,
+                    Err(source) => return Err(Error::VerifyRead { offset: at, source }),
+                }
+            }
+            let data = buf.get(..len).unwrap_or_default();
+            for (i, (block_data, want)) in data.chunks(VERIFY_BLOCK).zip(&r.crcs).enumerate() {
+                if crc32c::crc32c(block_data) != *want {
+                    return Err(Error::VerifyMismatch {
+                        offset: r.offset + (i * VERIFY_BLOCK) as u64,
+                    });
+                }
+            }
+            done += r.len;
+            progress(Event::Verified(done));
+        }
+        let secs = t.elapsed().as_secs_f64();
+        stats.verified = true;
+        stats.verify_mb_per_s = Some(if secs > 0.0 {
+            total as f64 / 1e6 / secs
+        } else {
+            0.0
+        });
+    }
+    Ok(Outcome {
+        stats,
+        interrupted,
+        offset_reached: reached,
+        image_size,
+        mapped_bytes: mapped_total.unwrap_or(image_end),
+        notes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pieces(ranges: &[(u64, u64)], block: u64, chunk: u64, tail: Option<u64>) -> Vec<Piece> {
+        Pieces::new(ranges, block, chunk, tail).collect()
+    }
+
+    fn p(start: u64, end: u64, hold: bool) -> Piece {
+        Piece { start, end, hold }
+    }
+
+    #[test]
+    fn pieces_widen_merge_and_cut_at_chunks_head_and_tail() {
+        // Widened to 4096, merged, head [0, 8192) held, cut at 16 KiB chunks, tail held.
+        assert_eq!(
+            pieces(
+                &[(100, 5000), (6000, 20_000), (40_960, 45_056)],
+                4096,
+                16_384,
+                Some(40_960)
+            ),
+            [
+                p(0, 8192, true),
+                p(8192, 16_384, false),
+                p(16_384, 20_480, false),
+                p(40_960, 45_056, true),
+            ]
+        );
+        // A range that starts past the head holds nothing back.
+        assert_eq!(
+            pieces(&[(1536, 2048)], 512, 4096, None),
+            [p(1536, 2048, false)]
+        );
+        assert!(pieces(&[(10, 10)], 512, 4096, None).is_empty());
+    }
+}

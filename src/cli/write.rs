@@ -1,0 +1,484 @@
+//! `blockwise write SOURCE TARGET`: an image, a compressed image or a spec flashed to a block
+//! device or file through `blockwise-flash`, with the safety checks, a progress bar, a
+//! summary or JSON, and one exit code per outcome.
+
+use std::io::{BufRead, IsTerminal as _, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use blockwise_flash::{
+    check, inspect, open_image, write, DeviceInfo, DirectMode, Error, Event, MapSource, Options,
+    Outcome, Refusal, Source, Target, TargetKind,
+};
+use blockwise_geometry::format_size;
+use blockwise_host::{build_with_progress, Built, SpecFile};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Exit code: refused or bad input (nothing written).
+const EXIT_REFUSED: u8 = 2;
+/// Exit code: the device failed mid-way.
+const EXIT_DEVICE: u8 = 3;
+/// Exit code: interrupted (SIGINT/SIGTERM).
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// Arguments of `blockwise write`.
+#[derive(Debug, clap::Args)]
+pub struct WriteArgs {
+    /// An image (.img, or .img.xz/.gz/.zst/.bz2) or a spec (.toml) to build and write.
+    pub source: PathBuf,
+    /// A block device (/dev/sdX, /dev/mmcblkN, /dev/disk/by-id/...) or a regular file.
+    pub target: PathBuf,
+    /// A bmaptool block map: write only its ranges, checking their checksums (default: the
+    /// `.bmap` beside the image, when there is one).
+    #[arg(long, value_name = "FILE")]
+    pub bmap: Option<PathBuf>,
+    /// Chunk size, aligned to the erase block (default 4MiB).
+    #[arg(long, value_name = "SIZE", default_value = "4MiB")]
+    pub chunk: String,
+    /// Write zeros where the image has holes (otherwise they keep the old contents).
+    #[arg(long)]
+    pub zero_holes: bool,
+    /// Discard (BLKDISCARD) the whole device before writing.
+    #[arg(long)]
+    pub discard: bool,
+    /// Read back with O_DIRECT and compare (the default on a terminal).
+    #[arg(long, conflicts_with = "no_verify")]
+    pub verify: bool,
+    /// Do not read back.
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Fail instead of falling back to buffered writes when O_DIRECT is refused.
+    #[arg(long)]
+    pub direct: bool,
+    /// Do not ask for confirmation (a non-removable disk needs it; on a terminal its name
+    /// must then also be typed).
+    #[arg(long)]
+    pub yes: bool,
+    /// Allow a partition (e.g. /dev/sdb1) as target.
+    #[arg(long)]
+    pub partition_ok: bool,
+    /// Print the statistics as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar and no notes.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+fn fail(code: u8, msg: &str) -> ExitCode {
+    eprintln!("blockwise: {}", msg.replace('\n', " "));
+    ExitCode::from(code)
+}
+
+/// The source: an opened image, or a spec built in memory (its content read on demand).
+enum Input {
+    Image(blockwise_flash::Opened),
+    Spec(Box<Built>, PathBuf),
+}
+
+/// Runs `blockwise write`.
+pub fn run(a: &WriteArgs) -> anyhow::Result<ExitCode> {
+    let terminal = std::io::stderr().is_terminal();
+    let show = !a.quiet && !a.json;
+    let chunk = match blockwise_geometry::parse_size(&a.chunk) {
+        Ok(c) if c > 0 => c,
+        _ => {
+            return Ok(fail(
+                EXIT_REFUSED,
+                &format!("--chunk {}: not a size", a.chunk),
+            ))
+        }
+    };
+    let verify = a.verify || (!a.no_verify && terminal && std::io::stdin().is_terminal());
+    if !a.source.exists() {
+        return Ok(fail(
+            EXIT_REFUSED,
+            &format!("{}: no such file", a.source.display()),
+        ));
+    }
+
+    // The target's checks come first: nothing is built or written for a refused target.
+    let info = match inspect(&a.target) {
+        Ok(i) => i,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Ok(fail(EXIT_REFUSED, &format!("{}: {e}", a.target.display()))),
+    };
+    if let Some(info) = &info {
+        if let Err(r) = check(info, a.partition_ok) {
+            return Ok(fail(EXIT_REFUSED, &r.to_string()));
+        }
+    }
+
+    let is_spec = a.source.extension().is_some_and(|e| e == "toml");
+    let mut input = if is_spec {
+        let mut sf = match SpecFile::load(&a.source) {
+            Ok(s) => s,
+            Err(e) => return Ok(fail(EXIT_REFUSED, &e.to_string())),
+        };
+        let work = std::env::temp_dir().join(format!("blockwise-write-{}", std::process::id()));
+        std::fs::create_dir_all(&work)?;
+        let mut bar = super::progress::Bar::new(show);
+        let built = match build_with_progress(&mut sf, &work, &mut bar) {
+            Ok(b) => b,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&work);
+                return Ok(fail(EXIT_REFUSED, &e.to_string()));
+            }
+        };
+        for w in &built.warnings {
+            bar.println(&format!("blockwise: warning: {w}"));
+        }
+        Input::Spec(Box::new(built), work)
+    } else {
+        match open_image(&a.source, a.bmap.as_deref()) {
+            Ok(o) => Input::Image(o),
+            Err(e) => return Ok(fail(EXIT_REFUSED, &e.to_string())),
+        }
+    };
+    let code = write_input(a, &mut input, info.as_ref(), chunk, verify, show);
+    if let Input::Spec(_, work) = &input {
+        let _ = std::fs::remove_dir_all(work);
+    }
+    code
+}
+
+fn write_input(
+    a: &WriteArgs,
+    input: &mut Input,
+    info: Option<&DeviceInfo>,
+    chunk: u64,
+    verify: bool,
+    show: bool,
+) -> anyhow::Result<ExitCode> {
+    let mut spec_source;
+    let source: &mut dyn Source = match input {
+        Input::Image(o) => {
+            if show {
+                for n in &o.notes {
+                    eprintln!("blockwise: {n}");
+                }
+            }
+            &mut *o.source
+        }
+        Input::Spec(built, _) => {
+            spec_source = MapSource::new(
+                built.image.reader(&built.content),
+                built.image.mapped_ranges(),
+            );
+            &mut spec_source
+        }
+    };
+    if let (Some(info), Some(size)) = (info, source.size()) {
+        if size > info.size_bytes {
+            return Ok(fail(
+                EXIT_REFUSED,
+                &Refusal::TooSmall {
+                    dev: info.path.display().to_string(),
+                    dev_bytes: info.size_bytes,
+                    image_bytes: size,
+                }
+                .to_string(),
+            ));
+        }
+    }
+    if let Some(info) = info {
+        if let Err(msg) = confirm(info, a.yes) {
+            return Ok(fail(EXIT_REFUSED, &msg));
+        }
+    }
+    let mode = if a.direct {
+        DirectMode::Require
+    } else {
+        DirectMode::Prefer
+    };
+    let (mut target, warnings) = match Target::open(&a.target, mode) {
+        Ok(t) => t,
+        Err(e) => return Ok(fail(EXIT_REFUSED, &e.to_string())),
+    };
+    for w in &warnings {
+        eprintln!("blockwise: warning: {w}");
+    }
+    if target.kind() != TargetKind::File && target.read_only().unwrap_or(false) {
+        return Ok(fail(
+            EXIT_REFUSED,
+            &Refusal::ReadOnly {
+                dev: a.target.display().to_string(),
+            }
+            .to_string(),
+        ));
+    }
+    let cancel = blockwise_flash::cancel_on_signals()
+        .unwrap_or_else(|_| std::sync::Arc::new(AtomicBool::new(false)));
+    let opts = Options::default()
+        .chunk(chunk)
+        .zero_holes(a.zero_holes)
+        .discard(a.discard)
+        .verify(verify);
+    let bar = WriteBar::new(show);
+    let result = write(&mut target, source, &opts, &cancel, &mut |e| bar.event(e));
+    drop(bar);
+    Ok(report(a, result, target.is_direct()))
+}
+
+fn report(a: &WriteArgs, result: Result<Outcome, Error>, direct: bool) -> ExitCode {
+    let out = match result {
+        Ok(o) => o,
+        Err(e) => {
+            let code = if e.is_device_failure() {
+                EXIT_DEVICE
+            } else {
+                EXIT_REFUSED
+            };
+            return fail(code, &e.to_string());
+        }
+    };
+    let s = &out.stats;
+    if a.json {
+        let json = serde_json::json!({
+            "source": a.source.display().to_string(),
+            "target": a.target.display().to_string(),
+            "image_bytes": out.image_size,
+            "mapped_bytes": out.mapped_bytes,
+            "bytes_written": s.bytes_written,
+            "offset_reached": out.offset_reached,
+            "seconds": s.seconds,
+            "mb_per_s": s.mb_per_s,
+            "chunk_mb_per_s": {
+                "min": s.chunk_mb_per_s.min,
+                "median": s.chunk_mb_per_s.median,
+                "max": s.chunk_mb_per_s.max,
+            },
+            "fsync_seconds": s.fsync_seconds,
+            "verified": s.verified,
+            "verify_mb_per_s": s.verify_mb_per_s,
+            "direct": direct,
+            "interrupted": out.interrupted,
+            "notes": out.notes,
+        });
+        super::emit(&format!("{json:#}\n"));
+    } else {
+        if !a.quiet {
+            for n in &out.notes {
+                eprintln!("blockwise: {n}");
+            }
+        }
+        let verified = match s.verify_mb_per_s {
+            Some(v) if s.verified => format!(", verified at {v:.1} MB/s"),
+            _ => String::new(),
+        };
+        super::emit(&format!(
+            "{} {} of {} to {} in {:.2} s: {:.1} MB/s (chunks {:.1}/{:.1}/{:.1} MB/s min/median/max, fsync {:.2} s){}\n",
+            if out.interrupted { "interrupted after writing" } else { "wrote" },
+            format_size(s.bytes_written),
+            a.source.display(),
+            a.target.display(),
+            s.seconds,
+            s.mb_per_s,
+            s.chunk_mb_per_s.min,
+            s.chunk_mb_per_s.median,
+            s.chunk_mb_per_s.max,
+            s.fsync_seconds,
+            verified,
+        ));
+    }
+    if out.interrupted {
+        eprintln!(
+            "blockwise: interrupted at offset {} after {} bytes; synced; block 0 was not written, so the target holds no valid image",
+            out.offset_reached, s.bytes_written
+        );
+        return ExitCode::from(EXIT_INTERRUPTED);
+    }
+    ExitCode::SUCCESS
+}
+
+/// Asks for confirmation where it is needed, on the terminal (stdin and stderr).
+fn confirm(info: &DeviceInfo, yes: bool) -> Result<(), String> {
+    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    confirm_with(
+        info,
+        yes,
+        interactive,
+        &mut std::io::stdin().lock(),
+        &mut std::io::stderr(),
+    )
+}
+
+/// A non-removable disk needs `yes` and, when `interactive`, its name typed back; a
+/// removable one asks y/N when `interactive` unless `yes`, and needs `yes` otherwise. The
+/// question shows model, size and partitions.
+fn confirm_with(
+    info: &DeviceInfo,
+    yes: bool,
+    interactive: bool,
+    input: &mut dyn BufRead,
+    prompt: &mut dyn Write,
+) -> Result<(), String> {
+    let dev = info.path.display().to_string();
+    let model = if info.model.is_empty() {
+        "unknown model".to_string()
+    } else {
+        info.model.clone()
+    };
+    let parts = if info.partitions.is_empty() {
+        "no partitions".to_string()
+    } else {
+        format!("partitions {}", info.partitions.join(", "))
+    };
+    let what = format!("{dev} ({model}, {}, {parts})", format_size(info.size_bytes));
+    let mut ask = |question: String| {
+        let _ = write!(prompt, "blockwise: {question}");
+        let _ = prompt.flush();
+        let mut line = String::new();
+        let _ = input.read_line(&mut line);
+        line.trim().to_string()
+    };
+    if !info.removable {
+        if !yes {
+            return Err(Refusal::NotConfirmed(format!(
+                "{what} is not a removable disk: pass --yes to write to it anyway"
+            ))
+            .to_string());
+        }
+        if interactive {
+            let typed = ask(format!(
+                "{what} is NOT removable and will be overwritten. Type its name ({}) to go on: ",
+                info.name
+            ));
+            if typed != info.name && typed != dev {
+                return Err("not confirmed: the name typed does not match".into());
+            }
+        }
+        return Ok(());
+    }
+    if yes {
+        return Ok(());
+    }
+    if !interactive {
+        return Err(format!(
+            "{what} would be overwritten: pass --yes (no terminal to confirm on)"
+        ));
+    }
+    if matches!(
+        ask(format!("overwrite {what}? [y/N] ")).as_str(),
+        "y" | "Y" | "yes"
+    ) {
+        Ok(())
+    } else {
+        Err("not confirmed".into())
+    }
+}
+
+/// The write's progress bar: bytes, MB/s and ETA on a terminal, hidden otherwise.
+struct WriteBar {
+    bar: ProgressBar,
+}
+
+impl WriteBar {
+    fn new(wanted: bool) -> Self {
+        let target = if wanted && std::io::stderr().is_terminal() {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        };
+        WriteBar {
+            bar: ProgressBar::with_draw_target(None, target),
+        }
+    }
+
+    fn style(&self, verb: &str) {
+        self.bar.set_style(
+            ProgressStyle::with_template(&format!(
+                "{verb} [{{bar:30}}] {{bytes}}/{{total_bytes}} {{bytes_per_sec}} ETA {{eta}}"
+            ))
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+    }
+
+    fn event(&self, e: Event) {
+        match e {
+            Event::Writing { total } => {
+                self.style("writing  ");
+                if let Some(t) = total {
+                    self.bar.set_length(t);
+                }
+                self.bar.set_position(0);
+            }
+            Event::Written(n) | Event::Verified(n) => self.bar.set_position(n),
+            Event::Syncing => {
+                self.bar.set_style(
+                    ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
+                self.bar.set_message("syncing to the device");
+                self.bar.enable_steady_tick(Duration::from_millis(120));
+            }
+            Event::Verifying { total } => {
+                self.bar.disable_steady_tick();
+                self.style("verifying");
+                self.bar.set_length(total);
+                self.bar.set_position(0);
+            }
+        }
+    }
+}
+
+impl Drop for WriteBar {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn disk(removable: bool) -> DeviceInfo {
+        DeviceInfo {
+            path: "/dev/sdz".into(),
+            name: "sdz".into(),
+            disk: "sdz".into(),
+            is_partition: false,
+            devs: vec![],
+            size_bytes: 32_000_000_000,
+            removable,
+            read_only: false,
+            model: "ACME Stick".into(),
+            partitions: vec!["sdz1".into()],
+        }
+    }
+
+    fn check(removable: bool, yes: bool, interactive: bool, typed: &str) -> (bool, String) {
+        let mut prompt = Vec::new();
+        let r = confirm_with(
+            &disk(removable),
+            yes,
+            interactive,
+            &mut typed.as_bytes(),
+            &mut prompt,
+        );
+        (r.is_ok(), String::from_utf8(prompt).unwrap())
+    }
+
+    #[test]
+    fn confirmation_rules() {
+        // Non-removable: --yes needed; on a terminal also the name.
+        assert!(!check(false, false, true, "sdz\n").0);
+        assert!(check(false, true, false, "").0);
+        let (ok, prompt) = check(false, true, true, "sdz\n");
+        assert!(ok && prompt.contains("NOT removable") && prompt.contains("ACME Stick"));
+        assert!(check(false, true, true, "/dev/sdz\n").0);
+        assert!(!check(false, true, true, "y\n").0);
+        // Removable: --yes skips; a terminal asks, showing model, size and partitions.
+        assert!(check(true, true, false, "").0);
+        assert!(!check(true, false, false, "").0);
+        let (ok, prompt) = check(true, false, true, "y\n");
+        assert!(
+            ok && prompt.contains("ACME Stick") && prompt.contains("sdz1"),
+            "{prompt}"
+        );
+        assert!(!check(true, false, true, "\n").0);
+    }
+}
