@@ -191,7 +191,8 @@ contents = "boot/"
         128 << 10,
     );
     assert_eq!(plan["partitions"][0]["filesystem"]["kind"], "fat16");
-    assert_eq!(plan["partitions"][0]["filesystem"]["label"], "SMALL");
+    // Kept as given, like mkfs.fat 4.2.
+    assert_eq!(plan["partitions"][0]["filesystem"]["label"], "small");
     assert_eq!(plan["partitions"][1]["filesystem"]["cluster_bytes"], 16384);
 }
 
