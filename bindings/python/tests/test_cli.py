@@ -1,4 +1,4 @@
-"""python -m blockwise: the CLI's plan, build and verify, with its exit codes."""
+"""python -m blockwise: the CLI's plan, build, verify and write, with its exit codes."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ import hashlib
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -189,6 +190,31 @@ def test_keyboard_interrupt_cancels(image: pathlib.Path, tmp_path: pathlib.Path)
     assert read_at(target, 0, 512) == b"\xab" * 512
 
 
+def test_ctrl_c_cancels(tmp_path: pathlib.Path) -> None:
+    # A real SIGINT, sent by another thread while the write runs without the GIL: the write
+    # notices it at its next progress poll, stops before block 0 and raises KeyboardInterrupt.
+    source = tmp_path / "big.img"
+    source.write_bytes(b"\x5a" * (256 << 20))
+    target = tmp_path / "t.img"
+    target.write_bytes(b"\xab" * 4096)
+    timers: list[threading.Timer] = []
+
+    def progress(done: int, total: int) -> None:
+        if not timers:
+            timers.append(threading.Timer(0.001, os.kill, (os.getpid(), signal.SIGINT)))
+            timers[0].start()
+
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            blockwise.write(source, target, progress=progress, chunk="64KiB")
+    finally:
+        signal.signal(signal.SIGINT, old)
+        for t in timers:
+            t.join()
+    assert read_at(target, 0, 512) == b"\xab" * 512
+
+
 def test_writes_in_two_threads(image: pathlib.Path, tmp_path: pathlib.Path) -> None:
     errors: list[BaseException] = []
     ticks: list[int] = []
@@ -214,9 +240,9 @@ def test_os_errors(image: pathlib.Path, tmp_path: pathlib.Path) -> None:
         blockwise.write(tmp_path / "missing.img", tmp_path / "out.img")
     assert e.value.errno == errno.ENOENT and e.value.filename == str(tmp_path / "missing.img")
     target = tmp_path / "no" / "dir" / "out.img"
-    with pytest.raises(OSError) as e:
+    with pytest.raises(OSError) as oe:
         blockwise.write(image, target)
-    assert e.value.errno == errno.ENOENT and e.value.filename == str(target)
+    assert oe.value.errno == errno.ENOENT and oe.value.filename == str(target)
     with pytest.raises(TypeError):
         blockwise.write(42, tmp_path / "out.img")  # type: ignore[arg-type]
 
