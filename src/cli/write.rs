@@ -236,27 +236,12 @@ fn report(a: &WriteArgs, result: Result<Outcome, Error>, direct: bool) -> ExitCo
     };
     let s = &out.stats;
     if a.json {
-        let json = serde_json::json!({
-            "source": a.source.display().to_string(),
-            "target": a.target.display().to_string(),
-            "image_bytes": out.image_size,
-            "mapped_bytes": out.mapped_bytes,
-            "bytes_written": s.bytes_written,
-            "offset_reached": out.offset_reached,
-            "seconds": s.seconds,
-            "mb_per_s": s.mb_per_s,
-            "chunk_mb_per_s": {
-                "min": s.chunk_mb_per_s.min,
-                "median": s.chunk_mb_per_s.median,
-                "max": s.chunk_mb_per_s.max,
-            },
-            "fsync_seconds": s.fsync_seconds,
-            "verified": s.verified,
-            "verify_mb_per_s": s.verify_mb_per_s,
-            "direct": direct,
-            "interrupted": out.interrupted,
-            "notes": out.notes,
-        });
+        let json = blockwise_flash::write_json(
+            &out,
+            &a.source.display().to_string(),
+            &a.target.display().to_string(),
+            direct,
+        );
         super::emit(&format!("{json:#}\n"));
     } else {
         if !a.quiet {
@@ -316,17 +301,7 @@ fn confirm_with(
     prompt: &mut dyn Write,
 ) -> Result<(), String> {
     let dev = info.path.display().to_string();
-    let model = if info.model.is_empty() {
-        "unknown model".to_string()
-    } else {
-        info.model.clone()
-    };
-    let parts = if info.partitions.is_empty() {
-        "no partitions".to_string()
-    } else {
-        format!("partitions {}", info.partitions.join(", "))
-    };
-    let what = format!("{dev} ({model}, {}, {parts})", format_size(info.size_bytes));
+    let what = info.describe();
     let mut ask = |question: String| {
         let _ = write!(prompt, "blockwise: {question}");
         let _ = prompt.flush();

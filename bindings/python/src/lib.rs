@@ -1,5 +1,5 @@
 //! The native part of the Python package `blockwise`: `plan`, `build` and `verify` on top of
-//! `blockwise-host`, returning the CLI's JSON as Python objects and raising one exception
+//! `blockwise-host`, `write` on top of `blockwise-flash`, returning the CLI's JSON as Python objects and raising one exception
 //! class per error kind. The Python side (`python/blockwise`) re-exports it, adds the stubs and
 //! `python -m blockwise`.
 //!
@@ -34,6 +34,12 @@ create_exception!(
     UnsupportedError,
     PyException,
     "The input is valid, but blockwise does not handle it."
+);
+create_exception!(
+    blockwise,
+    UnsafeTargetError,
+    PyException,
+    "`write` refused the target before writing anything: mounted, swap, held, read-only, the running system, a partition without `partition_ok=True`, a non-removable disk without `yes=True`, too small, busy, or neither a block device nor a regular file."
 );
 
 /// How often a long operation takes the GIL back to report progress and check for Ctrl-C.
@@ -95,7 +101,9 @@ fn host_error(py: Python<'_>, e: blockwise_host::Error, pending: Option<PyErr>) 
     }
     let message = e.to_string();
     match &e {
-        E::Io { path, source } => os_error(py, Some(path), message, source.raw_os_error()),
+        E::Io { path, source } | E::Write { path, source } => {
+            os_error(py, Some(path), message, source.raw_os_error())
+        }
         E::NotUsable { path, .. } | E::Changed { path, .. } => {
             os_error(py, Some(path), message, None)
         }
@@ -483,6 +491,397 @@ fn verify(
     to_python(py, &v)
 }
 
+/// An `OSError` whose message keeps blockwise's wording (offset, bytes written) next to the
+/// errno and the file name.
+fn os_error_msg(path: &Path, message: String, errno: Option<i32>) -> PyErr {
+    let filename = path.display().to_string();
+    match errno {
+        Some(code) => PyOSError::new_err((code, message, filename)),
+        None => PyOSError::new_err((EIO, message, filename)),
+    }
+}
+
+/// The errno of a device failure that came without one (a read-back mismatch).
+const EIO: i32 = 5;
+
+/// Why a write failed, before it becomes a Python exception.
+enum WriteFailure {
+    /// Building a spec source failed.
+    Host(blockwise_host::Error),
+    /// Opening an image source failed.
+    Open(blockwise_flash::OpenError),
+    /// Inspecting the target failed.
+    Inspect(std::io::Error),
+    /// Creating the work directory of a spec build failed.
+    WorkDir(PathBuf, std::io::Error),
+    /// The writer (or the target's opening) failed or refused.
+    Flash(blockwise_flash::Error),
+    /// Stopped by a progress callback or Ctrl-C.
+    Cancelled,
+}
+
+impl From<blockwise_flash::Refusal> for WriteFailure {
+    fn from(r: blockwise_flash::Refusal) -> Self {
+        WriteFailure::Flash(r.into())
+    }
+}
+
+/// The write's progress: `(done, total)` bytes of the writing phase to the Python callback,
+/// at most every [`POLL`] (always the first and the last), and Ctrl-C checks; the first
+/// exception either raises sets `cancel`.
+struct WriteProgress<'a> {
+    callback: Option<Py<PyAny>>,
+    cancel: &'a std::sync::atomic::AtomicBool,
+    writing: bool,
+    done: u64,
+    total: u64,
+    reported: Option<(u64, u64)>,
+    last_poll: Instant,
+    error: Option<PyErr>,
+}
+
+impl WriteProgress<'_> {
+    fn poll(&mut self, force: bool) {
+        if self.error.is_some() || (!force && self.last_poll.elapsed() < POLL) {
+            return;
+        }
+        self.last_poll = Instant::now();
+        let now = (self.done, self.total);
+        let result = Python::with_gil(|py| -> PyResult<()> {
+            py.check_signals()?;
+            if let (Some(cb), true) = (&self.callback, self.writing) {
+                if self.reported != Some(now) {
+                    self.reported = Some(now);
+                    cb.call1(py, now)?;
+                }
+            }
+            Ok(())
+        });
+        if let Err(e) = result {
+            self.error = Some(e);
+            self.cancel
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    fn event(&mut self, e: blockwise_flash::Event) {
+        use blockwise_flash::Event;
+        match e {
+            Event::Writing { total } => {
+                self.writing = true;
+                self.total = total.unwrap_or(0);
+                self.done = 0;
+                self.poll(true);
+            }
+            Event::Written(n) => {
+                self.done = if self.total > 0 { n.min(self.total) } else { n };
+                self.poll(false);
+            }
+            Event::Syncing => {
+                if self.total == 0 {
+                    self.total = self.done;
+                }
+                self.done = self.total;
+                self.poll(true);
+                self.writing = false;
+            }
+            // The read-back cannot be stopped half-way; a Ctrl-C meanwhile is raised by
+            // Python once `write` returns.
+            Event::Verifying { .. } | Event::Verified(_) => {}
+        }
+    }
+}
+
+/// What `write` is given as its source.
+enum WriteSource {
+    Spec(SpecFile),
+    Image(PathBuf),
+}
+
+/// What `write` needs besides the source, collected while the GIL is held.
+struct WriteArgs {
+    target: PathBuf,
+    bmap: Option<PathBuf>,
+    opts: blockwise_flash::Options,
+    direct: bool,
+    yes: bool,
+    partition_ok: bool,
+}
+
+/// A unique work directory for a spec build (mke2fs temp files), removed on drop.
+struct WorkDir(PathBuf);
+
+impl WorkDir {
+    fn new() -> std::io::Result<Self> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("blockwise-py-write-{}-{n}", std::process::id()));
+        std::fs::create_dir(&dir)?;
+        Ok(WorkDir(dir))
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The CLI's `write` steps, in its order: inspect and check the target, build or open the
+/// source, the size and confirmation checks, open, the read-only check, write. Runs without
+/// the GIL. Returns the outcome, whether O_DIRECT was used, and warnings to show.
+fn write_steps(
+    src: &mut WriteSource,
+    a: &WriteArgs,
+    build_progress: &mut PyProgress,
+    progress: &mut WriteProgress<'_>,
+) -> Result<(blockwise_flash::Outcome, bool, Vec<String>), WriteFailure> {
+    use blockwise_flash::{MapSource, Refusal, Source, Target, TargetKind};
+    let info = match blockwise_flash::inspect(&a.target) {
+        Ok(i) => i,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(WriteFailure::Inspect(e)),
+    };
+    if let Some(info) = &info {
+        blockwise_flash::check(info, a.partition_ok)?;
+    }
+    let mut warnings = Vec::new();
+    let mut work = None;
+    let built;
+    let mut opened;
+    let mut spec_source;
+    let source: &mut dyn Source = match src {
+        WriteSource::Spec(sf) => {
+            let dir = WorkDir::new().map_err(|e| WriteFailure::WorkDir(std::env::temp_dir(), e))?;
+            let dir = work.insert(dir);
+            built = build_with_progress(sf, &dir.0, build_progress).map_err(WriteFailure::Host)?;
+            warnings.extend(built.warnings.iter().cloned());
+            spec_source = MapSource::new(
+                built.image.reader(&built.content),
+                built.image.mapped_ranges(),
+            );
+            &mut spec_source
+        }
+        WriteSource::Image(path) => {
+            opened =
+                blockwise_flash::open_image(path, a.bmap.as_deref()).map_err(WriteFailure::Open)?;
+            &mut *opened.source
+        }
+    };
+    if let (Some(info), Some(size)) = (&info, source.size()) {
+        if size > info.size_bytes {
+            return Err(Refusal::TooSmall {
+                dev: info.path.display().to_string(),
+                dev_bytes: info.size_bytes,
+                image_bytes: size,
+            }
+            .into());
+        }
+    }
+    // The CLI's rule without a terminal to type the name on: a non-removable disk needs `yes`.
+    if let Some(info) = &info {
+        if !info.removable && !a.yes {
+            return Err(Refusal::NotConfirmed(format!(
+                "{} is not a removable disk: pass yes=True to write to it anyway",
+                info.describe()
+            ))
+            .into());
+        }
+    }
+    let mode = if a.direct {
+        blockwise_flash::DirectMode::Require
+    } else {
+        blockwise_flash::DirectMode::Prefer
+    };
+    let (mut target, open_warnings) = Target::open(&a.target, mode).map_err(WriteFailure::Flash)?;
+    warnings.extend(open_warnings);
+    if target.kind() != TargetKind::File && target.read_only().unwrap_or(false) {
+        return Err(Refusal::ReadOnly {
+            dev: a.target.display().to_string(),
+        }
+        .into());
+    }
+    let outcome = blockwise_flash::write(&mut target, source, &a.opts, progress.cancel, &mut |e| {
+        progress.event(e)
+    })
+    .map_err(WriteFailure::Flash)?;
+    Ok((outcome, target.is_direct(), warnings))
+}
+
+/// The Python exception for a failed write. `pending` (a callback's exception or
+/// `KeyboardInterrupt`) wins.
+fn write_error(
+    py: Python<'_>,
+    e: WriteFailure,
+    pending: Option<PyErr>,
+    source: &Path,
+    target: &Path,
+) -> PyErr {
+    use blockwise_flash::{Error as F, OpenError, SourceError};
+    if let Some(err) = pending {
+        return err;
+    }
+    match e {
+        WriteFailure::Host(e) => host_error(py, e, None),
+        WriteFailure::Cancelled => pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted"),
+        WriteFailure::Inspect(io) => {
+            let message = format!("{}: {io}", target.display());
+            os_error_msg(target, message, io.raw_os_error())
+        }
+        WriteFailure::WorkDir(dir, io) => {
+            let message = format!("{}: {io}", dir.display());
+            os_error_msg(&dir, message, io.raw_os_error())
+        }
+        WriteFailure::Open(e) => {
+            let message = e.to_string();
+            match &e {
+                OpenError::Io { path, source } => {
+                    os_error_msg(path, message, source.raw_os_error())
+                }
+                _ => CorruptImageError::new_err(message),
+            }
+        }
+        WriteFailure::Flash(e) => {
+            let message = e.to_string();
+            match &e {
+                F::Refused(_) => UnsafeTargetError::new_err(message),
+                F::Open { path, source } => os_error_msg(path, message, source.raw_os_error()),
+                F::Write { source, .. } | F::Sync { source, .. } | F::VerifyRead { source, .. } => {
+                    os_error_msg(target, message, source.raw_os_error())
+                }
+                F::ShortWrite { .. } => os_error_msg(target, message, Some(28)), // ENOSPC
+                F::VerifyMismatch { .. } => os_error_msg(target, message, None),
+                F::Source {
+                    source: SourceError::Io(io),
+                    ..
+                } => os_error_msg(source, message, io.raw_os_error()),
+                F::Source { .. } => CorruptImageError::new_err(message),
+                F::Options(_) => spec_error(py, "chunk", message),
+                F::Alloc { .. } => pyo3::exceptions::PyMemoryError::new_err(message),
+                _ => os_error_msg(target, message, None),
+            }
+        }
+    }
+}
+
+/// Writes an image file (raw or .xz/.gz/.zst/.bz2, with a bmap beside it or given), a spec
+/// file (`.toml`) or a spec dict to a block device or regular file, as the CLI's
+/// `write --json` prints it.
+#[pyfunction]
+#[pyo3(signature = (
+    source, target, verify=true, progress=None, *, yes=false, partition_ok=false, bmap=None,
+    chunk=None, zero_holes=false, discard=false, direct=false, base_dir=None
+))]
+#[allow(clippy::too_many_arguments)]
+fn write(
+    py: Python<'_>,
+    source: &Bound<'_, PyAny>,
+    target: PathBuf,
+    verify: bool,
+    progress: Option<Py<PyAny>>,
+    yes: bool,
+    partition_ok: bool,
+    bmap: Option<PathBuf>,
+    chunk: Option<&Bound<'_, PyAny>>,
+    zero_holes: bool,
+    discard: bool,
+    direct: bool,
+    base_dir: Option<PathBuf>,
+) -> PyResult<PyObject> {
+    let chunk = match chunk {
+        None => 4 << 20,
+        Some(v) => size_arg(py, "chunk", v)?,
+    };
+    if chunk == 0 {
+        return Err(spec_error(py, "chunk", "chunk: must not be 0".into()));
+    }
+    let (mut src, source_path, source_name) = if source.downcast::<PyMapping>().is_ok() {
+        let Loaded { file, source } = load_spec(py, source, base_dir)?;
+        (WriteSource::Spec(file), PathBuf::from(&source), source)
+    } else {
+        let path: PathBuf = source.extract().map_err(|_| {
+            pyo3::exceptions::PyTypeError::new_err(format!(
+                "source must be a path (str or os.PathLike) to an image or spec file, or a spec dict, not {}",
+                source
+                    .get_type()
+                    .name()
+                    .map_or_else(|_| "?".to_string(), |n| n.to_string())
+            ))
+        })?;
+        if !path.exists() {
+            let message = format!("{}: no such file", path.display());
+            return Err(os_error_msg(&path, message, Some(2))); // ENOENT
+        }
+        let name = path.display().to_string();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let mut file = SpecFile::load(&path).map_err(|e| host_error(py, e, None))?;
+            if let Some(b) = base_dir {
+                file.base_dir = b;
+            }
+            (WriteSource::Spec(file), path, name)
+        } else {
+            (WriteSource::Image(path.clone()), path, name)
+        }
+    };
+    let args = WriteArgs {
+        target,
+        bmap,
+        opts: blockwise_flash::Options::default()
+            .chunk(chunk)
+            .zero_holes(zero_holes)
+            .discard(discard)
+            .verify(verify),
+        direct,
+        yes,
+        partition_ok,
+    };
+    let cancel = std::sync::atomic::AtomicBool::new(false);
+    let mut build_progress = PyProgress::new(None);
+    let mut p = WriteProgress {
+        callback: progress,
+        cancel: &cancel,
+        writing: false,
+        done: 0,
+        total: 0,
+        reported: None,
+        last_poll: Instant::now(),
+        error: None,
+    };
+    let result = py.allow_threads(|| {
+        let r = write_steps(&mut src, &args, &mut build_progress, &mut p);
+        match r {
+            Ok((out, ..)) if out.interrupted => Err(WriteFailure::Cancelled),
+            other => other,
+        }
+    });
+    let pending = p.error.take().or_else(|| build_progress.error.take());
+    match result {
+        Ok((outcome, direct, warnings)) => {
+            if let Some(err) = pending {
+                return Err(err);
+            }
+            let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
+            for w in &warnings {
+                PyErr::warn(
+                    py,
+                    &category,
+                    &std::ffi::CString::new(w.replace('\0', " "))?,
+                    1,
+                )?;
+            }
+            let v = blockwise_flash::write_json(
+                &outcome,
+                &source_name,
+                &args.target.display().to_string(),
+                direct,
+            );
+            to_python(py, &v)
+        }
+        Err(e) => Err(write_error(py, e, pending, &source_path, &args.target)),
+    }
+}
+
 /// The module `blockwise._native`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -490,21 +889,25 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(build, m)?)?;
     m.add_function(wrap_pyfunction!(verify, m)?)?;
+    m.add_function(wrap_pyfunction!(write, m)?)?;
     let spec_error = py.get_type::<SpecError>();
     // The class default, so `.key` exists on every instance.
     spec_error.setattr("key", "")?;
     m.add("SpecError", spec_error)?;
     m.add("CorruptImageError", py.get_type::<CorruptImageError>())?;
     m.add("UnsupportedError", py.get_type::<UnsupportedError>())?;
+    m.add("UnsafeTargetError", py.get_type::<UnsafeTargetError>())?;
     m.add(
         "__all__",
         [
             "CorruptImageError",
             "SpecError",
+            "UnsafeTargetError",
             "UnsupportedError",
             "build",
             "plan",
             "verify",
+            "write",
         ],
     )?;
     Ok(())

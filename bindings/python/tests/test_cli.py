@@ -1,4 +1,4 @@
-"""python -m blockwise: the CLI's plan, build and verify, with its exit codes."""
+"""python -m blockwise: the CLI's plan, build, verify and write, with its exit codes."""
 
 from __future__ import annotations
 
@@ -50,3 +50,22 @@ def test_errors_exit_2(tmp_path: pathlib.Path) -> None:
     assert r.returncode == 2 and "missing.img" in r.stderr
     r = run("plan")
     assert r.returncode == 2
+
+
+def test_write(tmp_path: pathlib.Path) -> None:
+    spec = tmp_path / "small.toml"
+    spec.write_text('[image]\nsize = "64MiB"\n[[partition]]\nfs = "fat32"\nsize = "fill"\n')
+    out = tmp_path / "out.img"
+    r = run("write", str(spec), str(out), "--verify", "--json")
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["target"] == str(out) and result["verified"] is True
+    assert result["interrupted"] is False
+    r = run("write", str(spec), str(out), "--no-verify")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("wrote ") and "verified" not in r.stdout
+    # A refused target and a missing source exit 2.
+    r = run("write", str(spec), str(tmp_path))
+    assert r.returncode == 2 and "neither a block device nor a regular file" in r.stderr
+    r = run("write", str(tmp_path / "missing.img"), str(out))
+    assert r.returncode == 2 and "missing.img" in r.stderr

@@ -13,6 +13,7 @@
 //!   BLKRRPART, read-back verify, [`Stats`], cancellation through an `AtomicBool`;
 //! - [`inspect`] and [`check`]: the refusals (mounted, swap, holders, `/`, read-only,
 //!   partition) before anything is written;
+//! - [`write_json`]: the JSON of an [`Outcome`] (the CLI's `--json`, Python's `write`);
 //! - [`FaultDevice`]: a fault-injecting, alignment-checking [`Device`] for tests.
 //!
 //! This is the only crate of the workspace with `unsafe` (aligned buffers and ioctls); every
@@ -37,6 +38,7 @@ mod buf;
 mod device;
 mod error;
 mod fault;
+mod json;
 mod safety;
 mod source;
 mod target;
@@ -53,6 +55,7 @@ pub use buf::AlignedBuf;
 pub use device::Device;
 pub use error::{Error, Refusal, SourceError};
 pub use fault::{Fault, FaultDevice};
+pub use json::write_json;
 pub use safety::{check, inspect, parse_mountinfo, sysfs_of, DeviceInfo};
 pub use source::{
     bmap_beside, data_ranges, open_image, Compression, ImageFile, MapSource, MemSource, OpenError,

@@ -45,6 +45,28 @@ pub struct DeviceInfo {
     pub partitions: Vec<String>,
 }
 
+impl DeviceInfo {
+    /// For a question or a refusal: `/dev/sdb (ACME Stick, 29.7 GiB, partitions sdb1, sdb2)`.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        let model = if self.model.is_empty() {
+            "unknown model".to_string()
+        } else {
+            self.model.clone()
+        };
+        let parts = if self.partitions.is_empty() {
+            "no partitions".to_string()
+        } else {
+            format!("partitions {}", self.partitions.join(", "))
+        };
+        format!(
+            "{} ({model}, {}, {parts})",
+            self.path.display(),
+            blockwise_geometry::format_size(self.size_bytes)
+        )
+    }
+}
+
 fn read_trim(p: &Path) -> Option<String> {
     fs::read_to_string(p).ok().map(|s| s.trim().to_string())
 }

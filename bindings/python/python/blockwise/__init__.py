@@ -1,4 +1,4 @@
-"""Flash-aligned disk images built in userspace: plan, build and verify from Python.
+"""Flash-aligned disk images built in userspace: plan, build, verify and write from Python.
 
 The functions mirror the ``blockwise`` command line and return what its ``--json`` prints::
 
@@ -10,24 +10,33 @@ The functions mirror the ``blockwise`` command line and return what its ``--json
 to a spec file (relative ``contents``/``source`` paths are resolved against the spec file's
 directory, or against ``base_dir=``/the current directory for dicts and strings).
 
+``write(source, target)`` flashes an image file, a spec file or a spec dict to a block device
+or regular file (``blockwise write --json``); a non-removable disk needs ``yes=True`` and a
+partition ``partition_ok=True``.
+
 Errors: :class:`SpecError` (a ``ValueError`` with ``.key``), :class:`CorruptImageError`,
-:class:`UnsupportedError`, and ``OSError`` (with ``errno`` and ``filename``) for I/O.
+:class:`UnsupportedError`, :class:`UnsafeTargetError` (``write`` refused the target), and
+``OSError`` (with ``errno`` and ``filename``) for I/O and device failures.
 """
 
 from blockwise._native import (
     CorruptImageError,
     SpecError,
+    UnsafeTargetError,
     UnsupportedError,
     build,
     plan,
     verify,
+    write,
 )
 
 __all__ = [
     "CorruptImageError",
     "SpecError",
+    "UnsafeTargetError",
     "UnsupportedError",
     "build",
     "plan",
     "verify",
+    "write",
 ]

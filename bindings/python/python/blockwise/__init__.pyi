@@ -1,17 +1,21 @@
-"""Flash-aligned disk images built in userspace: plan, build and verify from Python."""
+"""Flash-aligned disk images built in userspace: plan, build, verify and write from Python."""
 
 from blockwise._native import CorruptImageError as CorruptImageError
 from blockwise._native import SpecError as SpecError
+from blockwise._native import UnsafeTargetError as UnsafeTargetError
 from blockwise._native import UnsupportedError as UnsupportedError
 from blockwise._native import build as build
 from blockwise._native import plan as plan
 from blockwise._native import verify as verify
+from blockwise._native import write as write
 
 __all__ = [
     "CorruptImageError",
     "SpecError",
+    "UnsafeTargetError",
     "UnsupportedError",
     "build",
     "plan",
     "verify",
+    "write",
 ]

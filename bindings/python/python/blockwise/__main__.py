@@ -1,7 +1,8 @@
-"""``python -m blockwise``: the command line's plan, build and verify, on the Python API.
+"""``python -m blockwise``: the command line's plan, build, verify and write, on the Python API.
 
 Exit codes as in the CLI: 0 success/aligned, 1 verify found errors, 2 bad usage, bad spec,
-unreadable or unrecognised input.
+unreadable or unrecognised input, a refused target; 3 the target failed mid-write; 130
+interrupted.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import blockwise
 
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
+EXIT_DEVICE = 3
+EXIT_INTERRUPTED = 130
 
 
 def _size(n: int) -> str:
@@ -72,6 +75,17 @@ def _progress(quiet: bool) -> Optional[Any]:
     return show
 
 
+def _write_summary(r: dict[str, Any]) -> str:
+    c = r["chunk_mb_per_s"]
+    verified = f", verified at {r['verify_mb_per_s']:.1f} MB/s" if r["verified"] else ""
+    return (
+        f"wrote {_size(r['bytes_written'])} of {r['source']} to {r['target']} in "
+        f"{r['seconds']:.2f} s: {r['mb_per_s']:.1f} MB/s (chunks {c['min']:.1f}/"
+        f"{c['median']:.1f}/{c['max']:.1f} MB/s min/median/max, fsync "
+        f"{r['fsync_seconds']:.2f} s){verified}\n"
+    )
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the command line; returns the exit code."""
     ap = argparse.ArgumentParser(
@@ -105,6 +119,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     v.add_argument("--json", action="store_true")
     v.add_argument("--sector-size", type=int)
 
+    w = sub.add_parser("write", help="write an image or a spec to a block device or file")
+    w.add_argument("source", type=pathlib.Path, help="image (.img, .img.xz/.gz/.zst/.bz2) or spec (.toml)")
+    w.add_argument("target", type=pathlib.Path, help="block device or regular file")
+    w.add_argument("--bmap", type=pathlib.Path, metavar="FILE")
+    w.add_argument("--chunk", default="4MiB", metavar="SIZE")
+    w.add_argument("--zero-holes", action="store_true")
+    w.add_argument("--discard", action="store_true")
+    wv = w.add_mutually_exclusive_group()
+    wv.add_argument("--verify", action="store_true", help="read back and compare (default on a terminal)")
+    wv.add_argument("--no-verify", action="store_true")
+    w.add_argument("--direct", action="store_true", help="fail instead of falling back to buffered writes")
+    w.add_argument("--yes", action="store_true", help="needed for a non-removable disk")
+    w.add_argument("--partition-ok", action="store_true", help="allow a partition as target")
+    w.add_argument("--json", action="store_true")
+    w.add_argument("-q", "--quiet", action="store_true", help="no progress")
+
     a = ap.parse_args(argv)
     try:
         if a.cmd == "plan":
@@ -123,23 +153,52 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             for w in result.get("warnings", []):
                 print(f"blockwise: warning: {w}", file=sys.stderr)
             code = 0
+        elif a.cmd == "write":
+            verify = a.verify or (not a.no_verify and sys.stdin.isatty() and sys.stderr.isatty())
+            result = blockwise.write(
+                a.source,
+                a.target,
+                verify,
+                _progress(a.quiet or a.json),
+                yes=a.yes,
+                partition_ok=a.partition_ok,
+                bmap=a.bmap,
+                chunk=a.chunk,
+                zero_holes=a.zero_holes,
+                discard=a.discard,
+                direct=a.direct,
+            )
+            if not a.quiet and not a.json:
+                for n in result["notes"]:
+                    print(f"blockwise: {n}", file=sys.stderr)
+            code = 0
         else:
             result = blockwise.verify(
                 a.source, a.erase_block, strict=a.strict, sector_size=a.sector_size
             )
             errors = [f for f in result["findings"] if f["severity"] == "error"]
             code = EXIT_FINDINGS if errors else 0
-    except (blockwise.SpecError, blockwise.CorruptImageError, blockwise.UnsupportedError) as e:
+    except (
+        blockwise.SpecError,
+        blockwise.CorruptImageError,
+        blockwise.UnsupportedError,
+        blockwise.UnsafeTargetError,
+    ) as e:
         print(f"blockwise {a.cmd}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as e:
         print(f"blockwise {a.cmd}: error: {e}", file=sys.stderr)
+        # The target failing mid-write is 3, as in the CLI; unreadable input is 2.
+        if a.cmd == "write" and e.filename == str(a.target):
+            return EXIT_DEVICE
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"blockwise {a.cmd}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     if a.json:
         print(json.dumps(result, indent=2))
+    elif a.cmd == "write":
+        print(_write_summary(result), end="")
     else:
         print(_human(result), end="")
     return code

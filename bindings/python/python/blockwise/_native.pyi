@@ -12,10 +12,12 @@ _StrPath = Union[str, os.PathLike[str]]
 __all__ = [
     "CorruptImageError",
     "SpecError",
+    "UnsafeTargetError",
     "UnsupportedError",
     "build",
     "plan",
     "verify",
+    "write",
 ]
 
 class SpecError(ValueError):
@@ -29,6 +31,11 @@ class CorruptImageError(Exception):
 
 class UnsupportedError(Exception):
     """The input is valid, but blockwise does not handle it."""
+
+class UnsafeTargetError(Exception):
+    """``write`` refused the target before writing anything (mounted, swap, held, read-only,
+    the running system, a partition without ``partition_ok=True``, a non-removable disk
+    without ``yes=True``, too small, busy, or neither a block device nor a regular file)."""
 
 def plan(spec: _Spec, *, base_dir: _StrPath | None = None) -> dict[str, Any]:
     """The aligned layout ``spec`` produces, as ``blockwise plan --json`` prints it."""
@@ -55,3 +62,26 @@ def verify(
     sector_size: int | None = None,
 ) -> dict[str, Any]:
     """Alignment and consistency report, as ``blockwise verify --json`` prints it."""
+
+def write(
+    source: Union[Mapping[str, Any], _StrPath],
+    target: _StrPath,
+    verify: bool = True,
+    progress: Callable[[int, int], object] | None = None,
+    *,
+    yes: bool = False,
+    partition_ok: bool = False,
+    bmap: _StrPath | None = None,
+    chunk: int | str | None = None,
+    zero_holes: bool = False,
+    discard: bool = False,
+    direct: bool = False,
+    base_dir: _StrPath | None = None,
+) -> dict[str, Any]:
+    """Writes an image file (raw, .xz, .gz, .zst or .bz2), a spec file (``.toml``) or a spec
+    dict to a block device or regular file, as ``blockwise write --json`` prints it.
+
+    ``progress(done, total)`` is called with bytes written; an exception it raises (or
+    Ctrl-C) stops the write after the current chunk, with block 0 unwritten, and is
+    re-raised.
+    """

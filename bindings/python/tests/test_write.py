@@ -1,0 +1,341 @@
+"""write: an image to a regular file and to loop devices, a spec dict as source, the safety
+refusals (too small, read-only, partition, non-removable without yes), progress and
+cancelling, OS errors."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import blockwise
+
+SMALL = {
+    "image": {"size": "64MiB", "seed": 7, "timestamp": 1700000000},
+    "partition": [{"fs": "fat32", "size": "fill", "label": "SMALL"}],
+}
+
+KEYS = {
+    "source",
+    "target",
+    "image_bytes",
+    "mapped_bytes",
+    "bytes_written",
+    "offset_reached",
+    "seconds",
+    "mb_per_s",
+    "chunk_mb_per_s",
+    "fsync_seconds",
+    "verified",
+    "verify_mb_per_s",
+    "direct",
+    "interrupted",
+    "notes",
+}
+
+
+def data_ranges(path: pathlib.Path) -> list[tuple[int, int]]:
+    """The data ranges of a sparse file (SEEK_DATA/SEEK_HOLE)."""
+    out = []
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        pos = 0
+        while pos < size:
+            try:
+                start = os.lseek(f.fileno(), pos, os.SEEK_DATA)
+            except OSError:
+                break
+            end = os.lseek(f.fileno(), start, os.SEEK_HOLE)
+            out.append((start, end))
+            pos = end
+    return out
+
+
+def read_at(path: pathlib.Path | str, offset: int, size: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read(size)
+
+
+def assert_same_where_mapped(image: pathlib.Path, target: pathlib.Path | str) -> None:
+    ranges = data_ranges(image)
+    assert ranges, "the image has no data"
+    for start, end in ranges:
+        pos = start
+        while pos < end:
+            n = min(end - pos, 4 << 20)
+            assert read_at(image, pos, n) == read_at(target, pos, n), f"differs in [{pos}, {pos + n})"
+            pos += n
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    out = tmp_path_factory.mktemp("img") / "small.img"
+    blockwise.build(SMALL, out)
+    return out
+
+
+def sha256(path: pathlib.Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def test_write_image_to_a_new_file(image: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    target = tmp_path / "out.img"
+    r = blockwise.write(image, target, verify=True)
+    assert set(r) == KEYS
+    assert r["source"] == str(image) and r["target"] == str(target)
+    assert r["verified"] is True and r["interrupted"] is False
+    assert r["verify_mb_per_s"] is not None
+    assert r["image_bytes"] == image.stat().st_size == target.stat().st_size
+    assert 0 < r["mapped_bytes"] <= r["bytes_written"]
+    assert sha256(image) == sha256(target)
+    assert blockwise.verify(target)["aligned"] is True
+
+
+def test_write_keeps_holes_and_is_identical_where_mapped(
+    image: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    target = tmp_path / "old.img"
+    target.write_bytes(b"\xee" * (80 << 20))
+    r = blockwise.write(str(image), str(target), chunk="1MiB")
+    assert r["verified"] is True
+    assert_same_where_mapped(image, target)
+    assert any("holes" in n for n in r["notes"]), r["notes"]
+    # The middle of the image's largest hole keeps the old bytes.
+    ranges = data_ranges(image) + [(image.stat().st_size, 0)]
+    gap, end = max((b[0] - a[1], a[1]) for a, b in zip(ranges, ranges[1:]))
+    assert gap >= 1 << 20
+    assert read_at(target, end + gap // 2, 4096) == b"\xee" * 4096
+
+
+def test_write_spec_dict(image: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    target = tmp_path / "spec.img"
+    r = blockwise.write(SMALL, target, verify=False)
+    assert r["source"] == "<dict>" and r["verified"] is False and r["verify_mb_per_s"] is None
+    # The same spec built to a file gives the same bytes (seed and timestamp fixed).
+    assert sha256(image) == sha256(target)
+
+
+def test_write_spec_file(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "boot").mkdir()
+    (tmp_path / "boot" / "config.txt").write_text("arm_64bit=1\n")
+    spec = tmp_path / "sd.toml"
+    spec.write_text(
+        '[image]\nsize = "64MiB"\n[[partition]]\nfs = "fat32"\nsize = "fill"\ncontents = "boot"\n'
+    )
+    r = blockwise.write(spec, tmp_path / "sd.img")
+    assert r["source"] == str(spec) and r["verified"] is True
+    assert blockwise.verify(tmp_path / "sd.img")["aligned"] is True
+
+
+def test_progress_callbacks_arrive(image: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    calls: list[tuple[int, int]] = []
+    r = blockwise.write(image, tmp_path / "p.img", progress=lambda d, t: calls.append((d, t)))
+    assert len(calls) >= 2
+    total = calls[0][1]
+    assert total == r["mapped_bytes"] > 0
+    assert calls[0] == (0, total) and calls[-1] == (total, total)
+    assert all(t == total for _, t in calls)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+
+class Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("after", [0, 1])
+def test_raising_progress_cancels_with_block_0_unwritten(
+    image: pathlib.Path, tmp_path: pathlib.Path, after: int
+) -> None:
+    target = tmp_path / "t.img"
+    old = b"\xab" * (72 << 20)
+    target.write_bytes(old)
+    calls = []
+
+    def progress(done: int, total: int) -> None:
+        calls.append(done)
+        if len(calls) > after:
+            raise Stop(f"stop at {done}/{total}")
+
+    with pytest.raises(Stop):
+        blockwise.write(image, target, progress=progress, chunk="64KiB")
+    assert len(calls) == after + 1
+    # LBA 0 (and the GPT/MBR head) is written last: still the old bytes.
+    assert read_at(target, 0, 512) == old[:512]
+
+
+def test_keyboard_interrupt_cancels(image: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    target = tmp_path / "t.img"
+    target.write_bytes(b"\xab" * 4096)
+
+    def progress(done: int, total: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        blockwise.write(image, target, progress=progress)
+    assert read_at(target, 0, 512) == b"\xab" * 512
+
+
+def test_ctrl_c_cancels(tmp_path: pathlib.Path) -> None:
+    # A real SIGINT, sent by another thread while the write runs without the GIL: the write
+    # notices it at its next progress poll, stops before block 0 and raises KeyboardInterrupt.
+    source = tmp_path / "big.img"
+    source.write_bytes(b"\x5a" * (256 << 20))
+    target = tmp_path / "t.img"
+    target.write_bytes(b"\xab" * 4096)
+    timers: list[threading.Timer] = []
+
+    def progress(done: int, total: int) -> None:
+        if not timers:
+            timers.append(threading.Timer(0.001, os.kill, (os.getpid(), signal.SIGINT)))
+            timers[0].start()
+
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            blockwise.write(source, target, progress=progress, chunk="64KiB")
+    finally:
+        signal.signal(signal.SIGINT, old)
+        for t in timers:
+            t.join()
+    assert read_at(target, 0, 512) == b"\xab" * 512
+
+
+def test_writes_in_two_threads(image: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    errors: list[BaseException] = []
+    ticks: list[int] = []
+
+    def run(i: int) -> None:
+        try:
+            blockwise.write(image, tmp_path / f"t{i}.img", progress=lambda d, t: ticks.append(i))
+        except BaseException as e:  # noqa: BLE001 - collected and re-raised below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert set(ticks) == {0, 1}
+    assert sha256(tmp_path / "t0.img") == sha256(tmp_path / "t1.img") == sha256(image)
+
+
+def test_os_errors(image: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    with pytest.raises(FileNotFoundError) as e:
+        blockwise.write(tmp_path / "missing.img", tmp_path / "out.img")
+    assert e.value.errno == errno.ENOENT and e.value.filename == str(tmp_path / "missing.img")
+    target = tmp_path / "no" / "dir" / "out.img"
+    with pytest.raises(OSError) as oe:
+        blockwise.write(image, target)
+    assert oe.value.errno == errno.ENOENT and oe.value.filename == str(target)
+    with pytest.raises(TypeError):
+        blockwise.write(42, tmp_path / "out.img")  # type: ignore[arg-type]
+
+
+def test_a_directory_is_refused(image: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    with pytest.raises(blockwise.UnsafeTargetError) as e:
+        blockwise.write(image, tmp_path)
+    assert str(tmp_path) in str(e.value)
+
+
+def test_bad_chunk_is_a_spec_error(image: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    with pytest.raises(blockwise.SpecError) as e:
+        blockwise.write(image, tmp_path / "o.img", chunk="1000")
+    assert e.value.key == "chunk"
+
+
+# --- loop devices (root) ---------------------------------------------------------------
+
+
+def need_root_losetup() -> str:
+    if os.geteuid() != 0:
+        pytest.skip("loop devices need root (losetup); run test.sh as root to include them")
+    path = shutil.which("losetup") or shutil.which("losetup", path="/usr/sbin:/sbin")
+    if path is None:
+        pytest.skip("losetup is not installed")
+    return path
+
+
+@contextlib.contextmanager
+def loop(backing: pathlib.Path, *flags: str) -> Iterator[str]:
+    """Attaches `backing` to a free loop device (`losetup -f --show`), detaches after."""
+    losetup = need_root_losetup()
+    r = subprocess.run([losetup, "-f", "--show", *flags, str(backing)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"losetup failed: {r.stderr.strip()}")
+    dev = r.stdout.strip()
+    try:
+        yield dev
+    finally:
+        subprocess.run([losetup, "-d", dev], check=False)
+
+
+def backing(tmp_path: pathlib.Path, size: int, fill: bytes = b"\xee") -> pathlib.Path:
+    f = tmp_path / "backing.bin"
+    f.write_bytes(fill * size)
+    return f
+
+
+def test_write_to_a_loop_device(image: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    need_root_losetup()
+    with loop(backing(tmp_path, 96 << 20)) as dev:
+        # A loop device is not removable: refused without yes=True, nothing written.
+        with pytest.raises(blockwise.UnsafeTargetError) as e:
+            blockwise.write(image, dev)
+        assert "yes=True" in str(e.value) and dev in str(e.value)
+        assert read_at(dev, 0, 512) == b"\xee" * 512
+        calls: list[tuple[int, int]] = []
+        r = blockwise.write(image, dev, yes=True, progress=lambda d, t: calls.append((d, t)))
+        assert r["target"] == dev and r["verified"] is True and r["interrupted"] is False
+        assert calls and calls[-1][0] == calls[-1][1]
+        assert_same_where_mapped(image, pathlib.Path(dev))
+        assert blockwise.verify(dev)["aligned"] is True
+
+
+def test_too_small_loop_device_is_refused(image: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    need_root_losetup()
+    with loop(backing(tmp_path, 32 << 20)) as dev:
+        with pytest.raises(blockwise.UnsafeTargetError) as e:
+            blockwise.write(image, dev, yes=True)
+        assert "too small" in str(e.value)
+        assert read_at(dev, 0, 512) == b"\xee" * 512
+
+
+def test_read_only_loop_device_is_refused(image: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    need_root_losetup()
+    with loop(backing(tmp_path, 96 << 20), "-r") as dev:
+        with pytest.raises(blockwise.UnsafeTargetError) as e:
+            blockwise.write(image, dev, yes=True)
+        assert "read-only" in str(e.value)
+
+
+def test_partition_needs_partition_ok(image: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    need_root_losetup()
+    disk = tmp_path / "disk.img"
+    shutil.copyfile(image, disk)
+    with disk.open("r+b") as f:
+        f.truncate(96 << 20)
+    with loop(disk, "-P") as dev:
+        part = f"{dev}p1"
+        if not os.path.exists(part):
+            subprocess.run(["udevadm", "settle"], check=False, capture_output=True)
+        if not os.path.exists(part):
+            pytest.skip(f"{part} did not appear (no partition scan on loop devices here)")
+        with pytest.raises(blockwise.UnsafeTargetError) as e:
+            blockwise.write(image, part, yes=True)
+        assert "partition" in str(e.value)
