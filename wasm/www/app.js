@@ -60,6 +60,22 @@ for (const t of tabs) {
 }
 
 // ---------------------------------------------------------------- layout table + drawing
+const GPT_TYPES = {
+  'C12A7328-F81F-11D2-BA4B-00A0C93EC93B': 'EFI system',
+  'EBD0A0A2-B9E5-4433-87C0-68B6B72699C7': 'Microsoft basic data',
+  '0FC63DAF-8483-4772-8E79-3D69D8477DE4': 'Linux filesystem',
+  '0657FD6D-A4AB-43C4-84E5-0933C84B4F4F': 'Linux swap',
+  '4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709': 'Linux root (x86-64)',
+  'B921B045-1DF0-41C3-AF44-4C6F280D3FAE': 'Linux root (ARM64)',
+  '21686148-6449-6E6F-744E-656564454649': 'BIOS boot',
+};
+function typeOf(p) {
+  const t = String(p.type).toUpperCase();
+  if (GPT_TYPES[t]) return el('span', { title: t }, GPT_TYPES[t]);
+  if (t.length > 12) return el('span', { title: t }, `${t.slice(0, 8)}…`);
+  return p.type;
+}
+
 function fsOf(p) {
   const f = p.filesystem;
   if (!f) return p.content === 'none' ? '—' : p.content;
@@ -107,7 +123,7 @@ function layoutTable(r, e) {
     el('td', { class: 'num' }, p.index),
     el('td', { class: 'num' }, fmtSize(p.start_bytes), el('br'), el('span', { class: 'small' }, `${p.start_bytes} B`)),
     el('td', { class: 'num' }, fmtSize(p.size_bytes)),
-    el('td', {}, p.type, p.bootable ? ' *' : ''),
+    el('td', {}, typeOf(p), p.bootable ? ' *' : ''),
     el('td', {}, fsOf(p)),
     el('td', { class: 'verdict-cell' },
       el('span', { class: p.aligned ? 'aligned' : 'misaligned' }, p.aligned ? 'aligned' : 'misaligned'),
@@ -127,8 +143,9 @@ function svg(tag, attrs = {}, text) {
 
 /** The whole disk to scale, then one strip per partition: three erase blocks around its
  * start with the filesystem regions as marks; a mark off the grid is drawn red. */
-function drawing(r, e) {
-  const W = 600, barH = 26, stripH = 46, top = 18;
+function drawing(r, e, container) {
+  const avail = container && container.clientWidth ? container.clientWidth : 600;
+  const W = Math.max(300, Math.min(avail, 800)), barH = 26, stripH = 46, top = 18;
   const parts = r.partitions;
   const H = top + barH + 14 + parts.length * (stripH + 8) + 4;
   const s = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'Layout drawing: partitions on the erase-block grid' });
@@ -146,7 +163,10 @@ function drawing(r, e) {
   parts.forEach((p, i) => {
     const y = top + barH + 14 + i * (stripH + 8);
     const first = Math.floor(p.start_bytes / e) * e;
-    const span = 3 * e;
+    // Wide enough for the regions near the start (up to 8 erase blocks); the rest are listed.
+    const near = regions(p).map(([, off]) => off).filter((off) => off - first < 8 * e);
+    const blocks = Math.max(3, Math.ceil((Math.max(...near) - first) / e) + 1);
+    const span = blocks * e;
     const X = (off) => 40 + ((off - first) / span) * (W - 44);
     s.append(svg('text', { x: 0, y: y + 18, 'font-size': 12, fill: '#1d1d1f' }, `#${p.index}`));
     // The partition's body in the window.
@@ -154,10 +174,12 @@ function drawing(r, e) {
     const pe = X(Math.min(p.start_bytes + p.size_bytes, first + span));
     s.append(svg('rect', { x: 40, y, width: W - 44, height: 24, fill: '#f5f7fa', stroke: '#c4c9d0' }));
     if (pe > px) s.append(svg('rect', { x: px, y, width: pe - px, height: 24, fill: colors[i % colors.length], opacity: 0.35 }));
-    for (let k = 0; k <= 3; k++) {
+    for (let k = 0; k <= blocks; k++) {
       s.append(svg('line', { x1: X(first + k * e), x2: X(first + k * e), y1: y - 2, y2: y + 26, stroke: '#5f6368', 'stroke-dasharray': '3 2' }));
     }
-    s.append(svg('text', { x: 40, y: y + 40, 'font-size': 10, fill: '#5f6368' }, `grid: ${fmtSize(e)} erase blocks from ${fmtSize(first)}`));
+    const far = regions(p).filter(([, off]) => off > first + span)
+      .map(([name, off]) => `${name} at +${fmtSize(off - p.start_bytes)}${off % e === 0 ? ' (on the grid)' : ' (off the grid)'}`);
+    s.append(svg('text', { x: 40, y: y + 40, 'font-size': 10, fill: '#5f6368' }, `grid: ${fmtSize(e)} erase blocks from ${fmtSize(first)}${far.length ? `; ${far.join(', ')}` : ''}`));
     let labelX = -1e9;
     for (const [name, off, strict] of regions(p)) {
       if (off < first || off > first + span) continue;
@@ -165,10 +187,12 @@ function drawing(r, e) {
       const colour = onGrid ? '#1b7f3b' : (strict ? '#b3261e' : '#8a5a00');
       const x = X(off);
       s.append(svg('line', { x1: x, x2: x, y1: y, y2: y + 24, stroke: colour, 'stroke-width': 3 }));
-      const lx = Math.max(x + 3, labelX + 4);
+      const w = name.length * 6.5;
+      let lx = Math.max(x + 3, labelX + 4);
+      if (lx + w > W) lx = x - w - 3;
       const t = svg('text', { x: lx, y: y + 15, 'font-size': 11, fill: colour, 'font-weight': 600 }, name);
       s.append(t);
-      labelX = lx + name.length * 6.5;
+      labelX = lx + w;
     }
   });
   return s;
@@ -181,18 +205,25 @@ let lastFile = null;
 async function check(file) {
   lastFile = file;
   checkOut.replaceChildren(el('p', { role: 'status' }, `Checking ${file.name}…`));
-  const e = eraseOf($('#check-erase').value);
   const t0 = performance.now();
   let r;
   try {
     r = await verify(file, { eraseBlock: $('#check-erase').value, strict: $('#check-strict').checked, name: file.name });
   } catch (err) {
+    lastCheck = null;
     checkOut.replaceChildren(errorBox(err));
     window.__lastCheck = { error: err.name, message: err.message };
     return;
   }
   const ms = performance.now() - t0;
+  lastCheck = { r, file, ms };
+  renderCheck(r, file, ms);
   window.__lastCheck = { ms, bytesRead: r.stats.bytes_read, reads: r.stats.reads, aligned: r.aligned, exitCode: r.exit_code };
+}
+
+let lastCheck = null;
+function renderCheck(r, file, ms) {
+  const e = r.erase_block_bytes;
   const cls = r.exit_code !== 0 ? 'bad' : (r.aligned ? 'ok' : 'warn');
   const findings = r.findings.map((f) => el('li', { 'data-code': f.code },
     el('span', { class: `sev ${f.severity}` }, f.severity), ' ', el('code', {}, f.code), ' — ', f.message));
@@ -201,7 +232,7 @@ async function check(file) {
     el('p', { id: 'check-verdict', class: `verdict ${cls}` }, r.verdict.replace(/^verdict: /, '')),
     el('p', {}, `${file.name}: ${fmtSize(r.size_bytes)} (${r.size_bytes} bytes), ${table}, ${r.sector_bytes} B sectors, checked against a ${fmtSize(r.erase_block_bytes)} erase block.`),
     r.partitions.length ? layoutTable(r, e) : null,
-    r.partitions.length ? drawing(r, r.erase_block_bytes) : null,
+    r.partitions.length ? drawing(r, r.erase_block_bytes, checkOut) : null,
     el('h3', {}, `Findings (${r.findings.length})`),
     r.findings.length ? el('ul', { class: 'findings' }, findings) : el('p', {}, 'None.'),
     el('p', { id: 'check-stats', class: 'stats' }, `Read ${r.stats.bytes_read} bytes (${fmtSize(r.stats.bytes_read)}) in ${r.stats.reads} slices of the file, ${ms.toFixed(1)} ms.`),
@@ -209,14 +240,25 @@ async function check(file) {
   );
 }
 
-function eraseOf(text) {
-  const m = /^(\d+)\s*(KiB|MiB|GiB)?$/i.exec(text.trim());
-  if (!m) return 4 * 2 ** 20;
-  const mult = { kib: 2 ** 10, mib: 2 ** 20, gib: 2 ** 30 }[(m[2] || '').toLowerCase()] || 1;
-  return Number(m[1]) * mult;
-}
+// Drawings are made for the width at hand: redraw when it changes (a phone turned).
+let resizeTimer = 0;
+let lastWidth = window.innerWidth;
+window.addEventListener('resize', () => {
+  clearTimeout(resizeTimer);
+  resizeTimer = setTimeout(() => {
+    if (window.innerWidth === lastWidth) return;
+    lastWidth = window.innerWidth;
+    if (lastCheck) renderCheck(lastCheck.r, lastCheck.file, lastCheck.ms);
+    updatePlan();
+  }, 100);
+});
 
-$('#check-file').addEventListener('change', (ev) => { if (ev.target.files[0]) check(ev.target.files[0]); });
+$('#check-file').addEventListener('change', (ev) => {
+  const file = ev.target.files[0];
+  // Cleared, so that choosing the same file again checks it again.
+  ev.target.value = '';
+  if (file) check(file);
+});
 for (const id of ['#check-erase', '#check-strict']) $(id).addEventListener('change', () => { if (lastFile) check(lastFile); });
 
 function dropZone(zone, onDrop) {
@@ -287,7 +329,7 @@ function planView(p) {
     el('p', {}, `Disk: ${fmtSize(p.size_bytes)} (${p.size_bytes} bytes), ${table}, ${p.sector_bytes} B sectors, erase block ${fmtSize(e)}.`),
     p.gpt ? el('p', { class: 'small' }, `GPT: usable LBAs ${p.gpt.first_usable_lba}..${p.gpt.last_usable_lba}; backup header at LBA ${p.gpt.backup_header_lba}.`) : null,
     layoutTable(p, e),
-    drawing(p, e),
+    drawing(p, e, $('#plan-out')),
     ...notes,
   ];
 }
