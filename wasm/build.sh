@@ -32,7 +32,7 @@ wasm="${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/release/blockwise_wasm.
 dist="$here/dist"
 rm -rf "$dist"
 mkdir -p "$dist"
-wasm-bindgen --target web --no-typescript --out-dir "$dist/pkg" "$wasm"
+wasm-bindgen --target web --no-typescript --remove-name-section --remove-producers-section --out-dir "$dist/pkg" "$wasm"
 cp "$here"/www/* "$dist/"
 
 out="$dist/pkg/blockwise_wasm_bg.wasm"
