@@ -150,6 +150,8 @@ await step('Check: an image from `blockwise build` is aligned', async () => {
   const detail = await page.textContent('#check-out table.layout tbody tr:first-child .verdict-cell');
   assert(detail.includes('starts at 4 MiB (sector 8192)'), `detail: ${detail}`);
   assert(await page.$('#check-out svg[role=img]'), 'no drawing');
+  const marks = await page.$$eval('#check-out svg line[stroke-width="3"]', (l) => l.map((x) => x.getAttribute('stroke')));
+  assert(marks.length >= 4 && marks.every((c) => c === '#1b7f3b'), `marks: ${marks}`);
   await page.screenshot({ path: join(shots, 'check-aligned.png'), fullPage: true });
 });
 

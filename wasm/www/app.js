@@ -29,6 +29,11 @@ export function fmtSize(b) {
   return `${b} B`;
 }
 
+/** replaceChildren without the nulls of optional parts (which it would print as "null"). */
+function put(target, ...children) {
+  target.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined));
+}
+
 function errorBox(e) {
   const name = e && e.name ? e.name : 'Error';
   return el('p', { class: 'error-box', role: 'alert' }, el('strong', {}, `${name}: `), e && e.message ? e.message : String(e));
@@ -84,19 +89,20 @@ function fsOf(p) {
   return `${f.kind}${f.aligned === null ? ' (not checked)' : ''}`;
 }
 
-/** Regions inside a partition worth drawing: [name, absolute offset, must be erase-aligned]. */
+/** Regions inside a partition worth drawing: [name, offset from the start of the disk (as
+ * the plan and the report give them), must be erase-aligned]. */
 function regions(p) {
   const f = p.filesystem || {};
   const out = [['start', p.start_bytes, true]];
   if (f.fat_start_bytes !== undefined) {
-    out.push(['FAT', p.start_bytes + f.fat_start_bytes, false]);
-    out.push(['data', p.start_bytes + f.data_start_bytes, true]);
+    out.push(['FAT', f.fat_start_bytes, false]);
+    out.push(['data', f.data_start_bytes, true]);
   }
   if (f.inode_table_start_bytes !== undefined && f.inode_table_start_bytes !== null) {
-    out.push(['inodes', p.start_bytes + f.inode_table_start_bytes, false]);
+    out.push(['inodes', f.inode_table_start_bytes, false]);
   }
   if (f.journal_start_bytes !== undefined && f.journal_start_bytes !== null) {
-    out.push(['journal', p.start_bytes + f.journal_start_bytes, true]);
+    out.push(['journal', f.journal_start_bytes, true]);
   }
   return out;
 }
@@ -112,7 +118,7 @@ function alignText(p, e, sector) {
     return `${where}: ${fmtSize(off)} past a ${fmtSize(e)} boundary (aligned only to ${fmtSize(p.alignment_bytes || 1)})`;
   }
   if (f.data_start_bytes !== undefined) {
-    return `${where}, but the FAT data area starts ${fmtSize((s + f.data_start_bytes) % e)} past a ${fmtSize(e)} boundary`;
+    return `${where}, but the FAT data area starts ${fmtSize(f.data_start_bytes % e)} past a ${fmtSize(e)} boundary`;
   }
   return `${where}; a filesystem region inside is off the ${fmtSize(e)} grid`;
 }
@@ -204,14 +210,14 @@ let lastFile = null;
 
 async function check(file) {
   lastFile = file;
-  checkOut.replaceChildren(el('p', { role: 'status' }, `Checking ${file.name}…`));
+  put(checkOut, el('p', { role: 'status' }, `Checking ${file.name}…`));
   const t0 = performance.now();
   let r;
   try {
     r = await verify(file, { eraseBlock: $('#check-erase').value, strict: $('#check-strict').checked, name: file.name });
   } catch (err) {
     lastCheck = null;
-    checkOut.replaceChildren(errorBox(err));
+    put(checkOut, errorBox(err));
     window.__lastCheck = { error: err.name, message: err.message };
     return;
   }
@@ -228,7 +234,7 @@ function renderCheck(r, file, ms) {
   const findings = r.findings.map((f) => el('li', { 'data-code': f.code },
     el('span', { class: `sev ${f.severity}` }, f.severity), ' ', el('code', {}, f.code), ' — ', f.message));
   const table = r.table.kind === 'none' ? 'no partition table (bare filesystem)' : `${r.table.kind.toUpperCase()} partition table`;
-  checkOut.replaceChildren(
+  put(checkOut, 
     el('p', { id: 'check-verdict', class: `verdict ${cls}` }, r.verdict.replace(/^verdict: /, '')),
     el('p', {}, `${file.name}: ${fmtSize(r.size_bytes)} (${r.size_bytes} bytes), ${table}, ${r.sector_bytes} B sectors, checked against a ${fmtSize(r.erase_block_bytes)} erase block.`),
     r.partitions.length ? layoutTable(r, e) : null,
@@ -316,7 +322,7 @@ function planView(p) {
     if (!f || (!f.notes && f.fat_start_bytes === undefined && f.block_bytes === undefined)) continue;
     let head;
     if (f.fat_start_bytes !== undefined) {
-      head = `Partition ${part.index}, ${f.kind}: ${f.cluster_count} clusters of ${fmtSize(f.cluster_bytes)}, ${f.reserved_sectors} reserved sectors, ${f.fat_count} FATs of ${f.fat_sectors} sectors; FAT at ${fmtSize(f.fat_start_bytes)}, data at ${fmtSize(f.data_start_bytes)} into the partition.`;
+      head = `Partition ${part.index}, ${f.kind}: ${f.cluster_count} clusters of ${fmtSize(f.cluster_bytes)}, ${f.reserved_sectors} reserved sectors, ${f.fat_count} FATs of ${f.fat_sectors} sectors; FAT at ${fmtSize(f.fat_start_bytes)}, data at ${fmtSize(f.data_start_bytes)} from the start of the disk.`;
     } else {
       head = `Partition ${part.index}, ${f.kind}: ${f.blocks} blocks of ${f.block_bytes} B, ${f.inodes} inodes, stride ${f.stride}, stripe width ${f.stripe_width}${f.journal_start_bytes != null ? `, journal at ${fmtSize(f.journal_start_bytes)}` : ''}.`;
     }
@@ -343,10 +349,10 @@ function updatePlan() {
     try {
       const p = plan(toml);
       window.__lastPlan = p;
-      $('#plan-out').replaceChildren(...planView(p));
+      put($('#plan-out'), ...planView(p));
     } catch (err) {
       window.__lastPlan = { error: err.name, message: err.message };
-      $('#plan-out').replaceChildren(errorBox(err));
+      put($('#plan-out'), errorBox(err));
     }
   }, 60);
 }
@@ -409,7 +415,7 @@ $('#build-go').addEventListener('click', async () => {
   if (v('label')) lines.push(`label = ${q(v('label'))}`);
   const toml = `${lines.join('\n')}\n`;
   const out = $('#build-out');
-  out.replaceChildren(el('p', { role: 'status' }, 'Building…'));
+  put(out, el('p', { role: 'status' }, 'Building…'));
   try {
     const files = [];
     for (const { path, file } of buildFiles) {
@@ -422,7 +428,7 @@ $('#build-go').addEventListener('click', async () => {
     const url = URL.createObjectURL(blob);
     const name = `blockwise-${v('fs')}.img`;
     const a = el('a', { href: url, download: name, id: 'build-download' }, `Download ${name} (${fmtSize(img.size)})`);
-    out.replaceChildren(
+    put(out, 
       el('p', { id: 'build-verdict', class: 'verdict ok' }, `Built ${fmtSize(img.size)} in ${ms.toFixed(0)} ms: ${buildFiles.length} files, ${fmtSize(img.dataBytes)} of data.`),
       a,
       img.warnings.length ? el('ul', { class: 'findings' }, img.warnings.map((w) => el('li', {}, el('span', { class: 'sev warning' }, 'warning'), ' ', w))) : null,
@@ -432,7 +438,7 @@ $('#build-go').addEventListener('click', async () => {
     a.click();
   } catch (err) {
     window.__lastBuild = { error: err.name, message: err.message };
-    out.replaceChildren(errorBox(err));
+    put(out, errorBox(err));
   }
 });
 
