@@ -42,7 +42,7 @@ echo "== JS API under node (wasm-bindgen-test)"
   [ "$WASM32_RUSTC_FORCE_DEBIAN" = 0 ] && unset WASM32_RUSTC_FORCE_DEBIAN
   eval "$(sh "$root/../shared/toolchain/wasm32-rustc.sh")"
   export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner CARGO_PROFILE_DEV_DEBUG=0
-  cargo test --quiet --target wasm32-unknown-unknown -p blockwise-wasm --test node
+  cargo test --target wasm32-unknown-unknown -p blockwise-wasm --test node
 )
 
 echo "== end to end in Chromium"
