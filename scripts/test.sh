@@ -27,6 +27,8 @@ fi
 cargo test --workspace "$@"
 # The Python package: a venv in bindings/python/.venv, maturin, pytest, mypy, stubtest.
 bindings/python/test.sh
+# The browser tool: release wasm, wasm-bindgen, node tests and the Chromium end-to-end test.
+wasm/test.sh
 # The library example: a front end through blockwise::host and verify only (what Python and
 # the browser build do). Exit 0 means built, read back and aligned as planned.
 cargo run --quiet --example library -- examples/rpi.toml target/library-example.img

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds the browser page: release wasm (opt-level "z", LTO) with the wasm32 toolchain of
+# scripts/wasm32-rustc.sh (Debian's Rust 1.85 unless WASM32_RUSTC_FORCE_DEBIAN=0), wasm-bindgen
+# --target web at exactly the Cargo.lock version, and the static site in wasm/dist.
+# Usage: wasm/build.sh   (from anywhere; idempotent; installs wasm-bindgen-cli if missing)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+cd "$root"
+
+toolchain="$root/scripts/wasm32-rustc.sh"
+export WASM32_RUSTC_FORCE_DEBIAN="${WASM32_RUSTC_FORCE_DEBIAN-1}"
+[ "$WASM32_RUSTC_FORCE_DEBIAN" = 0 ] && unset WASM32_RUSTC_FORCE_DEBIAN
+eval "$(sh "$toolchain")"
+
+# The version wasm-bindgen-cli must have: the wasm-bindgen crate in Cargo.lock.
+bindgen_version="$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/[^0-9.]/, ""); print; exit }' Cargo.lock)"
+if ! command -v wasm-bindgen >/dev/null 2>&1 || [ "$(wasm-bindgen --version | awk '{print $2}')" != "$bindgen_version" ]; then
+  echo "build.sh: installing wasm-bindgen-cli $bindgen_version" >&2
+  # --locked first; a lock file naming a yanked crate falls back to a fresh resolution.
+  cargo install --locked wasm-bindgen-cli --version "$bindgen_version" >&2 \
+    || cargo install wasm-bindgen-cli --version "$bindgen_version" >&2
+fi
+export PATH="$HOME/.cargo/bin:$PATH"
+
+# Profiles live in the root manifest; the page's size settings are set here only.
+export CARGO_PROFILE_RELEASE_OPT_LEVEL=z CARGO_PROFILE_RELEASE_LTO=true \
+  CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 CARGO_PROFILE_RELEASE_PANIC=abort
+cargo build --quiet --release --target wasm32-unknown-unknown -p blockwise-wasm
+wasm="${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/release/blockwise_wasm.wasm"
+
+dist="$here/dist"
+rm -rf "$dist"
+mkdir -p "$dist"
+wasm-bindgen --target web --no-typescript --remove-name-section --remove-producers-section --out-dir "$dist/pkg" "$wasm"
+cp "$here"/www/* "$dist/"
+
+out="$dist/pkg/blockwise_wasm_bg.wasm"
+raw=$(wc -c < "$out")
+gz=$(gzip -9 -c "$out" | wc -c)
+echo "blockwise wasm: $out: $raw bytes ($((raw / 1024)) KiB), gzipped $gz bytes ($((gz / 1024)) KiB)"
+echo "site: $dist (serve it with any static server, e.g. python3 -m http.server -d $dist)"
