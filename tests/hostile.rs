@@ -18,6 +18,20 @@ fn spec(dir: &Path, fs_kind: &str, contents: &str, size: &str) -> PathBuf {
     p
 }
 
+/// An empty `dir/c` for contents.
+fn contents_dir(dir: &Path) -> PathBuf {
+    let c = dir.join("c");
+    fs::create_dir(&c).unwrap();
+    c
+}
+
+/// `blockwise build SPEC -o OUT -q`, not started yet.
+fn build_command(spec: &Path, out: &Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(blockwise!().path());
+    cmd.arg("build").arg(spec).arg("-o").arg(out).arg("-q");
+    cmd
+}
+
 fn build(spec: &Path, out: &Path) -> Output {
     blockwise!().run([
         "build".as_ref(),
@@ -40,8 +54,7 @@ fn refused(o: &Output, out: &Path, needle: &str) {
 #[test]
 fn special_files_and_symlink_loops() {
     let dir = tempdir!();
-    let c = dir.path().join("c");
-    fs::create_dir(&c).unwrap();
+    let c = contents_dir(dir.path());
     std::os::unix::fs::symlink("loop2", c.join("loop1")).unwrap();
     std::os::unix::fs::symlink("loop1", c.join("loop2")).unwrap();
     assert!(run("mkfifo", &[c.join("fifo").to_str().unwrap()])
@@ -100,8 +113,7 @@ fn a_thousand_levels_deep() {
 #[test]
 fn long_and_non_utf8_names() {
     let dir = tempdir!();
-    let c = dir.path().join("c");
-    fs::create_dir(&c).unwrap();
+    let c = contents_dir(dir.path());
     // 255 bytes: the longest name ext4 and FAT (255 UTF-16 units) store.
     fs::write(c.join("n".repeat(255)), "x").unwrap();
     for k in ["ext4", "fat"] {
@@ -126,8 +138,7 @@ fn long_and_non_utf8_names() {
 #[test]
 fn a_sparse_100_gib_file() {
     let dir = tempdir!();
-    let c = dir.path().join("c");
-    fs::create_dir(&c).unwrap();
+    let c = contents_dir(dir.path());
     let f = fs::File::create(c.join("huge.bin")).unwrap();
     f.set_len(100 << 30).unwrap();
     use std::os::unix::fs::FileExt;
@@ -148,8 +159,7 @@ fn a_sparse_100_gib_file() {
 #[test]
 fn two_builds_to_one_output() {
     let dir = tempdir!();
-    let c = dir.path().join("c");
-    fs::create_dir(&c).unwrap();
+    let c = contents_dir(dir.path());
     for i in 0..20 {
         fs::write(
             c.join(format!("f{i}")),
@@ -160,14 +170,7 @@ fn two_builds_to_one_output() {
     let sp = spec(dir.path(), "fat", "c", "64MiB");
     let out = dir.path().join("same.img");
     let spawn = || {
-        std::process::Command::new(blockwise!().path())
-            .args([
-                "build",
-                sp.to_str().unwrap(),
-                "-o",
-                out.to_str().unwrap(),
-                "-q",
-            ])
+        build_command(&sp, &out)
             .stdout(std::process::Stdio::null())
             .spawn()
             .unwrap()
@@ -193,8 +196,7 @@ fn a_full_disk_is_a_failed_write() {
         return;
     }
     let dir = tempdir!();
-    let c = dir.path().join("c");
-    fs::create_dir(&c).unwrap();
+    let c = contents_dir(dir.path());
     fs::write(c.join("big.bin"), blockwise_test_kit::bytes(3, 8 << 20)).unwrap();
     let sp = spec(dir.path(), "fat", &c.to_string_lossy(), "64MiB");
     let small = dir.path().join("small");
@@ -234,8 +236,7 @@ fn a_full_disk_is_a_failed_write() {
 #[test]
 fn an_interrupted_build_leaves_nothing() {
     let dir = tempdir!();
-    let c = dir.path().join("c");
-    fs::create_dir(&c).unwrap();
+    let c = contents_dir(dir.path());
     // Enough content that the write phase lasts a while (copied file by file).
     for i in 0..48 {
         fs::write(
@@ -247,14 +248,7 @@ fn an_interrupted_build_leaves_nothing() {
     let sp = spec(dir.path(), "ext4", "c", "1GiB");
     for (signal, code) in [("-INT", 130), ("-TERM", 143)] {
         let out = dir.path().join("int.img");
-        let child = std::process::Command::new(blockwise!().path())
-            .args([
-                "build",
-                sp.to_str().unwrap(),
-                "-o",
-                out.to_str().unwrap(),
-                "-q",
-            ])
+        let child = build_command(&sp, &out)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
