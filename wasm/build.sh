@@ -11,17 +11,19 @@ cd "$root"
 toolchain="$root/scripts/wasm32-rustc.sh"
 export WASM32_RUSTC_FORCE_DEBIAN="${WASM32_RUSTC_FORCE_DEBIAN-1}"
 [ "$WASM32_RUSTC_FORCE_DEBIAN" = 0 ] && unset WASM32_RUSTC_FORCE_DEBIAN
-eval "$(sh "$toolchain")"
-
 # The version wasm-bindgen-cli must have: the wasm-bindgen crate in Cargo.lock.
 bindgen_version="$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/[^0-9.]/, ""); print; exit }' Cargo.lock)"
 if ! command -v wasm-bindgen >/dev/null 2>&1 || [ "$(wasm-bindgen --version | awk '{print $2}')" != "$bindgen_version" ]; then
   echo "build.sh: installing wasm-bindgen-cli $bindgen_version" >&2
-  # --locked first; a lock file naming a yanked crate falls back to a fresh resolution.
-  cargo install --locked wasm-bindgen-cli --version "$bindgen_version" >&2 \
-    || cargo install wasm-bindgen-cli --version "$bindgen_version" >&2
+  # With the host toolchain (rustup stable): the CLI needs a newer Rust than the wasm32 MSRV
+  # compiler below. --locked first; a lock file naming a yanked crate falls back to a fresh resolution.
+  (unset RUSTC CARGO_TARGET_DIR; cargo install --locked wasm-bindgen-cli --version "$bindgen_version" >&2 \
+    || cargo install wasm-bindgen-cli --version "$bindgen_version" >&2)
 fi
 export PATH="$HOME/.cargo/bin:$PATH"
+
+eval "$(sh "$toolchain")"
+
 
 # Profiles live in the root manifest; the page's size settings are set here only.
 export CARGO_PROFILE_RELEASE_OPT_LEVEL=z CARGO_PROFILE_RELEASE_LTO=true \

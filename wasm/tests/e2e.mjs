@@ -4,7 +4,7 @@
 // Blob.prototype.slice), a compressed image, the planner (whose TOML `blockwise plan` must
 // accept with the same layout) and building FAT images from a folder and from dropped files
 // (checked with fsck.fat -n and mcopy). Prints measurements; screenshots go to
-// wasm/screenshots. Usage: node wasm/tests/e2e.mjs (after wasm/build.sh and
+// target/wasm-screenshots (BLOCKWISE_SCREENSHOTS overrides). Usage: node wasm/tests/e2e.mjs (after wasm/build.sh and
 // `cargo build --bin blockwise`).
 import { execFileSync } from 'node:child_process';
 import { createServer } from 'node:http';
@@ -18,7 +18,9 @@ import { chromium } from 'playwright-core';
 const wasmDir = join(dirname(fileURLToPath(import.meta.url)), '..');
 const root = join(wasmDir, '..');
 const dist = join(wasmDir, 'dist');
-const shots = join(wasmDir, 'screenshots');
+// The committed screenshots (wasm/screenshots) are refreshed only when asked:
+// BLOCKWISE_SCREENSHOTS=wasm/screenshots node wasm/tests/e2e.mjs. A test run leaves the tree clean.
+const shots = process.env.BLOCKWISE_SCREENSHOTS || join(root, 'target', 'wasm-screenshots');
 const cli = process.env.BLOCKWISE_BIN || join(root, 'target', 'debug', 'blockwise');
 const work = mkdtempSync(join(tmpdir(), 'blockwise-e2e-'));
 mkdirSync(shots, { recursive: true });
