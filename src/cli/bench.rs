@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use blockwise_flash::{
-    check, inspect, run_bench, sysfs_erase_block, BenchEvent, BenchOptions, DirectMode, Device,
+    check, inspect, run_bench, sysfs_erase_block, BenchEvent, BenchOptions, Device, DirectMode,
     RealClock, Refusal, Target, TargetInfo, TargetKind, DEFAULT_ERASE_BLOCK,
 };
 use blockwise_geometry::{format_size, parse_size};
@@ -86,10 +86,17 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<ExitCode> {
     if !(a.seconds.is_finite() && a.seconds > 0.0 && a.seconds <= 86_400.0) {
         return Ok(fail(
             EXIT_REFUSED,
-            &format!("--seconds {}: must be more than 0 and at most 86400", a.seconds),
+            &format!(
+                "--seconds {}: must be more than 0 and at most 86400",
+                a.seconds
+            ),
         ));
     }
-    let erase_flag = match a.erase_block.as_deref().map(|t| size_arg("--erase-block", t)) {
+    let erase_flag = match a
+        .erase_block
+        .as_deref()
+        .map(|t| size_arg("--erase-block", t))
+    {
         Some(Ok(v)) if v % 8192 == 0 && v <= 1 << 30 => Some(v),
         Some(Ok(v)) => {
             return Ok(fail(

@@ -716,7 +716,7 @@ impl Report {
             let _ = writeln!(out, "{}", line.trim_end());
         }
         for why in reasons {
-            let _ = writeln!(out, "not possible: {why}");
+            let _ = writeln!(out, "* {why}");
         }
         if self.interrupted {
             let _ = writeln!(out, "interrupted: the remaining cases were skipped");
@@ -925,8 +925,7 @@ mod tests {
         }
         fn write_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<usize> {
             let b = u64::from(self.block);
-            if offset % b != 0 || buf.len() as u64 % b != 0 || buf.as_ptr() as usize % 4096 != 0
-            {
+            if offset % b != 0 || buf.len() as u64 % b != 0 || buf.as_ptr() as usize % 4096 != 0 {
                 return Err(io::ErrorKind::InvalidInput.into());
             }
             if let Some(size) = self.size {
@@ -1047,7 +1046,7 @@ mod tests {
             }
         }
         let t = r.table();
-        assert!(t.contains("not possible: not possible (logical block 4096)"), "{t}");
+        assert!(t.contains("* not possible (logical block 4096)"), "{t}");
         let j = r.json();
         assert_eq!(j["cases"][1]["status"], "not_possible");
         assert_eq!(j["cases"][1]["reason"], "not possible (logical block 4096)");
@@ -1075,7 +1074,11 @@ mod tests {
             };
             assert!(writes >= 1);
             // Never more than an even share of the whole budget plus one write and the sync.
-            assert!(seconds <= 96.0 / 48.0 + slack, "{} {seconds}", c.case.name());
+            assert!(
+                seconds <= 96.0 / 48.0 + slack,
+                "{} {seconds}",
+                c.case.name()
+            );
             // A case that got time used it (until its last write crossed the share).
             if c.case.pattern != Pattern::Sequential(4 << 20) {
                 assert!(writes > 1, "{}", c.case.name());
@@ -1083,7 +1086,11 @@ mod tests {
             sum += seconds;
         }
         // Overruns are taken from the later cases: the total overshoots by one case at most.
-        assert!(r.seconds >= 96.0 && r.seconds <= 96.0 + slack, "{}", r.seconds);
+        assert!(
+            r.seconds >= 96.0 && r.seconds <= 96.0 + slack,
+            "{}",
+            r.seconds
+        );
         assert!((r.seconds - sum).abs() < 1e-6);
         // Every write inside the region, at its case's alignment.
         assert!(dev.writes.iter().all(|&(o, l)| o + l as u64 <= 32 << 20));
@@ -1096,10 +1103,10 @@ mod tests {
         };
         let r = bench(&mut dev, &clock, &opts);
         assert_eq!(dev.writes.len(), 48);
-        assert!(r.cases.iter().all(|c| matches!(
-            c.outcome,
-            Outcome::Measured { writes: 1, .. }
-        )));
+        assert!(r
+            .cases
+            .iter()
+            .all(|c| matches!(c.outcome, Outcome::Measured { writes: 1, .. })));
     }
 
     #[test]
@@ -1135,7 +1142,10 @@ mod tests {
         )
         .unwrap();
         assert!(r.interrupted);
-        assert!(matches!(r.cases[0].outcome, Outcome::Measured { writes: 3, .. }));
+        assert!(matches!(
+            r.cases[0].outcome,
+            Outcome::Measured { writes: 3, .. }
+        ));
         assert!(r.cases[1..].iter().all(|c| c.outcome == Outcome::Skipped));
         assert!(r.table().contains("interrupted"));
     }
@@ -1186,8 +1196,14 @@ mod tests {
         let t = r.table();
         let lines: Vec<&str> = t.lines().collect();
         assert!(lines[0].starts_with("blockwise bench /dev/fake (loop device): logical block 512, erase block 4 MiB (default)"), "{t}");
-        assert!(lines[1].starts_with("O_DIRECT writes; each case ends with fdatasync"), "{t}");
-        assert!(lines[3].starts_with("data") && lines[3].contains("+1/2 erase block"), "{t}");
+        assert!(
+            lines[1].starts_with("O_DIRECT writes; each case ends with fdatasync"),
+            "{t}"
+        );
+        assert!(
+            lines[3].starts_with("data") && lines[3].contains("+1/2 erase block"),
+            "{t}"
+        );
         // Header + 12 rows (2 data x 6 patterns), each with 4 cells; ratios on shifted cells.
         assert_eq!(lines.len(), 4 + 12, "{t}");
         for row in &lines[4..] {
@@ -1202,7 +1218,10 @@ mod tests {
         assert!(rows[0].starts_with("data,pattern,chunk_bytes,shift,"));
         let width = rows[0].split(',').count();
         assert!(rows.iter().all(|l| l.split(',').count() == width), "{csv}");
-        assert!(rows[2].starts_with("random,seq 4 KiB,4096,512b,512,measured,"), "{csv}");
+        assert!(
+            rows[2].starts_with("random,seq 4 KiB,4096,512b,512,measured,"),
+            "{csv}"
+        );
 
         let j: serde_json::Value = serde_json::from_str(&r.json().to_string()).unwrap();
         let cases = j["cases"].as_array().unwrap();
