@@ -251,3 +251,43 @@ fn refuses_a_directory() {
     let o = bench(&[&dir.path(), &"--yes-destroy-data", &"--seconds", &"1"]);
     assert_refused(&o, "neither a block device nor a regular file");
 }
+
+/// A file on tmpfs: labelled as memory, and either O_DIRECT at tmpfs's granularity (Linux ≥
+/// 6.6) or a buffered fallback labelled BUFFERED; every case is still there.
+#[test]
+fn a_file_on_tmpfs_is_labelled() {
+    let shm = std::path::Path::new("/dev/shm");
+    let is_tmpfs = run("stat", &["-f", "-c", "%T", "/dev/shm"]);
+    if !shm.is_dir() || String::from_utf8_lossy(&is_tmpfs.stdout).trim() != "tmpfs" {
+        eprintln!("SKIP: /dev/shm is not a tmpfs here");
+        return;
+    }
+    let f = shm.join(format!("blockwise-bench-test-{}.img", std::process::id()));
+    let o = bench(&[
+        &f,
+        &"--yes-destroy-data",
+        &"--seconds",
+        &"1",
+        &"--size",
+        &"16MiB",
+        &"--csv",
+    ]);
+    let o2 = bench(&[
+        &f,
+        &"--yes-destroy-data",
+        &"--seconds",
+        &"1",
+        &"--size",
+        &"16MiB",
+    ]);
+    let _ = fs::remove_file(&f);
+    check_csv(&o);
+    assert!(o2.status.success(), "{}", output_text(&o2));
+    let t = String::from_utf8_lossy(&o2.stdout);
+    assert!(t.contains("(file on tmpfs, in memory)"), "{t}");
+    assert!(
+        t.contains("O_DIRECT writes") || t.contains("BUFFERED writes"),
+        "{t}"
+    );
+    assert!(String::from_utf8_lossy(&o2.stderr).contains("memory"));
+}

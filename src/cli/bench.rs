@@ -10,8 +10,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use blockwise_flash::{
-    check, inspect, run_bench, sysfs_erase_block, BenchEvent, BenchOptions, Device, DirectMode,
-    RealClock, Refusal, Target, TargetInfo, TargetKind, DEFAULT_ERASE_BLOCK,
+    check, inspect, memory_backed, run_bench, sysfs_erase_block, BenchEvent, BenchOptions, Device,
+    DirectMode, RealClock, Refusal, Target, TargetInfo, TargetKind, DEFAULT_ERASE_BLOCK,
 };
 use blockwise_geometry::{format_size, parse_size};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -140,7 +140,15 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<ExitCode> {
             .to_string(),
         ));
     }
+    let in_memory = target.kind() == TargetKind::File && memory_backed(&a.target);
+    if in_memory && !a.quiet {
+        eprintln!(
+            "blockwise: warning: {} is on tmpfs/ramfs (memory): the numbers say nothing about a disk",
+            a.target.display()
+        );
+    }
     let kind = match (target.kind(), &info) {
+        (TargetKind::File, _) if in_memory => "file on tmpfs, in memory",
         (TargetKind::File, _) => "file",
         (TargetKind::Partition, _) => "partition",
         (TargetKind::Disk, Some(i)) if i.disk.starts_with("loop") => "loop device",

@@ -847,6 +847,19 @@ impl Report {
     }
 }
 
+/// Whether the regular file at `path` lives in memory (tmpfs or ramfs): its numbers say
+/// nothing about a disk. `false` when it cannot be told.
+#[must_use]
+pub fn memory_backed(path: &std::path::Path) -> bool {
+    const TMPFS_MAGIC: u64 = 0x0102_1994;
+    const RAMFS_MAGIC: u64 = 0x8584_58f6;
+    rustix::fs::statfs(path).is_ok_and(|s| {
+        #[allow(clippy::useless_conversion, clippy::unnecessary_cast)]
+        let t = s.f_type as u64;
+        t == TMPFS_MAGIC || t == RAMFS_MAGIC
+    })
+}
+
 /// The erase block the kernel reports for the block device `rdev` (SD/MMC cards'
 /// `preferred_erase_size`, looked up on the whole disk for a partition), when it gives one.
 #[must_use]
