@@ -1,6 +1,7 @@
 //! Argument parsing, dispatch, exit codes and output helpers. The only place that knows clap,
 //! anyhow and the terminal.
 
+mod bench;
 mod plan;
 mod progress;
 mod verify;
@@ -32,6 +33,8 @@ enum Command {
     /// Write an image, a compressed image or a spec to a block device or file (O_DIRECT,
     /// block 0 last, verified).
     Write(write::WriteArgs),
+    /// Measure write speed at aligned vs shifted offsets (DESTROYS the target's data).
+    Bench(bench::BenchArgs),
 }
 
 /// Runs the command.
@@ -41,6 +44,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Build(a) => plan::run_build(&a),
         Command::Verify(a) => verify::run(&a),
         Command::Write(a) => write::run(&a),
+        Command::Bench(a) => bench::run(&a),
     }
 }
 

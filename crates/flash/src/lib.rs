@@ -14,6 +14,8 @@
 //! - [`inspect`] and [`check`]: the refusals (mounted, swap, holders, `/`, read-only,
 //!   partition) before anything is written;
 //! - [`write_json`]: the JSON of an [`Outcome`] (the CLI's `--json`, Python's `write`);
+//! - [`run_bench`]: `blockwise bench`, O_DIRECT write speed at aligned and shifted offsets
+//!   (through [`Device`] and a [`Clock`], so it is tested with fake time);
 //! - [`FaultDevice`]: a fault-injecting, alignment-checking [`Device`] for tests.
 //!
 //! This is the only crate of the workspace with `unsafe` (aligned buffers and ioctls); every
@@ -33,6 +35,7 @@
 //! assert_eq!(dev.data[4096], 0xee); // a hole keeps the old bytes
 //! ```
 
+mod bench;
 mod bmap;
 mod buf;
 mod device;
@@ -50,6 +53,11 @@ mod tests;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+pub use bench::{
+    memory_backed, plan_cases, run_bench, sysfs_erase_block, BenchEvent, BenchOptions, Case,
+    CaseResult, Clock, Data, Outcome as BenchOutcome, Pattern, RealClock, Report as BenchReport,
+    Shift, TargetInfo, DEFAULT_CHUNKS, DEFAULT_ERASE_BLOCK,
+};
 pub use bmap::{bmap_text_for, Bmap, BmapError, BmapRange, Checked};
 pub use buf::AlignedBuf;
 pub use device::Device;

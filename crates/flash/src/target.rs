@@ -147,6 +147,21 @@ impl Target {
         self.direct
     }
 
+    /// For a regular file: makes it at least `len` bytes, allocated where the filesystem
+    /// can (fallocate; otherwise just extended). Does nothing for a block device.
+    pub fn preallocate(&mut self, len: u64) -> io::Result<()> {
+        if self.kind != TargetKind::File {
+            return Ok(());
+        }
+        if rustix::fs::fallocate(&self.file, rustix::fs::FallocateFlags::empty(), 0, len).is_err()
+            && self.file.metadata()?.len() < len
+        {
+            self.file.set_len(len)?;
+        }
+        self.start_len = self.start_len.max(len);
+        Ok(())
+    }
+
     /// The read-only flag of a block device (BLKROGET); false for files.
     pub fn read_only(&self) -> io::Result<bool> {
         if self.kind == TargetKind::File {
