@@ -7,8 +7,8 @@ use std::path::Path;
 use std::process::Output;
 
 use blockwise_test_kit::{
-    assert_success, blockwise, have, have_loop, output_text, run, sfdisk_json, tempdir,
-    write_file, LoopDevice,
+    assert_success, blockwise, have, have_loop, output_text, run, sfdisk_json, tempdir, write_file,
+    LoopDevice,
 };
 use serde_json::Value;
 
@@ -50,12 +50,21 @@ fn not_a_block_device_is_exit_2_with_a_clear_message() {
     let file = write_file(dir.path(), "disk.img", "not a disk");
     for (path, want) in [
         (file.as_path(), "is not a block device (a regular file)"),
-        (Path::new("/dev/null"), "is not a block device (a character device)"),
+        (
+            Path::new("/dev/null"),
+            "is not a block device (a character device)",
+        ),
         (dir.path(), "is not a block device (a directory)"),
         (&dir.path().join("missing"), "no such file or directory"),
     ] {
         let o = probe(path, &["--json"]);
-        assert_eq!(o.status.code(), Some(2), "{}: {}", path.display(), output_text(&o));
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{}: {}",
+            path.display(),
+            output_text(&o)
+        );
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains(want), "{}: {err}", path.display());
         assert!(err.contains(&path.display().to_string()), "{err}");
@@ -68,9 +77,18 @@ fn not_a_block_device_is_exit_2_with_a_clear_message() {
         "s.toml",
         "[image]\nerase-block = \"auto\"\n[[partition]]\nfs = \"none\"\nsize = \"8MiB\"\n",
     );
-    let o = blockwise!().run(["plan".as_ref(), spec.as_os_str(), "--device".as_ref(), file.as_os_str()]);
+    let o = blockwise!().run([
+        "plan".as_ref(),
+        spec.as_os_str(),
+        "--device".as_ref(),
+        file.as_os_str(),
+    ]);
     assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
-    assert!(output_text(&o).contains("is not a block device"), "{}", output_text(&o));
+    assert!(
+        output_text(&o).contains("is not a block device"),
+        "{}",
+        output_text(&o)
+    );
 }
 
 #[test]
@@ -89,11 +107,26 @@ fn erase_block_auto_without_a_device_names_the_key() {
         let o = blockwise!().run(&args);
         assert_eq!(o.status.code(), Some(2), "{cmd}: {}", output_text(&o));
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(err.contains("image.erase-block") && err.contains("--device"), "{cmd}: {err}");
+        assert!(
+            err.contains("image.erase-block") && err.contains("--device"),
+            "{cmd}: {err}"
+        );
     }
-    let o = blockwise!().run(["plan", "--size", "64MiB", "--erase-block", "auto", "--partition", "fat32:fill"]);
+    let o = blockwise!().run([
+        "plan",
+        "--size",
+        "64MiB",
+        "--erase-block",
+        "auto",
+        "--partition",
+        "fat32:fill",
+    ]);
     assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
-    assert!(output_text(&o).contains("--erase-block auto"), "{}", output_text(&o));
+    assert!(
+        output_text(&o).contains("--erase-block auto"),
+        "{}",
+        output_text(&o)
+    );
 }
 
 /// A GPT image of 320 MiB built by blockwise with `sector` bytes per sector: a 64 MiB FAT32
@@ -104,7 +137,7 @@ fn partitioned_image(dir: &Path, sector: u32) -> std::path::PathBuf {
         &format!("disk{sector}"),
         &format!(
             "[image]\nsize = \"320MiB\"\nsector-size = {sector}\ntable = \"gpt\"\n\
-             [[partition]]\nfs = \"fat32\"\nsize = \"64MiB\"\nlabel = \"BOOT\"\n\
+             [[partition]]\nfs = \"fat\"\nsize = \"64MiB\"\nlabel = \"BOOT\"\n\
              [[partition]]\nfs = \"none\"\nsize = \"fill\"\n"
         ),
     )
@@ -128,11 +161,26 @@ fn probe_on_512_and_4096_byte_loop_devices_reports_the_sysfs_values() {
         let j = json_of(&o);
 
         // sysfs, read directly.
-        assert_eq!(j["logical_block_bytes"], sysfs_u64(&name, "queue/logical_block_size"));
-        assert_eq!(j["physical_block_bytes"], sysfs_u64(&name, "queue/physical_block_size"));
-        assert_eq!(j["minimum_io_bytes"], sysfs_u64(&name, "queue/minimum_io_size"));
-        assert_eq!(j["optimal_io_raw"], sysfs_u64(&name, "queue/optimal_io_size"));
-        assert_eq!(j["discard_granularity_bytes"], sysfs_u64(&name, "queue/discard_granularity"));
+        assert_eq!(
+            j["logical_block_bytes"],
+            sysfs_u64(&name, "queue/logical_block_size")
+        );
+        assert_eq!(
+            j["physical_block_bytes"],
+            sysfs_u64(&name, "queue/physical_block_size")
+        );
+        assert_eq!(
+            j["minimum_io_bytes"],
+            sysfs_u64(&name, "queue/minimum_io_size")
+        );
+        assert_eq!(
+            j["optimal_io_raw"],
+            sysfs_u64(&name, "queue/optimal_io_size")
+        );
+        assert_eq!(
+            j["discard_granularity_bytes"],
+            sysfs_u64(&name, "queue/discard_granularity")
+        );
         assert_eq!(j["size_bytes"], sysfs_u64(&name, "size") * 512);
         assert_eq!(j["size_bytes"], 320 * MIB);
         assert_eq!(j["rotational"], sysfs_u64(&name, "queue/rotational") == 1);
@@ -142,7 +190,10 @@ fn probe_on_512_and_4096_byte_loop_devices_reports_the_sysfs_values() {
         assert_eq!(j["logical_block_bytes"], u64::from(sector));
 
         // lsblk -t.
-        let l = run("lsblk", &["-t".as_ref(), "-b".as_ref(), "-J".as_ref(), dev.as_os_str()]);
+        let l = run(
+            "lsblk",
+            &["-t".as_ref(), "-b".as_ref(), "-J".as_ref(), dev.as_os_str()],
+        );
         assert_success(&l, "lsblk -t -b -J");
         let l: Value = serde_json::from_slice(&l.stdout).unwrap();
         let d = &l["blockdevices"][0];
@@ -156,7 +207,14 @@ fn probe_on_512_and_4096_byte_loop_devices_reports_the_sysfs_values() {
         // blockdev.
         let b = run(
             "blockdev",
-            &["--getss".as_ref(), "--getpbsz".as_ref(), "--getiomin".as_ref(), "--getioopt".as_ref(), "--getsize64".as_ref(), dev.as_os_str()],
+            &[
+                "--getss".as_ref(),
+                "--getpbsz".as_ref(),
+                "--getiomin".as_ref(),
+                "--getioopt".as_ref(),
+                "--getsize64".as_ref(),
+                dev.as_os_str(),
+            ],
         );
         assert_success(&b, "blockdev");
         let vals: Vec<u64> = String::from_utf8_lossy(&b.stdout)
@@ -187,7 +245,12 @@ fn probe_on_512_and_4096_byte_loop_devices_reports_the_sysfs_values() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|p| (p["start"].as_u64().unwrap() * ss, p["size"].as_u64().unwrap() * ss))
+            .map(|p| {
+                (
+                    p["start"].as_u64().unwrap() * ss,
+                    p["size"].as_u64().unwrap() * ss,
+                )
+            })
             .collect();
         assert_eq!(want.len(), 2);
         let layout = &j["layout"];
@@ -196,7 +259,12 @@ fn probe_on_512_and_4096_byte_loop_devices_reports_the_sysfs_values() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|p| (p["start_bytes"].as_u64().unwrap(), p["size_bytes"].as_u64().unwrap()))
+            .map(|p| {
+                (
+                    p["start_bytes"].as_u64().unwrap(),
+                    p["size_bytes"].as_u64().unwrap(),
+                )
+            })
             .collect();
         assert_eq!(got, want);
         assert_eq!(layout["aligned"], true, "{layout}");
@@ -204,7 +272,12 @@ fn probe_on_512_and_4096_byte_loop_devices_reports_the_sysfs_values() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|p| (p["start_bytes"].as_u64().unwrap(), p["size_bytes"].as_u64().unwrap()))
+            .map(|p| {
+                (
+                    p["start_bytes"].as_u64().unwrap(),
+                    p["size_bytes"].as_u64().unwrap(),
+                )
+            })
             .collect();
         if !kernel.is_empty() {
             assert_eq!(kernel, want);
@@ -215,13 +288,22 @@ fn probe_on_512_and_4096_byte_loop_devices_reports_the_sysfs_values() {
         assert_eq!(j["preferred_erase_bytes"], Value::Null);
         let e = &j["estimate"];
         assert_eq!(e["erase_block_bytes"], Value::Null, "{e}");
-        assert!(e["summary"].as_str().unwrap().starts_with("no clear boundary"), "{e}");
+        assert!(
+            e["summary"]
+                .as_str()
+                .unwrap()
+                .starts_with("no clear boundary"),
+            "{e}"
+        );
         assert!(e["reads"].as_u64().unwrap() > 0);
         let r = &j["recommendation"];
         assert_eq!(r["erase_block_bytes"], 4 * MIB);
         assert_eq!(r["erase_block_source"], "default");
         assert_eq!(r["sector_bytes"], u64::from(sector));
-        assert_eq!(r["spec"], format!("erase-block = \"4MiB\"\nsector-size = {sector}"));
+        assert_eq!(
+            r["spec"],
+            format!("erase-block = \"4MiB\"\nsector-size = {sector}")
+        );
 
         // The human output ends with the spec lines and why.
         let h = probe(&dev, &["--estimate-seconds", "0.5"]);
@@ -231,7 +313,10 @@ fn probe_on_512_and_4096_byte_loop_devices_reports_the_sysfs_values() {
         assert!(text.contains("erase-block = \"4MiB\""), "{text}");
         assert!(text.contains(&format!("sector-size = {sector}")), "{text}");
         assert!(text.contains("# erase block: the 4 MiB default"), "{text}");
-        assert!(text.contains(&format!("logical block             {sector} bytes")), "{text}");
+        assert!(
+            text.contains(&format!("logical block             {sector} bytes")),
+            "{text}"
+        );
         eprintln!("probe {} (-b {sector}):\n{text}", dev.display());
 
         // A partition: its disk's values and its start.
@@ -255,7 +340,10 @@ fn plan_and_build_take_sector_size_and_erase_block_from_a_device() {
     }
     let dir = tempdir!();
     let backing = dir.path().join("dev4096.bin");
-    fs::File::create(&backing).unwrap().set_len(96 * MIB).unwrap();
+    fs::File::create(&backing)
+        .unwrap()
+        .set_len(96 * MIB)
+        .unwrap();
     let lo = LoopDevice::attach(&backing, false, Some(4096));
     let dev = lo.path().to_path_buf();
     let name = dev.file_name().unwrap().to_string_lossy().into_owned();
@@ -263,16 +351,24 @@ fn plan_and_build_take_sector_size_and_erase_block_from_a_device() {
         dir.path(),
         "auto.toml",
         "[image]\nsize = \"64MiB\"\nerase-block = \"auto\"\ntable = \"gpt\"\n\
-         [[partition]]\nfs = \"fat32\"\nsize = \"fill\"\n",
+         [[partition]]\nfs = \"fat\"\nsize = \"fill\"\n",
     );
-    let o = blockwise!().run(["plan".as_ref(), spec.as_os_str(), "--device".as_ref(), dev.as_os_str(), "--json".as_ref()]);
+    let o = blockwise!().run([
+        "plan".as_ref(),
+        spec.as_os_str(),
+        "--device".as_ref(),
+        dev.as_os_str(),
+        "--json".as_ref(),
+    ]);
     let j = json_of(&o);
     assert_eq!(j["sector_bytes"], 4096, "{j}");
     assert_eq!(j["erase_block_bytes"], 4 * MIB, "{j}");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("erase block 4 MiB: the default"), "{err}");
     assert!(
-        err.contains(&format!("sector size 4096: from /sys/class/block/{name}/queue/logical_block_size")),
+        err.contains(&format!(
+            "sector size 4096: from /sys/class/block/{name}/queue/logical_block_size"
+        )),
         "{err}"
     );
 
@@ -281,25 +377,63 @@ fn plan_and_build_take_sector_size_and_erase_block_from_a_device() {
         dir.path(),
         "fixed.toml",
         "[image]\nsize = \"64MiB\"\nerase-block = \"1MiB\"\nsector-size = 512\n\
-         [[partition]]\nfs = \"fat32\"\nsize = \"fill\"\n",
+         [[partition]]\nfs = \"fat\"\nsize = \"fill\"\n",
     );
-    let o = blockwise!().run(["plan".as_ref(), fixed.as_os_str(), "--device".as_ref(), dev.as_os_str(), "--json".as_ref()]);
+    let o = blockwise!().run([
+        "plan".as_ref(),
+        fixed.as_os_str(),
+        "--device".as_ref(),
+        dev.as_os_str(),
+        "--json".as_ref(),
+    ]);
     let j = json_of(&o);
-    assert_eq!((j["erase_block_bytes"].as_u64(), j["sector_bytes"].as_u64()), (Some(MIB), Some(512)));
+    assert_eq!(
+        (j["erase_block_bytes"].as_u64(), j["sector_bytes"].as_u64()),
+        (Some(MIB), Some(512))
+    );
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("erase block 1 MiB: from image.erase-block"), "{err}");
-    assert!(err.contains("warning:") && err.contains("4096-byte logical blocks"), "{err}");
+    assert!(
+        err.contains("erase block 1 MiB: from image.erase-block"),
+        "{err}"
+    );
+    assert!(
+        err.contains("warning:") && err.contains("4096-byte logical blocks"),
+        "{err}"
+    );
 
     // The flag form.
-    let o = blockwise!().run(["plan".as_ref(), "--size".as_ref(), "64MiB".as_ref(), "--partition".as_ref(), "fat32:fill".as_ref(), "--device".as_ref(), dev.as_os_str(), "--json".as_ref()]);
+    let o = blockwise!().run([
+        "plan".as_ref(),
+        "--size".as_ref(),
+        "64MiB".as_ref(),
+        "--partition".as_ref(),
+        "fat:fill".as_ref(),
+        "--device".as_ref(),
+        dev.as_os_str(),
+        "--json".as_ref(),
+    ]);
     assert_eq!(json_of(&o)["sector_bytes"], 4096);
 
     // build --device, written to the device and read by sfdisk with 4096-byte sectors.
     let img = dir.path().join("auto.img");
-    let o = blockwise!().run(["build".as_ref(), spec.as_os_str(), "-o".as_ref(), img.as_os_str(), "--device".as_ref(), dev.as_os_str()]);
+    let o = blockwise!().run([
+        "build".as_ref(),
+        spec.as_os_str(),
+        "-o".as_ref(),
+        img.as_os_str(),
+        "--device".as_ref(),
+        dev.as_os_str(),
+    ]);
     assert!(o.status.success(), "{}", output_text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("sector size 4096: from"));
-    let w = blockwise!().run(["write".as_ref(), img.as_os_str(), dev.as_os_str(), "--yes".as_ref(), "--no-verify".as_ref(), "-q".as_ref()]);
+    let w = blockwise!().run([
+        "write".as_ref(),
+        img.as_os_str(),
+        dev.as_os_str(),
+        "--yes".as_ref(),
+        "--no-verify".as_ref(),
+        "-q".as_ref(),
+    ]);
     assert!(w.status.success(), "{}", output_text(&w));
     let sf = sfdisk_json(&dev);
     assert_eq!(sf["partitiontable"]["sectorsize"], 4096);

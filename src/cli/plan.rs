@@ -221,7 +221,13 @@ fn load_for_device(
             eprintln!("blockwise: {msg}");
         }
     };
-    let key = |k: &str| if spec.is_some() { format!("image.{k}") } else { format!("--{k}") };
+    let key = |k: &str| {
+        if spec.is_some() {
+            format!("image.{k}")
+        } else {
+            format!("--{k}")
+        }
+    };
     if taken.erase_block {
         say(format!(
             "erase block {}: {}",
@@ -466,7 +472,12 @@ pub fn run_build(a: &BuildArgs) -> anyhow::Result<ExitCode> {
         check_output_path(b)?;
     }
     let mut sf = match &a.device {
-        Some(dev) => load(Some(a.spec.as_path()), &LayoutFlags::default(), Some(dev.as_path()), a.quiet)?,
+        Some(dev) => load(
+            Some(a.spec.as_path()),
+            &LayoutFlags::default(),
+            Some(dev.as_path()),
+            a.quiet,
+        )?,
         None => SpecFile::load(&a.spec)?,
     };
     let work_dir = a

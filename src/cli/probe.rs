@@ -107,7 +107,10 @@ pub fn probe_device(device: &Path, estimate: bool, budget: Duration) -> anyhow::
         }
     };
     if probe.rotational && probe.transport != blockwise_flash::Transport::Loop {
-        notes.push("the device says it is rotational (a hard disk?): erase blocks are a flash notion".into());
+        notes.push(
+            "the device says it is rotational (a hard disk?): erase blocks are a flash notion"
+                .into(),
+        );
     }
     let rec = probe.recommend(est.as_ref());
     if rec.sector_bytes.is_none() {
@@ -136,9 +139,10 @@ pub fn erase_origin(p: &Probed) -> String {
         ValueSource::Default => format!(
             "the default: {} gives no erase block ({})",
             p.probe.path.display(),
-            p.estimate
-                .as_ref()
-                .map_or_else(|| "no preferred_erase_size".to_string(), |e| e.summary.clone())
+            p.estimate.as_ref().map_or_else(
+                || "no preferred_erase_size".to_string(),
+                |e| e.summary.clone()
+            )
         ),
     }
 }
@@ -187,7 +191,11 @@ fn estimate_json(e: &Estimate) -> Value {
     })
 }
 
-fn to_json(p: &Probed, report: Option<&Report>, layout_note: Option<&str>) -> anyhow::Result<Value> {
+fn to_json(
+    p: &Probed,
+    report: Option<&Report>,
+    layout_note: Option<&str>,
+) -> anyhow::Result<Value> {
     let d = &p.probe;
     let (source, from) = match &p.rec.erase_block_source {
         ValueSource::Sysfs(path) => ("sysfs", Some(path.display().to_string())),
@@ -266,13 +274,33 @@ fn human(p: &Probed, report: Option<&Report>, layout_note: Option<&str>) -> Stri
         format_size(d.size_bytes),
         d.size_bytes
     );
-    let dash = |t: &str| if t.is_empty() { "-".to_string() } else { t.to_string() };
-    let _ = writeln!(s, "  vendor / model / serial   {} / {} / {}", dash(&d.vendor), dash(&d.model), dash(&d.serial));
+    let dash = |t: &str| {
+        if t.is_empty() {
+            "-".to_string()
+        } else {
+            t.to_string()
+        }
+    };
+    let _ = writeln!(
+        s,
+        "  vendor / model / serial   {} / {} / {}",
+        dash(&d.vendor),
+        dash(&d.model),
+        dash(&d.serial)
+    );
     if !d.device_type.is_empty() {
         let _ = writeln!(s, "  device type               {}", d.device_type);
     }
-    let _ = writeln!(s, "  logical block             {} bytes", d.logical_block_bytes);
-    let _ = writeln!(s, "  physical block            {} bytes", d.physical_block_bytes);
+    let _ = writeln!(
+        s,
+        "  logical block             {} bytes",
+        d.logical_block_bytes
+    );
+    let _ = writeln!(
+        s,
+        "  physical block            {} bytes",
+        d.physical_block_bytes
+    );
     let _ = writeln!(s, "  minimum I/O               {} bytes", d.minimum_io_raw);
     let _ = writeln!(
         s,
@@ -294,7 +322,10 @@ fn human(p: &Probed, report: Option<&Report>, layout_note: Option<&str>) -> Stri
     let _ = writeln!(
         s,
         "  preferred erase size      {}",
-        bytes_or(d.preferred_erase_bytes, "not given (no device/preferred_erase_size)")
+        bytes_or(
+            d.preferred_erase_bytes,
+            "not given (no device/preferred_erase_size)"
+        )
     );
     let _ = writeln!(
         s,
@@ -304,7 +335,12 @@ fn human(p: &Probed, report: Option<&Report>, layout_note: Option<&str>) -> Stri
         yes_no(d.read_only)
     );
     if let Some(start) = d.partition_start_bytes {
-        let _ = writeln!(s, "  starts at                 {start} bytes ({}) on /dev/{}", format_size(start), d.disk);
+        let _ = writeln!(
+            s,
+            "  starts at                 {start} bytes ({}) on /dev/{}",
+            format_size(start),
+            d.disk
+        );
     }
     for n in d.notes.iter().chain(&p.notes) {
         let _ = writeln!(s, "  note: {n}");
@@ -323,7 +359,11 @@ fn human(p: &Probed, report: Option<&Report>, layout_note: Option<&str>) -> Stri
             );
         }
     }
-    let _ = writeln!(s, "\nLayout on the device (the `blockwise verify` analysis, checked against {}):", format_size(p.rec.erase_block_bytes));
+    let _ = writeln!(
+        s,
+        "\nLayout on the device (the `blockwise verify` analysis, checked against {}):",
+        format_size(p.rec.erase_block_bytes)
+    );
     match (report, layout_note) {
         (Some(r), _) if r.recognised => {
             for line in r.to_human().lines() {
@@ -343,7 +383,14 @@ fn human(p: &Probed, report: Option<&Report>, layout_note: Option<&str>) -> Stri
         (Some(e), _) => {
             match e.erase_block {
                 Some(b) => {
-                    let _ = writeln!(s, "  estimate: {} ({} confidence, {:.2}) — {}", format_size(b), e.confidence_label(), e.confidence, e.summary);
+                    let _ = writeln!(
+                        s,
+                        "  estimate: {} ({} confidence, {:.2}) — {}",
+                        format_size(b),
+                        e.confidence_label(),
+                        e.confidence,
+                        e.summary
+                    );
                 }
                 None => {
                     let _ = writeln!(s, "  {}", e.summary);
@@ -356,10 +403,18 @@ fn human(p: &Probed, report: Option<&Report>, layout_note: Option<&str>) -> Stri
                 e.rounds,
                 e.measured.as_secs_f64()
             );
-            let _ = writeln!(s, "  {:>9} {:>10} {:>12} {:>12} {:>10} {:>7}", "size", "boundaries", "straddle µs", "control µs", "effect µs", "slower");
+            let _ = writeln!(
+                s,
+                "  {:>9} {:>10} {:>12} {:>12} {:>10} {:>7}",
+                "size", "boundaries", "straddle µs", "control µs", "effect µs", "slower"
+            );
             for z in &e.sizes {
                 let us = |ns: f64| ns / 1000.0;
-                let (st, co, ef) = (z.straddle_ns as f64, z.control_ns as f64, z.effect_ns as f64);
+                let (st, co, ef) = (
+                    z.straddle_ns as f64,
+                    z.control_ns as f64,
+                    z.effect_ns as f64,
+                );
                 let _ = writeln!(
                     s,
                     "  {:>9} {:>10} {:>12.1} {:>12.1} {:>10.1} {:>6.0}%{}",
@@ -392,8 +447,12 @@ fn human(p: &Probed, report: Option<&Report>, layout_note: Option<&str>) -> Stri
 
 /// Runs `blockwise probe`. Exit codes: 0 probed, 2 not a block device or unreadable.
 pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
-    if !(a.estimate_seconds.is_finite() && a.estimate_seconds >= 0.0 && a.estimate_seconds <= 600.0) {
-        anyhow::bail!("--estimate-seconds {}: must be between 0 and 600", a.estimate_seconds);
+    if !(a.estimate_seconds.is_finite() && a.estimate_seconds >= 0.0 && a.estimate_seconds <= 600.0)
+    {
+        anyhow::bail!(
+            "--estimate-seconds {}: must be between 0 and 600",
+            a.estimate_seconds
+        );
     }
     let p = probe_device(
         &a.device,
@@ -402,10 +461,7 @@ pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
     )?;
     let (report, note) = match layout(&p.probe, p.rec.erase_block_bytes) {
         Ok(r) => (Some(r), None),
-        Err(e) => (
-            None,
-            Some(format!("not analysed: {}", super::one_line(&e))),
-        ),
+        Err(e) => (None, Some(format!("not analysed: {}", super::one_line(&e)))),
     };
     if a.json {
         let v = to_json(&p, report.as_ref(), note.as_deref())?;

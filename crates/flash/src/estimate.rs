@@ -275,9 +275,9 @@ fn median_i64(v: &mut [i64]) -> i64 {
 }
 
 /// A size's effect counts when straddling reads are slower at ≥ 75 % of its boundaries and
-/// by at least 5 % of a typical read.
+/// by at least 10 % of a typical read.
 const MIN_SLOWER_FRACTION: f64 = 0.75;
-const MIN_RELATIVE_EFFECT: f64 = 0.05;
+const MIN_RELATIVE_EFFECT: f64 = 0.10;
 
 fn ratio(a: i64, b: u64) -> f64 {
     if b == 0 {
@@ -304,7 +304,8 @@ pub fn analyse(by_size: &[(u64, Vec<Samples>)]) -> Estimate {
             let c = median(&mut p.control_ns.clone());
             straddles.push(s);
             controls.push(c);
-            effects.push(i64::try_from(s).unwrap_or(i64::MAX) - i64::try_from(c).unwrap_or(i64::MAX));
+            effects
+                .push(i64::try_from(s).unwrap_or(i64::MAX) - i64::try_from(c).unwrap_or(i64::MAX));
         }
         all_control.extend(&controls);
         let slower = effects.iter().filter(|&&e| e > 0).count();
@@ -357,7 +358,9 @@ pub fn analyse(by_size: &[(u64, Vec<Samples>)]) -> Estimate {
         let (lower, upper) = sizes.split_at(i);
         let min_up = upper.iter().map(|s| s.effect_ns).min().unwrap_or(0);
         upper.iter().all(|s| s.clear)
-            && lower.iter().all(|s| !s.clear && s.effect_ns.saturating_mul(2) <= min_up)
+            && lower
+                .iter()
+                .all(|s| !s.clear && s.effect_ns.saturating_mul(2) <= min_up)
     });
     let Some(i) = split else {
         return none(
@@ -421,10 +424,9 @@ impl DirectReader {
 
 impl ReadTimer for DirectReader {
     fn time_read(&mut self, offset: u64, len: usize) -> io::Result<Duration> {
-        let buf = self
-            .buf
-            .get_mut(..len)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "read longer than the buffer"))?;
+        let buf = self.buf.get_mut(..len).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, "read longer than the buffer")
+        })?;
         let t = Instant::now();
         self.file.read_exact_at(buf, offset)?;
         Ok(t.elapsed())
@@ -451,7 +453,15 @@ mod tests {
 
     impl Sim {
         fn new(erase: u64) -> Self {
-            Sim { erase, base: 200_000, penalty: 60_000, page_penalty: 0, noise: 10, x: 0x1234_5678_9abc_def1, reads: 0 }
+            Sim {
+                erase,
+                base: 200_000,
+                penalty: 60_000,
+                page_penalty: 0,
+                noise: 10,
+                x: 0x1234_5678_9abc_def1,
+                reads: 0,
+            }
         }
         fn next(&mut self) -> u64 {
             self.x ^= self.x >> 12;

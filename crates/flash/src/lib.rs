@@ -59,11 +59,11 @@ pub use bmap::{bmap_text_for, Bmap, BmapError, BmapRange, Checked};
 pub use buf::AlignedBuf;
 pub use device::Device;
 pub use error::{Error, Refusal, SourceError};
-pub use fault::{Fault, FaultDevice};
 pub use estimate::{
     analyse, estimate_erase_block, DirectReader, Estimate, EstimateOptions, ReadTimer, Samples,
     SizeEffect,
 };
+pub use fault::{Fault, FaultDevice};
 pub use json::write_json;
 pub use probe::{
     probe, probe_in, probe_sysfs, Probe, ProbeError, Recommendation, Source as ValueSource,

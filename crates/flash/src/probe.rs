@@ -304,8 +304,8 @@ pub fn probe_sysfs(sys: &Path, major: u64, minor: u64, path: &Path) -> Result<Pr
         }
         v => Some(v),
     };
-    let preferred_erase_bytes = read_u64(&disk_dir.join("device/preferred_erase_size"))
-        .filter(|&v| v > 0);
+    let preferred_erase_bytes =
+        read_u64(&disk_dir.join("device/preferred_erase_size")).filter(|&v| v > 0);
     let flag = |d: &Path, f: &str| read_trim(&d.join(f)).is_some_and(|v| v == "1");
     let text = |f: &str| read_trim(&disk_dir.join(f)).unwrap_or_default();
     let transport = Transport::detect(&disk_dir, &disk);
@@ -327,9 +327,7 @@ pub fn probe_sysfs(sys: &Path, major: u64, minor: u64, path: &Path) -> Result<Pr
             partitions.push(SysPartition {
                 name: name_of(&p),
                 number: u32::try_from(number).unwrap_or(u32::MAX),
-                start_bytes: read_u64(&p.join("start"))
-                    .unwrap_or(0)
-                    .saturating_mul(512),
+                start_bytes: read_u64(&p.join("start")).unwrap_or(0).saturating_mul(512),
                 size_bytes: read_u64(&p.join("size")).unwrap_or(0).saturating_mul(512),
             });
         }
@@ -342,7 +340,11 @@ pub fn probe_sysfs(sys: &Path, major: u64, minor: u64, path: &Path) -> Result<Pr
         dev: read_trim(&dir.join("dev")).unwrap_or_else(|| format!("{major}:{minor}")),
         sysfs: sys.join("class/block").join(&disk),
         partition_start_bytes: if is_partition {
-            Some(read_u64(&dir.join("start")).unwrap_or(0).saturating_mul(512))
+            Some(
+                read_u64(&dir.join("start"))
+                    .unwrap_or(0)
+                    .saturating_mul(512),
+            )
         } else {
             None
         },
@@ -589,7 +591,10 @@ mod tests {
         ]
     }
 
-    fn attrs<'a>(q: &'a [(&'static str, String)], more: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    fn attrs<'a>(
+        q: &'a [(&'static str, String)],
+        more: &[(&'a str, &'a str)],
+    ) -> Vec<(&'a str, &'a str)> {
         q.iter()
             .map(|(k, v)| (*k, v.as_str()))
             .chain(more.iter().copied())
@@ -633,13 +638,19 @@ mod tests {
         assert_eq!(r.erase_block_bytes, 4 << 20);
         assert_eq!(
             r.erase_block_source,
-            Source::Sysfs(s.root().join("class/block/mmcblk0/device/preferred_erase_size"))
+            Source::Sysfs(
+                s.root()
+                    .join("class/block/mmcblk0/device/preferred_erase_size")
+            )
         );
         assert_eq!(r.spec_lines(), "erase-block = \"4MiB\"\nsector-size = 512");
 
         // A partition reports its disk's values and its own start.
         let part = s.probe(179, 2);
-        assert_eq!((part.name.as_str(), part.disk.as_str()), ("mmcblk0p2", "mmcblk0"));
+        assert_eq!(
+            (part.name.as_str(), part.disk.as_str()),
+            ("mmcblk0p2", "mmcblk0")
+        );
         assert_eq!(part.partition_start_bytes, Some(532_480 * 512));
         assert_eq!(part.preferred_erase_bytes, Some(4 << 20));
         assert_eq!(part.size_bytes, 61_801_472 * 512);
@@ -649,9 +660,9 @@ mod tests {
     fn bogus_optimal_io_sizes_are_not_given() {
         for (lbs, opt, want) in [
             ("512", "0", None),
-            ("512", "16776704", None),   // 32767 sectors
-            ("512", "33553920", None),   // 65535 sectors
-            ("4096", "6144", None),      // not a multiple of the logical block
+            ("512", "16776704", None), // 32767 sectors
+            ("512", "33553920", None), // 65535 sectors
+            ("4096", "6144", None),    // not a multiple of the logical block
             ("512", "1048576", Some(1 << 20)),
             ("4096", "33554432", Some(32 << 20)),
         ] {
@@ -661,17 +672,30 @@ mod tests {
                 "pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host6/target6:0:0/6:0:0:0",
                 "sdb",
                 "8:16",
-                &attrs(&q, &[("size", "1000"), ("removable", "1"), ("device/vendor", "ACME    "), ("device/model", "Stick")]),
+                &attrs(
+                    &q,
+                    &[
+                        ("size", "1000"),
+                        ("removable", "1"),
+                        ("device/vendor", "ACME    "),
+                        ("device/model", "Stick"),
+                    ],
+                ),
             );
-            s.put(
-                "devices/pci0000:00/0000:00:14.0/usb2/2-1/serial",
-                "AA0011",
-            );
+            s.put("devices/pci0000:00/0000:00:14.0/usb2/2-1/serial", "AA0011");
             s.put("devices/pci0000:00/0000:00:14.0/usb2/2-1/idVendor", "abcd");
             let p = s.probe(8, 16);
-            assert_eq!(p.optimal_io_bytes, want, "optimal_io_size {opt} with lbs {lbs}");
+            assert_eq!(
+                p.optimal_io_bytes, want,
+                "optimal_io_size {opt} with lbs {lbs}"
+            );
             assert_eq!(p.optimal_io_raw, opt.parse::<u64>().unwrap());
-            assert_eq!(p.notes.is_empty(), opt == "0" || want.is_some(), "{:?}", p.notes);
+            assert_eq!(
+                p.notes.is_empty(),
+                opt == "0" || want.is_some(),
+                "{:?}",
+                p.notes
+            );
             assert_eq!(p.transport, Transport::Usb);
             assert_eq!((p.vendor.as_str(), p.model.as_str()), ("ACME", "Stick"));
             assert_eq!(p.serial, "AA0011");
@@ -679,11 +703,19 @@ mod tests {
             assert_eq!(p.physical_block_bytes, 4096);
             let r = p.recommend(None);
             // Only a power-of-two optimal I/O size above 4 MiB raises the default.
-            let e = if want == Some(32 << 20) { 32 << 20 } else { 4 << 20 };
+            let e = if want == Some(32 << 20) {
+                32 << 20
+            } else {
+                4 << 20
+            };
             assert_eq!(r.erase_block_bytes, e);
             if e == 4 << 20 {
                 assert_eq!(r.erase_block_source, Source::Default);
-                assert!(r.erase_block_reason.contains("4 MiB default"), "{}", r.erase_block_reason);
+                assert!(
+                    r.erase_block_reason.contains("4 MiB default"),
+                    "{}",
+                    r.erase_block_reason
+                );
             }
         }
     }
@@ -692,8 +724,16 @@ mod tests {
     fn transports_from_the_sysfs_path() {
         for (parent, name, want) in [
             ("virtual", "loop3", Transport::Loop),
-            ("pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0", "nvme0n1", Transport::Nvme),
-            ("pci0000:00/0000:00:17.0/ata3/host2/target2:0:0/2:0:0:0", "sda", Transport::Sata),
+            (
+                "pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0",
+                "nvme0n1",
+                Transport::Nvme,
+            ),
+            (
+                "pci0000:00/0000:00:17.0/ata3/host2/target2:0:0/2:0:0:0",
+                "sda",
+                Transport::Sata,
+            ),
             ("pci0000:00/0000:00:04.0/virtio1", "vda", Transport::Virtio),
             ("virtual", "zram0", Transport::Virtual),
             ("platform/xyz", "foo0", Transport::Unknown),
@@ -716,12 +756,19 @@ mod tests {
             "platform/mmc_host/mmc1/mmc1:0001",
             "mmcblk1",
             "179:8",
-            &attrs(&q, &[("size", "100"), ("device/preferred_erase_size", "12582912")]),
+            &attrs(
+                &q,
+                &[("size", "100"), ("device/preferred_erase_size", "12582912")],
+            ),
         );
         let p = s.probe(179, 8);
         let r = p.recommend(None);
         assert_eq!(r.erase_block_bytes, 4 << 20);
-        assert!(r.erase_block_reason.contains("not a power of two"), "{}", r.erase_block_reason);
+        assert!(
+            r.erase_block_reason.contains("not a power of two"),
+            "{}",
+            r.erase_block_reason
+        );
         assert_eq!(r.sector_bytes, Some(4096));
         assert_eq!(r.spec_lines(), "erase-block = \"4MiB\"\nsector-size = 4096");
     }
@@ -731,13 +778,31 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("img");
         fs::write(&f, b"x").unwrap();
-        assert!(matches!(probe(&f), Err(ProbeError::NotBlockDevice { what: "a regular file", .. })));
-        assert!(matches!(probe(dir.path()), Err(ProbeError::NotBlockDevice { what: "a directory", .. })));
+        assert!(matches!(
+            probe(&f),
+            Err(ProbeError::NotBlockDevice {
+                what: "a regular file",
+                ..
+            })
+        ));
+        assert!(matches!(
+            probe(dir.path()),
+            Err(ProbeError::NotBlockDevice {
+                what: "a directory",
+                ..
+            })
+        ));
         assert!(matches!(
             probe(Path::new("/dev/null")),
-            Err(ProbeError::NotBlockDevice { what: "a character device", .. })
+            Err(ProbeError::NotBlockDevice {
+                what: "a character device",
+                ..
+            })
         ));
-        assert!(matches!(probe(&dir.path().join("nope")), Err(ProbeError::Missing { .. })));
+        assert!(matches!(
+            probe(&dir.path().join("nope")),
+            Err(ProbeError::Missing { .. })
+        ));
         let s = FakeSys::new();
         assert!(matches!(
             probe_sysfs(s.root(), 8, 0, Path::new("/dev/sda")),

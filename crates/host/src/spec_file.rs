@@ -85,9 +85,7 @@ impl SpecFile {
                 }
             }
         }
-        let spec = Spec::from_deserializer(toml::Value::Table(table), |e| {
-            e.message().to_string()
-        })?;
+        let spec = Spec::from_deserializer(toml::Value::Table(table), |e| e.message().to_string())?;
         Ok((SpecFile::new(spec, base_dir_of(path)), taken))
     }
 
@@ -204,8 +202,14 @@ mod tests {
     fn auto_without_a_device_names_the_key() {
         let dir = tempfile::tempdir().unwrap();
         for (text, key) in [
-            ("[image]\nerase-block = \"auto\"\n[[partition]]\nfs = \"none\"\nsize = \"8MiB\"\n", "image.erase-block"),
-            ("[image]\nsector-size = \"AUTO\"\n[[partition]]\nfs = \"none\"\nsize = \"8MiB\"\n", "image.sector-size"),
+            (
+                "[image]\nerase-block = \"auto\"\n[[partition]]\nfs = \"none\"\nsize = \"8MiB\"\n",
+                "image.erase-block",
+            ),
+            (
+                "[image]\nsector-size = \"AUTO\"\n[[partition]]\nfs = \"none\"\nsize = \"8MiB\"\n",
+                "image.sector-size",
+            ),
         ] {
             let e = SpecFile::load(&spec_at(dir.path(), text)).unwrap_err();
             let se = e.spec_error().unwrap();
@@ -219,20 +223,32 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let part = "[[partition]]\nfs = \"none\"\nsize = \"16MiB\"\n";
         let (sf, taken) = SpecFile::load_for_device(
-            &spec_at(dir.path(), &format!("[image]\nerase-block = \"auto\"\n{part}")),
+            &spec_at(
+                dir.path(),
+                &format!("[image]\nerase-block = \"auto\"\n{part}"),
+            ),
             &DEV,
         )
         .unwrap();
         assert_eq!(sf.spec.image.erase_block, 8 << 20);
         assert_eq!(sf.spec.image.sector_size.bytes_u64(), 4096);
-        assert_eq!(taken, Taken { erase_block: true, sector_size: true });
+        assert_eq!(
+            taken,
+            Taken {
+                erase_block: true,
+                sector_size: true
+            }
+        );
         // No [image] table at all.
         let (sf, taken) = SpecFile::load_for_device(&spec_at(dir.path(), part), &DEV).unwrap();
         assert_eq!(sf.spec.image.erase_block, 8 << 20);
         assert!(taken.erase_block && taken.sector_size);
         // Given values win.
         let (sf, taken) = SpecFile::load_for_device(
-            &spec_at(dir.path(), &format!("[image]\nerase-block = \"1MiB\"\nsector-size = 512\n{part}")),
+            &spec_at(
+                dir.path(),
+                &format!("[image]\nerase-block = \"1MiB\"\nsector-size = 512\n{part}"),
+            ),
             &DEV,
         )
         .unwrap();
@@ -241,7 +257,10 @@ mod tests {
         assert_eq!(taken, Taken::default());
         // Other errors still name their key.
         let e = SpecFile::load_for_device(
-            &spec_at(dir.path(), "[image]\nerase-block = \"auto\"\nsize = \"x\"\n"),
+            &spec_at(
+                dir.path(),
+                "[image]\nerase-block = \"auto\"\nsize = \"x\"\n",
+            ),
             &DEV,
         )
         .unwrap_err();
