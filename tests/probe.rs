@@ -330,6 +330,18 @@ fn probe_on_512_and_4096_byte_loop_devices_reports_the_sysfs_values() {
         }
         let _ = run("partx", &["-d".as_ref(), dev.as_os_str()]);
         lo.detach();
+
+        // A read-only device says so, as blockdev --getro does.
+        let ro = LoopDevice::attach(&img, true, Some(sector));
+        let j = json_of(&probe(ro.path(), &["--json", "--no-estimate"]));
+        let b = run("blockdev", &["--getro".as_ref(), ro.path().as_os_str()]);
+        assert_success(&b, "blockdev --getro");
+        assert_eq!(String::from_utf8_lossy(&b.stdout).trim(), "1");
+        assert_eq!(j["read_only"], true);
+        assert_eq!(j["estimate"], Value::Null);
+        assert_eq!(j["estimate_skipped"], "--no-estimate");
+        assert_eq!(j["layout"]["table"]["kind"], "gpt");
+        ro.detach();
     }
 }
 
