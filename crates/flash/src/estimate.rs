@@ -171,7 +171,7 @@ pub fn estimate_erase_block(
     opts: &EstimateOptions,
 ) -> io::Result<Estimate> {
     let half = opts.block_bytes.max(512);
-    let len = usize::try_from(half * 2).unwrap_or(1024);
+    let len = usize::try_from(half.saturating_mul(2)).unwrap_or(usize::MAX);
     let mut sizes = Vec::new();
     let mut s = opts.min_size.max(CONTROL_SHIFT * 2).next_power_of_two();
     while s <= opts.max_size {
@@ -182,14 +182,20 @@ pub fn estimate_erase_block(
     for (i, &s) in sizes.iter().enumerate() {
         for n in 0..opts.boundaries {
             let k = 2 * n + 1;
-            let Some(b) = k.checked_mul(s) else { break };
-            let control = b + CONTROL_SHIFT - half;
-            if control + half * 2 > opts.device_bytes {
+            // Both reads lie inside the device and start at or after 0 (checked: the block
+            // size comes from sysfs).
+            let fits = k.checked_mul(s).and_then(|b| {
+                let straddle = b.checked_sub(half)?;
+                let control = b.checked_add(CONTROL_SHIFT)?.checked_sub(half)?;
+                let end = control.checked_add(half.checked_mul(2)?)?;
+                (end <= opts.device_bytes).then_some((straddle, control))
+            });
+            let Some((straddle, control)) = fits else {
                 break;
-            }
+            };
             positions.push(Position {
                 size_index: i,
-                straddle: b - half,
+                straddle,
                 control,
             });
         }
@@ -555,5 +561,9 @@ mod tests {
         let e = estimate_erase_block(&mut Sim::new(0), &opts).unwrap();
         assert_eq!(e.erase_block, None);
         assert!(e.summary.contains("too small"), "{}", e.summary);
+        // A nonsense block size (sysfs is trusted, but not blindly): no read, no panic.
+        let opts = EstimateOptions::new(1 << 30, 1 << 40);
+        let e = estimate_erase_block(&mut Sim::new(0), &opts).unwrap();
+        assert_eq!((e.erase_block, e.reads), (None, 0));
     }
 }
