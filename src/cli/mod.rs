@@ -3,6 +3,7 @@
 
 mod bench;
 mod plan;
+mod probe;
 mod progress;
 mod verify;
 mod write;
@@ -33,6 +34,9 @@ enum Command {
     /// Write an image, a compressed image or a spec to a block device or file (O_DIRECT,
     /// block 0 last, verified).
     Write(write::WriteArgs),
+    /// What the kernel knows about a stick or card, its partitions' alignment, an erase-block
+    /// estimate, and the spec lines to use (reads only).
+    Probe(probe::ProbeArgs),
     /// Measure write speed at aligned vs shifted offsets (DESTROYS the target's data).
     Bench(bench::BenchArgs),
 }
@@ -44,6 +48,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Build(a) => plan::run_build(&a),
         Command::Verify(a) => verify::run(&a),
         Command::Write(a) => write::run(&a),
+        Command::Probe(a) => probe::run(&a),
         Command::Bench(a) => bench::run(&a),
     }
 }

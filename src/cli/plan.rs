@@ -4,11 +4,13 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::bail;
+use anyhow::{bail, Context as _};
 use blockwise_geometry::{
     format_size, FsKind, FsPlan, ImageSpec, Plan, SectorSize, SizeSpec, TableKind,
 };
-use blockwise_host::{build_with_progress, check_output_path, plan_file, SpecFile};
+use blockwise_host::{
+    build_with_progress, check_output_path, plan_file, DeviceValues, SpecFile, Taken,
+};
 use blockwise_image::{PartitionSpec, Spec, SpecError};
 
 /// Arguments of `blockwise plan`.
@@ -18,13 +20,17 @@ pub struct PlanArgs {
     pub spec: Option<PathBuf>,
     #[command(flatten)]
     pub flags: LayoutFlags,
+    /// Take the erase block and sector size from a probe of this device (where the spec says
+    /// "auto" or nothing; see `blockwise probe`).
+    #[arg(long, value_name = "DEVICE")]
+    pub device: Option<PathBuf>,
     /// Print JSON (the same fields as `verify --json`).
     #[arg(long)]
     pub json: bool,
 }
 
 /// The flag form of a spec.
-#[derive(Debug, clap::Args, Default)]
+#[derive(Debug, Clone, clap::Args, Default)]
 pub struct LayoutFlags {
     /// Image size, e.g. 8GiB (needed with a `fill` partition).
     #[arg(long)]
@@ -130,7 +136,30 @@ impl LayoutFlags {
     }
 }
 
-fn load(spec: Option<&Path>, flags: &LayoutFlags) -> anyhow::Result<SpecFile> {
+fn is_auto(v: Option<&str>) -> bool {
+    v.is_some_and(|v| v.eq_ignore_ascii_case("auto"))
+}
+
+/// Loads the spec (file or flags); with `device`, the erase block and sector size the spec
+/// leaves out or sets to "auto" come from a probe of it, and each value's origin is said on
+/// stderr (unless `quiet`).
+fn load(
+    spec: Option<&Path>,
+    flags: &LayoutFlags,
+    device: Option<&Path>,
+    quiet: bool,
+) -> anyhow::Result<SpecFile> {
+    if let Some(dev) = device {
+        return load_for_device(spec, flags, dev, quiet);
+    }
+    for (flag, v) in [
+        ("--erase-block", &flags.erase_block),
+        ("--sector-size", &flags.sector_size),
+    ] {
+        if is_auto(v.as_deref()) {
+            bail!("{flag} auto: takes the value from a probe of a device: give --device DEVICE");
+        }
+    }
     match (spec, flags.any()) {
         (Some(_), true) => bail!("give either a spec file or layout flags, not both"),
         (Some(p), false) => {
@@ -142,6 +171,96 @@ fn load(spec: Option<&Path>, flags: &LayoutFlags) -> anyhow::Result<SpecFile> {
         (None, true) => Ok(SpecFile::new(flags.to_spec()?, PathBuf::from("."))),
         (None, false) => bail!("give a spec file, or flags like --size 8GiB --partition fat32:256MiB --partition ext4:fill"),
     }
+}
+
+fn load_for_device(
+    spec: Option<&Path>,
+    flags: &LayoutFlags,
+    dev: &Path,
+    quiet: bool,
+) -> anyhow::Result<SpecFile> {
+    if spec.is_some() && flags.any() {
+        bail!("give either a spec file or layout flags, not both");
+    }
+    if let Some(p) = spec.filter(|p| !p.exists()) {
+        bail!("{}: no such spec file", p.display());
+    }
+    if spec.is_none() && !flags.any() {
+        bail!("give a spec file, or flags like --size 8GiB --partition fat32:256MiB --partition ext4:fill");
+    }
+    let probed = super::probe::probe_device(dev, true, std::time::Duration::from_secs(2))
+        .with_context(|| format!("--device {}", dev.display()))?;
+    let rec = &probed.rec;
+    let values = DeviceValues {
+        erase_block_bytes: rec.erase_block_bytes,
+        sector_bytes: rec.sector_bytes,
+    };
+    let (sf, taken) = match spec {
+        Some(p) => SpecFile::load_for_device(p, &values)?,
+        None => {
+            let mut f = flags.clone();
+            let mut taken = Taken::default();
+            if f.erase_block.is_none() || is_auto(f.erase_block.as_deref()) {
+                f.erase_block = Some(rec.erase_block_bytes.to_string());
+                taken.erase_block = true;
+            }
+            if f.sector_size.is_none() || is_auto(f.sector_size.as_deref()) {
+                if let Some(b) = rec.sector_bytes {
+                    f.sector_size = Some(b.to_string());
+                    taken.sector_size = true;
+                } else if f.sector_size.is_some() {
+                    bail!("--sector-size auto: {}", rec.sector_reason);
+                }
+            }
+            (SpecFile::new(f.to_spec()?, PathBuf::from(".")), taken)
+        }
+    };
+    let image = &sf.spec.image;
+    let say = |msg: String| {
+        if !quiet {
+            eprintln!("blockwise: {msg}");
+        }
+    };
+    let key = |k: &str| {
+        if spec.is_some() {
+            format!("image.{k}")
+        } else {
+            format!("--{k}")
+        }
+    };
+    if taken.erase_block {
+        say(format!(
+            "erase block {}: {}",
+            format_size(image.erase_block),
+            super::probe::erase_origin(&probed)
+        ));
+    } else {
+        say(format!(
+            "erase block {}: from {} ({} suggests {}: {})",
+            format_size(image.erase_block),
+            key("erase-block"),
+            dev.display(),
+            format_size(rec.erase_block_bytes),
+            super::probe::erase_origin(&probed)
+        ));
+    }
+    let lbs = probed.probe.logical_block_bytes;
+    let sector = image.sector_size.bytes_u64();
+    if taken.sector_size {
+        say(format!(
+            "sector size {sector}: from {}",
+            probed.probe.attr("queue/logical_block_size").display()
+        ));
+    } else {
+        say(format!("sector size {sector}: from {}", key("sector-size")));
+        if sector != lbs {
+            say(format!(
+                "warning: {} has {lbs}-byte logical blocks; a table written in {sector}-byte sectors will not be read correctly from it",
+                dev.display()
+            ));
+        }
+    }
+    Ok(sf)
 }
 
 /// JSON of a plan, in the shape of the verify report.
@@ -284,7 +403,7 @@ pub fn human_plan(plan: &Plan) -> String {
 
 /// `blockwise plan`.
 pub fn run_plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
-    let mut sf = load(a.spec.as_deref(), &a.flags)?;
+    let mut sf = load(a.spec.as_deref(), &a.flags, a.device.as_deref(), false)?;
     let plan = plan_file(&mut sf)?;
     let source = a
         .spec
@@ -309,6 +428,10 @@ pub struct BuildArgs {
     /// Also write a bmaptool block map.
     #[arg(long, value_name = "FILE")]
     pub bmap: Option<PathBuf>,
+    /// Take the erase block and sector size from a probe of this device (where the spec says
+    /// "auto" or nothing; see `blockwise probe`).
+    #[arg(long, value_name = "DEVICE")]
+    pub device: Option<PathBuf>,
     /// Print the plan of the built image as JSON.
     #[arg(long)]
     pub json: bool,
@@ -348,7 +471,15 @@ pub fn run_build(a: &BuildArgs) -> anyhow::Result<ExitCode> {
     if let Some(b) = &a.bmap {
         check_output_path(b)?;
     }
-    let mut sf = SpecFile::load(&a.spec)?;
+    let mut sf = match &a.device {
+        Some(dev) => load(
+            Some(a.spec.as_path()),
+            &LayoutFlags::default(),
+            Some(dev.as_path()),
+            a.quiet,
+        )?,
+        None => SpecFile::load(&a.spec)?,
+    };
     let work_dir = a
         .output
         .parent()

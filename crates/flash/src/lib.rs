@@ -13,6 +13,9 @@
 //!   BLKRRPART, read-back verify, [`Stats`], cancellation through an `AtomicBool`;
 //! - [`inspect`] and [`check`]: the refusals (mounted, swap, holders, `/`, read-only,
 //!   partition) before anything is written;
+//! - [`probe`]: what sysfs says about a device (`blockwise probe`), [`Probe::recommend`]
+//!   the erase block and sector size to plan with, and [`estimate_erase_block`] an erase
+//!   block from read timing when the kernel gives none;
 //! - [`write_json`]: the JSON of an [`Outcome`] (the CLI's `--json`, Python's `write`);
 //! - [`run_bench`]: `blockwise bench`, O_DIRECT write speed at aligned and shifted offsets
 //!   (through [`Device`] and a [`Clock`], so it is tested with fake time);
@@ -40,8 +43,10 @@ mod bmap;
 mod buf;
 mod device;
 mod error;
+mod estimate;
 mod fault;
 mod json;
+mod probe;
 mod safety;
 mod source;
 mod target;
@@ -62,8 +67,16 @@ pub use bmap::{bmap_text_for, Bmap, BmapError, BmapRange, Checked};
 pub use buf::AlignedBuf;
 pub use device::Device;
 pub use error::{Error, Refusal, SourceError};
+pub use estimate::{
+    analyse, estimate_erase_block, DirectReader, Estimate, EstimateOptions, ReadTimer, Samples,
+    SizeEffect,
+};
 pub use fault::{Fault, FaultDevice};
 pub use json::write_json;
+pub use probe::{
+    probe, probe_in, probe_sysfs, Probe, ProbeError, Recommendation, Source as ValueSource,
+    SysPartition, Transport, DEFAULT_ERASE_BLOCK,
+};
 pub use safety::{check, inspect, parse_mountinfo, sysfs_of, DeviceInfo};
 pub use source::{
     bmap_beside, data_ranges, open_image, Compression, ImageFile, MapSource, MemSource, OpenError,

@@ -40,5 +40,5 @@ pub use error::Error;
 pub use output::{check_output_path, remove_stale_temps, write_image_file, WriteStats};
 pub use progress::{Phase, Progress};
 pub use source::FileSource;
-pub use spec_file::{resolve_timestamp, SpecFile};
+pub use spec_file::{resolve_timestamp, DeviceValues, SpecFile, Taken};
 pub use tree::tree_from_dir;

@@ -77,8 +77,10 @@ impl FileSource {
             logical_block_bytes: read("queue/logical_block_size"),
             physical_block_bytes: read("queue/physical_block_size"),
             minimum_io_bytes: read("queue/minimum_io_size"),
-            // 0xFFFF×512 is a bogus value some USB-SATA bridges report (util-linux #1221).
-            optimal_io_bytes: read("queue/optimal_io_size").filter(|&v| v != 33_553_920),
+            // 0xFFFF×512 and 0x7FFF×512 are bogus values some USB-SATA bridges report
+            // (util-linux #1221); `blockwise probe` drops the same ones.
+            optimal_io_bytes: read("queue/optimal_io_size")
+                .filter(|&v| v != 33_553_920 && v != 16_776_704),
             preferred_erase_bytes: read("device/preferred_erase_size"),
         })
     }

@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use blockwise_image::Spec;
+use blockwise_image::{Spec, SpecError};
 
 use crate::Error;
 
@@ -18,25 +18,75 @@ pub struct SpecFile {
 }
 
 impl SpecFile {
-    /// Reads and validates a TOML spec file.
+    /// Reads and validates a TOML spec file. `erase-block = "auto"` (or `sector-size =
+    /// "auto"`) is an error here naming the key: it needs a device, see
+    /// [`SpecFile::load_for_device`].
     pub fn load(path: &Path) -> Result<Self, Error> {
         let text = fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
         // A syntax error has no key: name the file instead (`spec.toml: TOML parse error …`).
         let spec = Spec::from_toml(&text).map_err(|mut e| {
             if e.key == "(toml)" {
                 e.key = path.display().to_string();
+            } else if let Some(key) = auto_key(&text, &e.key) {
+                e.reason = format!(
+                    "\"auto\" takes the {} from a probe of the device the image is for: give the device (--device /dev/sdX), or a value such as {}",
+                    key.what(),
+                    key.example()
+                );
             }
             e
         })?;
-        let base_dir = path
-            .parent()
-            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-        let base_dir = if base_dir.as_os_str().is_empty() {
-            PathBuf::from(".")
-        } else {
-            base_dir
+        Ok(SpecFile::new(spec, base_dir_of(path)))
+    }
+
+    /// Reads a TOML spec file for `device`: `image.erase-block` and `image.sector-size` that
+    /// are `"auto"` or left out take the device's values; values the spec gives stay. Returns
+    /// the spec and, per key, whether the device's value was taken.
+    pub fn load_for_device(path: &Path, device: &DeviceValues) -> Result<(Self, Taken), Error> {
+        let text = fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let Ok(mut table) = text.parse::<toml::Table>() else {
+            // Not TOML: the usual error, naming the file.
+            return Self::load(path).map(|s| (s, Taken::default()));
         };
-        Ok(SpecFile { spec, base_dir })
+        let image = table
+            .entry("image")
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let mut taken = Taken::default();
+        if let toml::Value::Table(image) = image {
+            let is_auto = |v: Option<&toml::Value>| match v {
+                None => true,
+                Some(toml::Value::String(s)) => s.eq_ignore_ascii_case("auto"),
+                Some(_) => false,
+            };
+            if is_auto(image.get("erase-block")) {
+                let v = i64::try_from(device.erase_block_bytes).map_err(|_| {
+                    SpecError::new("image.erase-block", "the device's erase block is too large")
+                })?;
+                image.insert("erase-block".into(), toml::Value::Integer(v));
+                taken.erase_block = true;
+            }
+            if is_auto(image.get("sector-size")) {
+                match device.sector_bytes {
+                    Some(b) => {
+                        image.insert(
+                            "sector-size".into(),
+                            toml::Value::Integer(i64::from(u16::try_from(b).unwrap_or(512))),
+                        );
+                        taken.sector_size = true;
+                    }
+                    None if image.contains_key("sector-size") => {
+                        return Err(SpecError::new(
+                            "image.sector-size",
+                            "\"auto\": the device's logical block size is neither 512 nor 4096",
+                        )
+                        .into())
+                    }
+                    None => {}
+                }
+            }
+        }
+        let spec = Spec::from_deserializer(toml::Value::Table(table), |e| e.message().to_string())?;
+        Ok((SpecFile::new(spec, base_dir_of(path)), taken))
     }
 
     /// A spec built in code, with relative paths resolved against `base_dir`.
@@ -52,6 +102,73 @@ impl SpecFile {
     }
 }
 
+/// The directory a spec file's relative paths are resolved against.
+fn base_dir_of(path: &Path) -> PathBuf {
+    let base_dir = path
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    if base_dir.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        base_dir
+    }
+}
+
+/// The `[image]` values a device gives (`plan`/`build --device`, from a probe).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceValues {
+    /// The erase block to use.
+    pub erase_block_bytes: u64,
+    /// The logical sector size, when it is 512 or 4096.
+    pub sector_bytes: Option<u64>,
+}
+
+/// Which `[image]` keys took the device's value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Taken {
+    /// `image.erase-block` was `"auto"` or absent.
+    pub erase_block: bool,
+    /// `image.sector-size` was `"auto"` or absent.
+    pub sector_size: bool,
+}
+
+/// A key that may say `"auto"`.
+#[derive(Clone, Copy, Debug)]
+enum AutoKey {
+    EraseBlock,
+    SectorSize,
+}
+
+impl AutoKey {
+    fn what(self) -> &'static str {
+        match self {
+            AutoKey::EraseBlock => "erase block",
+            AutoKey::SectorSize => "sector size",
+        }
+    }
+    fn example(self) -> &'static str {
+        match self {
+            AutoKey::EraseBlock => "\"4MiB\"",
+            AutoKey::SectorSize => "512",
+        }
+    }
+}
+
+/// When the spec error is about `image.erase-block`/`image.sector-size` and that key says
+/// `"auto"`, which key it is.
+fn auto_key(text: &str, key: &str) -> Option<AutoKey> {
+    let (name, which) = match key {
+        "image.erase-block" => ("erase-block", AutoKey::EraseBlock),
+        "image.sector-size" => ("sector-size", AutoKey::SectorSize),
+        _ => return None,
+    };
+    let table = text.parse::<toml::Table>().ok()?;
+    match table.get("image")?.get(name)? {
+        toml::Value::String(s) if s.eq_ignore_ascii_case("auto") => Some(which),
+        _ => None,
+    }
+}
+
 /// The file-creation time: spec `timestamp`, else `SOURCE_DATE_EPOCH`, else 0.
 #[must_use]
 pub fn resolve_timestamp(spec: &Spec) -> i64 {
@@ -64,4 +181,89 @@ pub fn resolve_timestamp(spec: &Spec) -> i64 {
                 .and_then(|v| v.trim().parse().ok())
         })
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec_at(dir: &Path, text: &str) -> PathBuf {
+        let p = dir.join("s.toml");
+        fs::write(&p, text).unwrap();
+        p
+    }
+
+    const DEV: DeviceValues = DeviceValues {
+        erase_block_bytes: 8 << 20,
+        sector_bytes: Some(4096),
+    };
+
+    #[test]
+    fn auto_without_a_device_names_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        for (text, key) in [
+            (
+                "[image]\nerase-block = \"auto\"\n[[partition]]\nfs = \"none\"\nsize = \"8MiB\"\n",
+                "image.erase-block",
+            ),
+            (
+                "[image]\nsector-size = \"AUTO\"\n[[partition]]\nfs = \"none\"\nsize = \"8MiB\"\n",
+                "image.sector-size",
+            ),
+        ] {
+            let e = SpecFile::load(&spec_at(dir.path(), text)).unwrap_err();
+            let se = e.spec_error().unwrap();
+            assert_eq!(se.key, key);
+            assert!(se.reason.contains("--device"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_device_fills_auto_and_absent_keys_and_spec_values_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let part = "[[partition]]\nfs = \"none\"\nsize = \"16MiB\"\n";
+        let (sf, taken) = SpecFile::load_for_device(
+            &spec_at(
+                dir.path(),
+                &format!("[image]\nerase-block = \"auto\"\n{part}"),
+            ),
+            &DEV,
+        )
+        .unwrap();
+        assert_eq!(sf.spec.image.erase_block, 8 << 20);
+        assert_eq!(sf.spec.image.sector_size.bytes_u64(), 4096);
+        assert_eq!(
+            taken,
+            Taken {
+                erase_block: true,
+                sector_size: true
+            }
+        );
+        // No [image] table at all.
+        let (sf, taken) = SpecFile::load_for_device(&spec_at(dir.path(), part), &DEV).unwrap();
+        assert_eq!(sf.spec.image.erase_block, 8 << 20);
+        assert!(taken.erase_block && taken.sector_size);
+        // Given values win.
+        let (sf, taken) = SpecFile::load_for_device(
+            &spec_at(
+                dir.path(),
+                &format!("[image]\nerase-block = \"1MiB\"\nsector-size = 512\n{part}"),
+            ),
+            &DEV,
+        )
+        .unwrap();
+        assert_eq!(sf.spec.image.erase_block, 1 << 20);
+        assert_eq!(sf.spec.image.sector_size.bytes_u64(), 512);
+        assert_eq!(taken, Taken::default());
+        // Other errors still name their key.
+        let e = SpecFile::load_for_device(
+            &spec_at(
+                dir.path(),
+                "[image]\nerase-block = \"auto\"\nsize = \"x\"\n",
+            ),
+            &DEV,
+        )
+        .unwrap_err();
+        assert_eq!(e.spec_error().unwrap().key, "image.size");
+    }
 }
