@@ -3,15 +3,14 @@
 //! progress bar, and a table, JSON or CSV.
 
 use std::io::IsTerminal as _;
-use std::os::unix::fs::MetadataExt as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use blockwise_flash::{
-    check, inspect, memory_backed, run_bench, sysfs_erase_block, BenchEvent, BenchOptions, Device,
-    DirectMode, RealClock, Refusal, Target, TargetInfo, TargetKind, DEFAULT_ERASE_BLOCK,
+    check, inspect, memory_backed, run_bench, BenchEvent, BenchOptions, Device, DirectMode,
+    RealClock, Refusal, Target, TargetInfo, TargetKind, DEFAULT_ERASE_BLOCK,
 };
 use blockwise_geometry::{format_size, parse_size};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -154,10 +153,14 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<ExitCode> {
         (TargetKind::Disk, Some(i)) if i.disk.starts_with("loop") => "loop device",
         (TargetKind::Disk, _) => "disk",
     };
+    // The card's own erase block (SD/MMC `preferred_erase_size`), through probe's sysfs reading
+    // and its rule for usable values; no read-timing estimate here (the bench itself writes).
     let sysfs = if info.is_some() {
-        std::fs::metadata(&a.target)
+        blockwise_flash::probe(&a.target)
             .ok()
-            .and_then(|m| sysfs_erase_block(m.rdev()))
+            .map(|p| p.recommend(None))
+            .filter(|r| matches!(r.erase_block_source, blockwise_flash::ValueSource::Sysfs(_)))
+            .map(|r| r.erase_block_bytes)
     } else {
         None
     };

@@ -50,8 +50,7 @@ impl Clock for RealClock {
 /// The default chunk sizes of the sequential cases: 4 KiB, 16 KiB, 64 KiB, 512 KiB, 4 MiB.
 pub const DEFAULT_CHUNKS: [u64; 5] = [4 << 10, 16 << 10, 64 << 10, 512 << 10, 4 << 20];
 
-/// The erase block assumed when neither sysfs nor the user gives one.
-pub const DEFAULT_ERASE_BLOCK: u64 = 4 << 20;
+pub use crate::probe::DEFAULT_ERASE_BLOCK;
 
 /// Where the small-file pattern puts its files: cluster boundaries of this size (plus the
 /// shift), sizes rounded up to it, as a FAT with 4 KiB clusters writes whole pages.
@@ -858,24 +857,6 @@ pub fn memory_backed(path: &std::path::Path) -> bool {
         let t = s.f_type as u64;
         t == TMPFS_MAGIC || t == RAMFS_MAGIC
     })
-}
-
-/// The erase block the kernel reports for the block device `rdev` (SD/MMC cards'
-/// `preferred_erase_size`, looked up on the whole disk for a partition), when it gives one.
-#[must_use]
-pub fn sysfs_erase_block(rdev: u64) -> Option<u64> {
-    let sys = std::fs::canonicalize(crate::safety::sysfs_of(rdev)).ok()?;
-    let disk = if sys.join("partition").exists() {
-        sys.parent()?.to_path_buf()
-    } else {
-        sys
-    };
-    std::fs::read_to_string(disk.join("device/preferred_erase_size"))
-        .ok()?
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .filter(|&v| v >= 8192 && v % 8192 == 0)
 }
 
 #[cfg(test)]

@@ -59,9 +59,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 pub use bench::{
-    memory_backed, plan_cases, run_bench, sysfs_erase_block, BenchEvent, BenchOptions, Case,
-    CaseResult, Clock, Data, Outcome as BenchOutcome, Pattern, RealClock, Report as BenchReport,
-    Shift, TargetInfo, DEFAULT_CHUNKS, DEFAULT_ERASE_BLOCK,
+    memory_backed, plan_cases, run_bench, BenchEvent, BenchOptions, Case, CaseResult, Clock, Data,
+    Outcome as BenchOutcome, Pattern, RealClock, Report as BenchReport, Shift, TargetInfo,
+    DEFAULT_CHUNKS,
 };
 pub use bmap::{bmap_text_for, Bmap, BmapError, BmapRange, Checked};
 pub use buf::AlignedBuf;
