@@ -47,6 +47,8 @@ pub struct Bpb {
     pub fs_info_sector: u16,
     /// BkBootSec (0x32, FAT32 only).
     pub backup_boot_sector: u16,
+    /// ExtFlags (0x28, FAT32 only): bit 7 set = mirroring off, only FAT `bits 0-3` is active.
+    pub ext_flags: u16,
     /// Volume ID, when the extended boot signature 0x29 is present.
     pub volume_id: Option<u32>,
     /// Volume label (BPB copy), `None` for `NO NAME` or absent.
@@ -431,6 +433,11 @@ pub fn parse_fat(sector: &[u8]) -> Result<FatVolume, FatError> {
         } else {
             0
         },
+        ext_flags: if layout32 {
+            ext32.bpb_ext_flags.get()
+        } else {
+            0
+        },
         volume_id: has_ext.then_some(vol_id),
         label,
         boot_signature: boot.signature,
@@ -517,6 +524,21 @@ pub fn parse_fat(sector: &[u8]) -> Result<FatVolume, FatError> {
         clusters,
         issues,
     })
+}
+
+/// FAT[0] and FAT[1] from the first bytes of a FAT (FAT32 entries without their top 4
+/// bits); zeros for bytes missing.
+#[must_use]
+pub fn reserved_entries(layout: FatType, fat: &[u8]) -> (u32, u32) {
+    let b = |k: usize| u32::from(fat.get(k).copied().unwrap_or(0));
+    match layout {
+        FatType::Fat12 => (b(0) | (b(1) & 0x0f) << 8, b(1) >> 4 | b(2) << 4),
+        FatType::Fat16 => (b(0) | b(1) << 8, b(2) | b(3) << 8),
+        FatType::Fat32 => (
+            (b(0) | b(1) << 8 | b(2) << 16 | b(3) << 24) & 0x0fff_ffff,
+            (b(4) | b(5) << 8 | b(6) << 16 | b(7) << 24) & 0x0fff_ffff,
+        ),
+    }
 }
 
 /// What is wrong with an FSInfo sector.
