@@ -2,8 +2,9 @@
 //!
 //! [`verify`] reads only metadata through a [`BlockSource`] (a slice, a [`SparseImage`], a
 //! file, a device, a JS callback): the MBR or GPT (both copies), the EBR chain, and the
-//! first sectors of every partition (FAT boot sector, FSInfo and backup boot sector, ext2/3/4
-//! superblock, group descriptors and journal inode). A 32 GiB sparse image verifies in
+//! first sectors of every partition (FAT boot sector, FSInfo and backup boot sector, the first
+//! and at most 8 sampled sectors of each FAT copy, ext2/3/4 superblock, group descriptors with
+//! their checksums, and journal inode). A 32 GiB sparse image verifies in
 //! milliseconds. Bad bytes never make it fail: they become [`Finding`]s. `Err` is only the
 //! source's own I/O error.
 //!
