@@ -689,6 +689,27 @@ mod tests {
     }
 
     #[test]
+    fn reserved_entries_by_type() {
+        // mkfs.fat: FAT12 F8 FF FF, FAT16 F8 FF FF FF, FAT32 F8 FF FF 0F FF FF FF 0F.
+        assert_eq!(
+            reserved_entries(FatType::Fat12, &[0xf8, 0xff, 0xff]),
+            (0xff8, 0xfff)
+        );
+        assert_eq!(
+            reserved_entries(FatType::Fat16, &[0xf8, 0xff, 0xff, 0x7f]),
+            (0xfff8, 0x7fff)
+        );
+        assert_eq!(
+            reserved_entries(
+                FatType::Fat32,
+                &[0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xf7]
+            ),
+            (0x0fff_fff8, 0x07ff_ffff)
+        );
+        assert_eq!(reserved_entries(FatType::Fat32, &[0xf0]), (0xf0, 0));
+    }
+
+    #[test]
     fn fsinfo() {
         let mut s = vec![0u8; 512];
         s[0..4].copy_from_slice(&0x4161_5252u32.to_le_bytes());
