@@ -120,6 +120,8 @@ finding_codes! {
     FatDataNot4kAligned = "fat-data-not-4k-aligned",
     /// `fat-sector-below-logical`: The FAT sector is smaller than the device's logical sector.
     FatSectorBelowLogical = "fat-sector-below-logical",
+    /// `fat-copies-differ`: Sampled sectors of a FAT copy differ from the first FAT.
+    FatCopiesDiffer = "fat-copies-differ",
     /// `fat-data-not-aligned`: The data area does not start on the erase block (an error with `strict`).
     FatDataNotAligned = "fat-data-not-aligned",
     /// `fat32-field`: A FAT32 BPB has a FAT12/16-only field set.
@@ -139,6 +141,12 @@ finding_codes! {
     FatFsinfo = "fat-fsinfo",
     /// `fat-backup-boot-differs`: The backup boot sector differs from the boot sector.
     FatBackupBootDiffers = "fat-backup-boot-differs",
+    /// `fat-entry0-media`: FAT[0] does not hold the BPB media byte (rest ones).
+    #[serde(rename = "fat-entry0-media")]
+    FatEntry0Media = "fat-entry0-media",
+    /// `fat-entry1-eoc`: FAT[1] is not an end-of-chain mark.
+    #[serde(rename = "fat-entry1-eoc")]
+    FatEntry1Eoc = "fat-entry1-eoc",
     /// `fat-table-not-aligned`: The first FAT does not start on the erase block.
     FatTableNotAligned = "fat-table-not-aligned",
     /// `fat-no-backup-boot`: A FAT32 volume without a backup boot sector.
@@ -156,6 +164,8 @@ finding_codes! {
     Ext4LargerThanPartition = "ext4-larger-than-partition",
     /// `ext4-group-desc`: A group descriptor points outside the filesystem.
     Ext4GroupDesc = "ext4-group-desc",
+    /// `ext4-group-desc-checksum`: A group descriptor's bg_checksum (crc16 or crc32c, by feature) does not match.
+    Ext4GroupDescChecksum = "ext4-group-desc-checksum",
     /// `ext4-journal-not-aligned`: The journal does not start on the erase block (an error with `strict`).
     Ext4JournalNotAligned = "ext4-journal-not-aligned",
     /// `ext4-reserved-blocks`: More reserved blocks than blocks.

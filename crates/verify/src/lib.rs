@@ -2,8 +2,9 @@
 //!
 //! [`verify`] reads only metadata through a [`BlockSource`] (a slice, a [`SparseImage`], a
 //! file, a device, a JS callback): the MBR or GPT (both copies), the EBR chain, and the
-//! first sectors of every partition (FAT boot sector, FSInfo and backup boot sector, ext2/3/4
-//! superblock, group descriptors and journal inode). A 32 GiB sparse image verifies in
+//! first sectors of every partition (FAT boot sector, FSInfo and backup boot sector, the first
+//! and at most 8 sampled sectors of each FAT copy, ext2/3/4 superblock, group descriptors with
+//! their checksums, and journal inode). A 32 GiB sparse image verifies in
 //! milliseconds. Bad bytes never make it fail: they become [`Finding`]s. `Err` is only the
 //! source's own I/O error.
 //!
@@ -19,8 +20,8 @@
 //! | MBR | `mbr-corrupt` (E), `ebr-chain` (E), `logical-outside-extended` (E), `gpt-missing` (E), `no-partitions` (I) |
 //! | GPT | `gpt-primary-bad`, `gpt-backup-bad`, `gpt-backup-missing`, `gpt-corrupt`, `gpt-copies-differ`, `gpt-entry-range`, `gpt-entry-outside-usable`, `mbr-gpt-disagree` (E); `gpt-backup-not-at-end`, `gpt-no-protective-mbr`, `hybrid-mbr` (W); `protective-mbr-size`, `protective-mbr-bootable` (I) |
 //! | partitions | `partition-not-4k-aligned`, `partition-overlap`, `partition-past-end`, `partition-overlaps-table` (E); `partition-not-erase-aligned` (E*); `partition-empty` (W); `not-checked` (I) |
-//! | FAT | `fat-corrupt`, `fat-cluster-count`, `fat-too-many-clusters`, `fat-too-small`, `fat-root-cluster`, `fat-reserved-location`, `fat-larger-than-partition`, `fat-data-not-4k-aligned`, `fat-sector-below-logical` (E); `fat-data-not-aligned` (E*); `fat32-field`, `fat-many-fats`, `fat-boot-signature`, `fat-cluster-straddles`, `fat-sector-4096`, `fat-sector-smaller-than-device`, `fat-fsinfo`, `fat-backup-boot-differs` (W); `fat-table-not-aligned`, `fat-no-backup-boot`, `fat-hidden-sectors` (I) |
-//! | ext2/3/4 | `ext4-corrupt`, `ext4-inodes-count`, `ext4-superblock-checksum`, `ext4-larger-than-partition`, `ext4-group-desc` (E); `ext4-journal-not-aligned` (E*); `ext4-reserved-blocks`, `ext4-first-data-block`, `ext4-unsupported`, `ext4-stride-mismatch`, `ext4-stripe-mismatch`, `ext4-block-smaller-than-device`, `ext4-small-blocks` (W); `ext4-no-stride`, `ext4-stripe-smaller`, `ext4-inode-table-not-aligned` (I) |
+//! | FAT | `fat-corrupt`, `fat-cluster-count`, `fat-too-many-clusters`, `fat-too-small`, `fat-root-cluster`, `fat-reserved-location`, `fat-larger-than-partition`, `fat-data-not-4k-aligned`, `fat-sector-below-logical` (E); `fat-data-not-aligned` (E*); `fat32-field`, `fat-many-fats`, `fat-boot-signature`, `fat-cluster-straddles`, `fat-sector-4096`, `fat-sector-smaller-than-device`, `fat-fsinfo`, `fat-backup-boot-differs`, `fat-copies-differ`, `fat-entry0-media`, `fat-entry1-eoc` (W); `fat-table-not-aligned`, `fat-no-backup-boot`, `fat-hidden-sectors` (I) |
+//! | ext2/3/4 | `ext4-corrupt`, `ext4-inodes-count`, `ext4-superblock-checksum`, `ext4-larger-than-partition`, `ext4-group-desc`, `ext4-group-desc-checksum` (E); `ext4-journal-not-aligned` (E*); `ext4-reserved-blocks`, `ext4-first-data-block`, `ext4-unsupported`, `ext4-stride-mismatch`, `ext4-stripe-mismatch`, `ext4-block-smaller-than-device`, `ext4-small-blocks` (W); `ext4-no-stride`, `ext4-stripe-smaller`, `ext4-inode-table-not-aligned` (I) |
 //!
 //! ```
 //! use blockwise_verify::{verify_bytes, Options};

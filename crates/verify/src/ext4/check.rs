@@ -80,6 +80,31 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 format!("partition {i} ({kind}): group {g}'s {field} is block {block}, outside the filesystem (blocks {}..{}): e2fsck will have to rebuild it", sb.first_data_block, sb.blocks_count),
             );
         }
+        let gdt_at = base.saturating_add(sb.gdt_offset());
+        for &(g, stored, computed) in &summary.bad_checksums {
+            let at = gdt_at.saturating_add(g.saturating_mul(u64::from(sb.desc_size)));
+            self.add(
+                Severity::Error,
+                FindingCode::Ext4GroupDescChecksum,
+                Some(i),
+                format!(
+                    "partition {i} ({kind}): group {g}'s descriptor checksum bg_checksum (offset 0x1E of the descriptor at byte {at}) is {stored:#06x}, computed {computed:#06x} ({}, as {} requires) — the kernel refuses to mount it read-write (\"ext4_check_descriptors: Checksum for group {g} failed\"); run e2fsck",
+                    sb.desc_csum.name(),
+                    if matches!(sb.desc_csum, ext4::DescChecksum::Crc16) { "gdt_csum/uninit_bg" } else { "metadata_csum" },
+                ),
+            );
+        }
+        let more = summary
+            .bad_checksum_count
+            .saturating_sub(u64::try_from(summary.bad_checksums.len()).unwrap_or(0));
+        if more > 0 {
+            self.add(
+                Severity::Error,
+                FindingCode::Ext4GroupDescChecksum,
+                Some(i),
+                format!("partition {i} ({kind}): {more} more group descriptors with a wrong bg_checksum (offset 0x1E)"),
+            );
+        }
         let first_it = summary.first_inode_table.filter(|&b| b < sb.blocks_count);
         let inode_table_start = first_it.map(|b| base.saturating_add(b.saturating_mul(bs)));
         // Journal.

@@ -10,6 +10,8 @@ use blockwise_ext4::raw::{
 use zerocopy::little_endian::U32;
 use zerocopy::{FromBytes, IntoBytes};
 
+use blockwise_ext4::csum::{crc16, crc32c_raw};
+
 use crate::bytes::{read_zero_extended, text};
 use crate::FindingCode;
 
@@ -70,6 +72,8 @@ pub struct Superblock {
     pub log_groups_per_flex: u8,
     /// `Some(ok)` when metadata_csum is set.
     pub checksum_ok: Option<bool>,
+    /// How the group descriptors are checksummed (`bg_checksum`, offset 0x1E).
+    pub desc_csum: DescChecksum,
     /// Problems that do not stop the volume from being understood.
     pub issues: Vec<Ext4Issue>,
 }
@@ -314,6 +318,30 @@ impl Ext4Issue {
     }
 }
 
+/// How `bg_checksum` (offset 0x1E of every group descriptor) is computed, by feature.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DescChecksum {
+    /// Neither `gdt_csum`/`uninit_bg` nor `metadata_csum`: the field is unused.
+    None,
+    /// `gdt_csum`/`uninit_bg`: crc16 over s_uuid, the group number and the descriptor.
+    Crc16,
+    /// `metadata_csum`: the low 16 bits of crc32c (seeded with this value) over the group
+    /// number and the descriptor with the checksum field zeroed.
+    Crc32c(u32),
+}
+
+impl DescChecksum {
+    /// `crc16` or `crc32c`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            DescChecksum::None => "none",
+            DescChecksum::Crc16 => "crc16",
+            DescChecksum::Crc32c(_) => "crc32c",
+        }
+    }
+}
+
 /// Does `sb` (the 1024 bytes at volume offset 1024) carry the ext2/3/4 magic?
 #[must_use]
 pub fn has_magic(sb: &[u8]) -> bool {
@@ -408,6 +436,19 @@ pub fn parse_superblock(sb: &[u8]) -> Result<Superblock, Ext4Error> {
         raid_stripe_width: raw.s_raid_stripe_width.get(),
         log_groups_per_flex: raw.s_log_groups_per_flex,
         checksum_ok: None,
+        desc_csum: if features.ro_compat.contains(RoCompatFeatures::METADATA_CSUM) {
+            // The kernel's s_csum_seed: s_checksum_seed with metadata_csum_seed, else
+            // crc32c(~0, s_uuid).
+            DescChecksum::Crc32c(if features.incompat.contains(IncompatFeatures::CSUM_SEED) {
+                raw.s_checksum_seed.get()
+            } else {
+                crc32c_raw(!0, &raw.s_uuid)
+            })
+        } else if features.ro_compat.contains(RoCompatFeatures::GDT_CSUM) {
+            DescChecksum::Crc16
+        } else {
+            DescChecksum::None
+        },
         issues: Vec::new(),
     };
     let groups = s.groups();
@@ -465,6 +506,37 @@ pub struct GroupSummary {
     pub free_inodes: u64,
     /// Groups whose bitmap or inode table lies outside the filesystem: (group, field, block).
     pub out_of_range: Vec<(u64, &'static str, u64)>,
+    /// The first descriptors whose `bg_checksum` does not match: (group, stored, computed).
+    pub bad_checksums: Vec<(u64, u16, u16)>,
+    /// How many descriptors' `bg_checksum` does not match.
+    pub bad_checksum_count: u64,
+}
+
+/// The `bg_checksum` a descriptor `d` (`desc_size` bytes) of group `group` should carry,
+/// as the kernel's `ext4_group_desc_csum`; `None` when the feature set has no checksum.
+#[must_use]
+pub fn desc_checksum(sb: &Superblock, group: u64, d: &[u8]) -> Option<u16> {
+    let at = offset_of!(GroupDescRaw, bg_checksum);
+    let head = d.get(..at)?;
+    let tail = d.get(at.saturating_add(2)..).unwrap_or(&[]);
+    // The group number is hashed as a little-endian u32 (group counts fit 32 bits).
+    let le_group = u32::try_from(group).ok()?.to_le_bytes();
+    match sb.desc_csum {
+        DescChecksum::None => None,
+        DescChecksum::Crc32c(seed) => {
+            let c = crc32c_raw(seed, &le_group);
+            let c = crc32c_raw(c, head);
+            let c = crc32c_raw(c, &[0, 0]);
+            let c = crc32c_raw(c, tail);
+            Some(u16::try_from(c & 0xffff).unwrap_or(0))
+        }
+        DescChecksum::Crc16 => {
+            let c = crc16(0xffff, &sb.uuid);
+            let c = crc16(c, &le_group);
+            let c = crc16(c, head);
+            Some(crc16(c, tail))
+        }
+    }
 }
 
 /// Summarises `count` descriptors from `gdt` (the bytes at [`Superblock::gdt_offset`]).
@@ -482,6 +554,15 @@ pub fn summarise_groups(sb: &Superblock, gdt: &[u8], count: u64) -> GroupSummary
             d.get(..narrow).unwrap_or(d)
         };
         let desc: GroupDesc64Raw = read_zero_extended(d);
+        if let Some(computed) = desc_checksum(sb, g, d.get(..ds).unwrap_or(d)) {
+            let stored = desc.base.bg_checksum.get();
+            if stored != computed {
+                out.bad_checksum_count = out.bad_checksum_count.saturating_add(1);
+                if out.bad_checksums.len() < 8 {
+                    out.bad_checksums.push((g, stored, computed));
+                }
+            }
+        }
         let bb = desc.block_bitmap();
         let it = desc.inode_table();
         if g == 0 {

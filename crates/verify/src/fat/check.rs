@@ -13,6 +13,11 @@ use blockwise_geometry::{
 use crate::num::{div, is_multiple};
 use crate::{fat, read_clamped, FindingCode, Severity, Verifier, PAGE};
 
+/// Sectors of each FAT copy compared with the first FAT (first and last included).
+const FAT_SAMPLES: u64 = 8;
+/// FAT copies compared (more than two is already a warning).
+const MAX_FAT_COPIES: u8 = 4;
+
 impl<S: BlockSource + ?Sized> Verifier<'_, S> {
     pub(crate) fn fat(&mut self, p: &mut PartitionPlan) -> Result<(), S::Error> {
         let i = p.index;
@@ -148,6 +153,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         if kind == fat::FatType::Fat32 {
             self.fat32_extras(i, base, &vol, &boot)?;
         }
+        self.fat_tables(i, &name, fat_start, &vol)?;
         if self.r.table.kind != TableKind::None {
             let hidden = u64::from(vol.bpb.hidden_sectors);
             let ok = [bps, 512, self.sector.bytes_u64()]
@@ -178,6 +184,88 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             aligned,
             notes: Vec::new(),
         }));
+        Ok(())
+    }
+
+    /// The first two FAT entries and the copies of the FAT, from at most [`FAT_SAMPLES`]
+    /// sectors of each copy spread across it (bounded reads: a few KiB whatever the size).
+    fn fat_tables(
+        &mut self,
+        i: u32,
+        name: &str,
+        fat_start: u64,
+        vol: &fat::FatVolume,
+    ) -> Result<(), S::Error> {
+        let bps = vol.sector_bytes();
+        let len = usize::try_from(bps).unwrap_or(512);
+        let first = read_clamped(self.src, fat_start, len)?;
+        if first.len() < len {
+            // Truncated: partition-past-end / fat-larger-than-partition say so.
+            return Ok(());
+        }
+        let media = vol.bpb.media;
+        let (e0, e1) = fat::reserved_entries(vol.layout, &first);
+        let (want0, flags, eoc, width) = match vol.layout {
+            fat::FatType::Fat12 => (0x0f00 | u32::from(media), 0, 0x0ff8, 5),
+            fat::FatType::Fat16 => (0xff00 | u32::from(media), 0xc000, 0xfff8, 6),
+            fat::FatType::Fat32 => (0x0fff_ff00 | u32::from(media), 0x0c00_0000, 0x0fff_fff8, 10),
+        };
+        if e0 != want0 {
+            self.add(
+                Severity::Warning,
+                FindingCode::FatEntry0Media,
+                Some(i),
+                format!("partition {i} ({name}): FAT[0] (byte {fat_start}) is {e0:#0w$x} but the BPB's Media (offset 0x15) is {media:#04x}, so it should be {want0:#0w$x} (media byte, other bits set) — fsck.fat and some drivers treat the FAT as damaged; fsck.fat can rewrite it", w = width),
+            );
+        }
+        // FAT16/32 keep the clean-shutdown and no-error flags in FAT[1]'s top bits.
+        if e1 | flags < eoc {
+            self.add(
+                Severity::Warning,
+                FindingCode::FatEntry1Eoc,
+                Some(i),
+                format!("partition {i} ({name}): FAT[1] (byte {}) is {e1:#0w$x}, not an end-of-chain mark ({eoc:#0w$x} or above, ignoring the dirty flags) — fsck.fat reports the FAT as damaged", fat_start.saturating_add(if vol.layout == fat::FatType::Fat32 { 4 } else { 2 }) , w = width),
+            );
+        }
+        let mirrored = vol.bpb.ext_flags & 0x80 == 0;
+        let copies = vol.bpb.fat_count.min(MAX_FAT_COPIES);
+        if copies < 2 || !mirrored {
+            return Ok(());
+        }
+        let n = vol.fat_sectors;
+        let samples = n.min(FAT_SAMPLES);
+        let fat_bytes = n.saturating_mul(bps);
+        for copy in 1..copies {
+            let copy_start = fat_start.saturating_add(fat_bytes.saturating_mul(u64::from(copy)));
+            for k in 0..samples {
+                // Evenly spread: the first and the last sector always.
+                let sector = n
+                    .saturating_sub(1)
+                    .saturating_mul(k)
+                    .checked_div(samples.saturating_sub(1))
+                    .unwrap_or(0);
+                let off = sector.saturating_mul(bps);
+                let a = if sector == 0 {
+                    first.clone()
+                } else {
+                    read_clamped(self.src, fat_start.saturating_add(off), len)?
+                };
+                let b = read_clamped(self.src, copy_start.saturating_add(off), len)?;
+                if a.len() < len || b.len() < len {
+                    break;
+                }
+                if a != b {
+                    let at = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(0);
+                    self.add(
+                        Severity::Warning,
+                        FindingCode::FatCopiesDiffer,
+                        Some(i),
+                        format!("partition {i} ({name}): FAT copy {} differs from the first FAT in sector {sector} of the FAT (byte {} of the copy, at {}) — one of them is stale; fsck.fat -n reports \"FATs differ\", and which one a driver reads is undefined; run fsck.fat", u64::from(copy).saturating_add(1), off.saturating_add(u64::try_from(at).unwrap_or(0)), copy_start.saturating_add(off).saturating_add(u64::try_from(at).unwrap_or(0))),
+                    );
+                    break;
+                }
+            }
+        }
         Ok(())
     }
 

@@ -47,6 +47,8 @@ pub struct Bpb {
     pub fs_info_sector: u16,
     /// BkBootSec (0x32, FAT32 only).
     pub backup_boot_sector: u16,
+    /// ExtFlags (0x28, FAT32 only): bit 7 set = mirroring off, only FAT `bits 0-3` is active.
+    pub ext_flags: u16,
     /// Volume ID, when the extended boot signature 0x29 is present.
     pub volume_id: Option<u32>,
     /// Volume label (BPB copy), `None` for `NO NAME` or absent.
@@ -431,6 +433,11 @@ pub fn parse_fat(sector: &[u8]) -> Result<FatVolume, FatError> {
         } else {
             0
         },
+        ext_flags: if layout32 {
+            ext32.bpb_ext_flags.get()
+        } else {
+            0
+        },
         volume_id: has_ext.then_some(vol_id),
         label,
         boot_signature: boot.signature,
@@ -517,6 +524,21 @@ pub fn parse_fat(sector: &[u8]) -> Result<FatVolume, FatError> {
         clusters,
         issues,
     })
+}
+
+/// FAT[0] and FAT[1] from the first bytes of a FAT (FAT32 entries without their top 4
+/// bits); zeros for bytes missing.
+#[must_use]
+pub fn reserved_entries(layout: FatType, fat: &[u8]) -> (u32, u32) {
+    let b = |k: usize| u32::from(fat.get(k).copied().unwrap_or(0));
+    match layout {
+        FatType::Fat12 => (b(0) | (b(1) & 0x0f) << 8, b(1) >> 4 | b(2) << 4),
+        FatType::Fat16 => (b(0) | b(1) << 8, b(2) | b(3) << 8),
+        FatType::Fat32 => (
+            (b(0) | b(1) << 8 | b(2) << 16 | b(3) << 24) & 0x0fff_ffff,
+            (b(4) | b(5) << 8 | b(6) << 16 | b(7) << 24) & 0x0fff_ffff,
+        ),
+    }
 }
 
 /// What is wrong with an FSInfo sector.
@@ -664,6 +686,27 @@ mod tests {
         assert_eq!(FatType::from_cluster_count(4085), FatType::Fat16);
         assert_eq!(FatType::from_cluster_count(65524), FatType::Fat16);
         assert_eq!(FatType::from_cluster_count(65525), FatType::Fat32);
+    }
+
+    #[test]
+    fn reserved_entries_by_type() {
+        // mkfs.fat: FAT12 F8 FF FF, FAT16 F8 FF FF FF, FAT32 F8 FF FF 0F FF FF FF 0F.
+        assert_eq!(
+            reserved_entries(FatType::Fat12, &[0xf8, 0xff, 0xff]),
+            (0xff8, 0xfff)
+        );
+        assert_eq!(
+            reserved_entries(FatType::Fat16, &[0xf8, 0xff, 0xff, 0x7f]),
+            (0xfff8, 0x7fff)
+        );
+        assert_eq!(
+            reserved_entries(
+                FatType::Fat32,
+                &[0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xf7]
+            ),
+            (0x0fff_fff8, 0x07ff_ffff)
+        );
+        assert_eq!(reserved_entries(FatType::Fat32, &[0xf0]), (0xf0, 0));
     }
 
     #[test]
