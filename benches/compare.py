@@ -214,6 +214,7 @@ class Row:
     times: list[float] = field(default_factory=list)
     rss_kib: list[int] = field(default_factory=list)
     error: Optional[str] = None
+    skipped: bool = False  # a tool is not installed: reported, not a failure
 
 
 @dataclass
@@ -238,7 +239,12 @@ def run_row(row: Row, logdir: Path) -> None:
         total = 0.0
         peak = 0
         tlog = logdir / "time.log"
-        for st in row.steps(ctx):
+        steps = row.steps(ctx)
+        missing = sorted({st.argv[0] for st in steps if not have(st.argv[0])})
+        if missing:
+            row.skipped = True
+            raise StepFailed(f"skipped: {', '.join(missing)} not installed")
+        for st in steps:
             env = dict(os.environ)
             if st.env:
                 env.update(st.env)
@@ -260,7 +266,7 @@ def run_row(row: Row, logdir: Path) -> None:
         row.rss_kib.append(peak)
     except StepFailed as e:
         row.error = str(e)
-        log(f"    FAILED {row.tool}: {e}")
+        log(f"    {'SKIPPED' if row.skipped else 'FAILED'} {row.tool}: {e}")
     finally:
         if row.teardown:
             try:
@@ -297,6 +303,13 @@ def summary(row: Row) -> Optional[dict]:
 # Commands
 
 
+def quiet(argv: list[str]) -> None:
+    """An untimed helper command; its output is shown only when it fails."""
+    p = subprocess.run(argv, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"`{' '.join(argv)}` exited {p.returncode}: {p.stderr.strip()}")
+
+
 def sync(path: Path) -> Step:
     """fsync of one file, timed: what `blockwise build` does before its rename."""
     return Step(["sync", str(path)])
@@ -327,12 +340,12 @@ def bare_spec(path: Path, fs: str, tree: Path, size: int, backend: Optional[str]
     return path
 
 
-def rpi_spec(path: Path, boot: Path, root: Path, root_bytes: int) -> Path:
+def rpi_spec(path: Path, boot: Path, root: Path, boot_bytes: int, root_bytes: int) -> Path:
     path.write_text(
-        f'[image]\nsize = "{(8 * MIB + 512 * MIB + root_bytes) // MIB}MiB"\n'
+        f'[image]\nsize = "{(8 * MIB + boot_bytes + root_bytes) // MIB}MiB"\n'
         f'erase-block = "8MiB"\ntable = "mbr"\ndisk-id = "0x5452574f"\nseed = 1\n'
         f"timestamp = {TIMESTAMP}\n\n"
-        f'[[partition]]\nfs = "fat32"\nsize = "512MiB"\ncontents = {toml_str(boot)}\n'
+        f'[[partition]]\nfs = "fat32"\nsize = "{boot_bytes // MIB}MiB"\ncontents = {toml_str(boot)}\n'
         f'bootable = true\nlabel = "BOOTFS"\n\n'
         f'[[partition]]\nfs = "ext4"\nsize = "fill"\ncontents = {toml_str(root)}\n'
         f'label = "rootfs"\n'
@@ -345,10 +358,24 @@ def mcopy_step(img: Path, tree: Path) -> Step:
     return Step(["mcopy", "-s", "-Q", "-i", str(img)] + tops + ["::/"], env=MTOOLS_ENV)
 
 
-def mkfs_fat_step(img: Path, size: int, label: str) -> Step:
-    # 4 KiB clusters (-s 8), as blockwise's default for these sizes.
-    return Step(["mkfs.fat", "-F", "32", "-S", "512", "-s", "8", "-n", label, "-C", str(img),
-                 str(size // KIB)])
+CLUSTERS: dict[int, int] = {}
+
+
+def cluster_bytes(bw: str, size: int) -> int:
+    """The cluster size blockwise picks for a FAT32 of `size` bytes (`plan --json`)."""
+    if size not in CLUSTERS:
+        out = subprocess.run([bw, "plan", "--size", f"{size // MIB}MiB", "--partition",
+                              "fat32:fill", "--table", "none", "--json"], check=True,
+                             capture_output=True, text=True).stdout
+        CLUSTERS[size] = json.loads(out)["partitions"][0]["filesystem"]["cluster_bytes"]
+    return CLUSTERS[size]
+
+
+def mkfs_fat_step(bw: str, img: Path, size: int, label: str) -> Step:
+    # The same cluster size as blockwise (mkfs.fat's own default may differ).
+    spc = cluster_bytes(bw, size) // 512
+    return Step(["mkfs.fat", "-F", "32", "-S", "512", "-s", str(spc), "-n", label, "-C",
+                 str(img), str(size // KIB)])
 
 
 def mke2fs_steps(img: Path, tree: Path, size: int, label: str) -> list[Step]:
@@ -369,6 +396,8 @@ class Bench:
         self.work: Path = args.workdir
         self.bw = args.blockwise
         self.shapes = shapes(args.quick)
+        # The RPi images' boot partition (512 MiB as Raspberry Pi OS; small in --quick).
+        self.boot_bytes = 64 * MIB if args.quick else 512 * MIB
         self.trees: dict[str, Path] = {}
         self.stats: dict[str, tuple[int, int]] = {}
         self.loops: list[str] = []
@@ -412,7 +441,7 @@ class Bench:
                                                     str(ours_fat), "-q"])],
                 teardown=rm(ours_fat), blockwise=True),
             Row("mkfs.fat -F 32 -C + mcopy -s", lambda c: [
-                mkfs_fat_step(peer_fat, size, "BENCH"), mcopy_step(peer_fat, tree),
+                mkfs_fat_step(self.bw, peer_fat, size, "BENCH"), mcopy_step(peer_fat, tree),
                 sync(peer_fat)], setup=rm(peer_fat), teardown=rm(peer_fat)),
             tar_row,
         ], files, nbytes)
@@ -433,43 +462,49 @@ class Bench:
         files, nbytes = self.stats[name]
         what = {"nested": "nested", "flat": "in one directory", "big": "large files",
                 "boot": "boot tree"}[self.shapes[name].kind]
-        if nbytes >= 10 * GIB // 10:
+        if nbytes >= GIB:
             amount = f"{nbytes / GIB:.1f} GiB"
-        else:
+        elif nbytes >= 10e6:
             amount = f"{nbytes / 1e6:.0f} MB"
+        else:
+            amount = f"{nbytes / 1e6:.2f} MB"
         return f"{name}: {files:,} files / {amount} {what}"
 
     # -- Raspberry Pi OS-style image -----------------------------------------------------
     def rpi_root_bytes(self, root: str) -> int:
         _files, nbytes = self.stats[root]
-        # Room for the tree plus ext4's metadata, rounded to 256 MiB, at least 1 GiB.
-        need = nbytes * 3 // 2 + 256 * MIB
-        return max(GIB, (need + 256 * MIB - 1) // (256 * MIB) * 256 * MIB)
+        # Room for the tree plus ext4's metadata, rounded to 256 MiB, at least 1 GiB
+        # (--quick: 64 MiB steps, at least 128 MiB).
+        step, least = (64 * MIB, 128 * MIB) if self.args.quick else (256 * MIB, GIB)
+        need = nbytes * 3 // 2 + step
+        return max(least, (need + step - 1) // step * step)
 
     def build_rpi(self, root: str, out: Path) -> Path:
         """An RPi image built (untimed) by blockwise, for the verify and write groups."""
         boot = self.tree("boot")
         tree = self.tree(root)
-        spec = rpi_spec(self.specs / f"rpi-{root}.toml", boot, tree, self.rpi_root_bytes(root))
+        spec = rpi_spec(self.specs / f"rpi-{root}.toml", boot, tree, self.boot_bytes,
+                        self.rpi_root_bytes(root))
         if not out.exists():
-            subprocess.run([self.bw, "build", str(spec), "-o", str(out), "-q"], check=True)
+            quiet([self.bw, "build", str(spec), "-o", str(out), "-q"])
         return out
 
     def rpi_case(self, root: str) -> Case:
         boot = self.tree("boot")
         tree = self.tree(root)
         root_bytes = self.rpi_root_bytes(root)
-        total = 8 * MIB + 512 * MIB + root_bytes
+        bb = self.boot_bytes
+        total = 8 * MIB + bb + root_bytes
         files = self.stats["boot"][0] + self.stats[root][0]
         nbytes = self.stats["boot"][1] + self.stats[root][1]
         o = self.out
-        spec = rpi_spec(self.specs / f"rpi-{root}.toml", boot, tree, root_bytes)
+        spec = rpi_spec(self.specs / f"rpi-{root}.toml", boot, tree, self.boot_bytes, root_bytes)
         ours = o / f"rpi-{root}-blockwise.img"
 
         gen = o / f"genimage-{root}"
         cfg = self.specs / f"genimage-{root}.cfg"
         cfg.write_text(
-            f'image boot.vfat {{\n  vfat {{ label = "BOOTFS" }}\n  size = 512M\n'
+            f'image boot.vfat {{\n  vfat {{ label = "BOOTFS" }}\n  size = {bb // MIB}M\n'
             f'  srcpath = {toml_str(boot)}\n  temporary = true\n}}\n'
             f'image root.ext4 {{\n  ext4 {{ label = "rootfs" use-mke2fs = true }}\n'
             f'  size = {root_bytes // MIB}M\n  srcpath = {toml_str(tree)}\n  temporary = true\n}}\n'
@@ -487,14 +522,15 @@ class Bench:
         img = pigen / "rpi.img"
         bootimg = pigen / "boot.vfat"
         rootimg = pigen / "root.ext4"
-        table = (f"label: dos\nlabel-id: 0x5452574f\nstart=16384, size=1048576, type=c, bootable\n"
-                 f"start=1064960, size={root_bytes // 512}, type=83\n").encode()
+        table = (f"label: dos\nlabel-id: 0x5452574f\n"
+                 f"start=16384, size={bb // 512}, type=c, bootable\n"
+                 f"start={(8 * MIB + bb) // 512}, size={root_bytes // 512}, type=83\n").encode()
 
         def pigen_setup(_c: dict) -> None:
             shutil.rmtree(pigen, ignore_errors=True)
             pigen.mkdir(parents=True)
 
-        return Case("rpi", f"RPi OS-style image: MBR, 8 MiB alignment, 512 MiB FAT32 boot "
+        return Case("rpi", f"RPi OS-style image: MBR, 8 MiB alignment, {bb // MIB} MiB FAT32 boot "
                     f"({self.stats['boot'][0]} files) + {root_bytes / GIB:g} GiB ext4 root from "
                     f"{root} ({total / GIB:.2f} GiB image)", [
                         Row("blockwise build", lambda c: [
@@ -510,12 +546,12 @@ class Bench:
                         Row("pi-gen way: sfdisk, mkfs.fat + mcopy, mke2fs -d, dd", lambda c: [
                             Step(["truncate", "-s", str(total), str(img)]),
                             Step(["sfdisk", "-q", str(img)], stdin=table),
-                            mkfs_fat_step(bootimg, 512 * MIB, "BOOTFS"),
+                            mkfs_fat_step(self.bw, bootimg, bb, "BOOTFS"),
                             mcopy_step(bootimg, boot),
                             *mke2fs_steps(rootimg, tree, root_bytes, "rootfs"),
                             Step(["dd", f"if={bootimg}", f"of={img}", "bs=4M", "seek=2",
                                   "conv=notrunc,sparse"]),
-                            Step(["dd", f"if={rootimg}", f"of={img}", "bs=4M", "seek=130",
+                            Step(["dd", f"if={rootimg}", f"of={img}", "bs=4M", f"seek={(8 * MIB + bb) // (4 * MIB)}",
                                   "conv=notrunc,sparse"]),
                             sync(img)], setup=pigen_setup, teardown=rm(pigen)),
                     ], files, nbytes)
@@ -539,12 +575,12 @@ class Bench:
         spec = self.specs / "verify-32g.toml"
         boot = self.tree("boot")
         root = self.tree("T1")
-        rpi_spec(spec, boot, root, 32 * GIB - 520 * MIB)
+        rpi_spec(spec, boot, root, self.boot_bytes, 32 * GIB - 8 * MIB - self.boot_bytes)
         if not big.exists():
-            subprocess.run([self.bw, "build", str(spec), "-o", str(big), "-q"], check=True)
+            quiet([self.bw, "build", str(spec), "-o", str(big), "-q"])
         for img, what in [(self.build_rpi("T1", self.out / "verify-rpi-T1.img"),
                            "the RPi image from T1"),
-                          (big, "a 32 GiB sparse RPi-style image (ext4 root 31.5 GiB)")]:
+                          (big, "a 32 GiB sparse RPi-style image")]:
             rows = [Row("blockwise verify", lambda c, img=img: [Step([self.bw, "verify",
                                                                       str(img)])],
                         blockwise=True)]
@@ -582,8 +618,7 @@ class Bench:
             size = img.stat().st_size
             bmap = bmaps / (img.name + ".bmap")
             if not bmap.exists():
-                subprocess.run(["bmaptool", "-q", "create", str(img), "-o", str(bmap)],
-                               check=True)
+                quiet(["bmaptool", "-q", "create", str(img), "-o", str(bmap)])
             backing = self.out / "loop-backing.bin"
 
             def setup(c: dict, size: int = size, backing: Path = backing) -> None:
@@ -685,7 +720,7 @@ def versions(bw: str) -> dict[str, str]:
 def fs_type(path: Path) -> str:
     p = subprocess.run(["findmnt", "-n", "-o", "FSTYPE,SOURCE", "--target", str(path)],
                        capture_output=True, text=True)
-    return p.stdout.strip() or "unknown"
+    return " ".join(p.stdout.split()) or "unknown"
 
 
 # ---------------------------------------------------------------------------------------
@@ -701,7 +736,7 @@ def case_dict(c: Case, runs: int, meta: dict) -> dict:
         "date": meta["date"],
         "load": meta["load"],
         "rows": [{"tool": r.tool, "blockwise": r.blockwise, "floor": r.floor,
-                  "s": summary(r), "error": r.error} for r in c.rows],
+                  "s": summary(r), "error": r.error, "skipped": r.skipped} for r in c.rows],
     }
 
 
@@ -818,7 +853,8 @@ def render(cases: list[dict], meta: dict, vers: dict[str, str]) -> str:
             s = x["s"]
             name = c["name"] if i == 0 else ""
             if s is None:
-                L.append(f"| {name} | {x['tool']} | failed | | | |")
+                why = "not installed" if x.get("skipped") else "failed"
+                L.append(f"| {name} | {x['tool']} | {why} | | | |")
                 continue
             rr = "" if i == 0 else fmt_ratio(ratio(ours, s))
             L.append(f"| {name} | {x['tool']} | {s['median']:.3f} | "
@@ -838,7 +874,7 @@ def render(cases: list[dict], meta: dict, vers: dict[str, str]) -> str:
 def print_table(cases: list[dict]) -> None:
     print()
     for c in cases:
-        print(f"{c['group']}: {c['name']}")
+        print(c["name"])
         ours = c["rows"][0]["s"]
         for i, x in enumerate(c["rows"]):
             s = x["s"]
@@ -978,7 +1014,7 @@ def main(argv: list[str]) -> int:
             b.cleanup_loops()
             load = f"{load}→{os.getloadavg()[0]:.1f}"
             done += [case_dict(c, runs, {"date": date, "load": load}) for c in new]
-            failed += sum(1 for c in new for r in c.rows if r.error)
+            failed += sum(1 for c in new for r in c.rows if r.error and not r.skipped)
             # Partial results are usable: the table is rewritten after every group.
             publish(done, final=False)
     finally:
