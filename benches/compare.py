@@ -276,7 +276,7 @@ def run_row(row: Row, logdir: Path) -> None:
 
 
 def run_case(case: Case, runs: int, logdir: Path) -> None:
-    log(f"== {case.group}: {case.name} ({runs} run{'s' if runs > 1 else ''})")
+    log(f"== {case.name} ({runs} run{'s' if runs > 1 else ''})")
     for r in range(runs):
         for row in case.rows:
             if row.error:
