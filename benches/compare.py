@@ -844,6 +844,15 @@ def render(cases: list[dict], meta: dict, vers: dict[str, str]) -> str:
         runs_of.setdefault(c["group"], f"{c['group']}: {c['date']}, {c['runs']} "
                            f"run{'s' if c['runs'] > 1 else ''}, load average {c['load']}")
     L.append("Runs: " + "; ".join(runs_of.values()) + ".")
+    loads = [float(x) for c in cases for x in c["load"].split("→") if x]
+    if loads and max(loads) > meta["cores"]:
+        L.append("")
+        L.append(f"**Loaded machine:** the load average reached {max(loads):.0f} on "
+                 f"{meta['cores']} cores (other jobs were running), so these timings are noisy; "
+                 "compare rows of one case (they ran interleaved), not absolute times.")
+    if meta.get("note"):
+        L.append("")
+        L.append(meta["note"])
     L.append("")
     L.append("| case | tool | median s | min–max s | peak RSS MiB | blockwise ÷ tool |")
     L.append("|---|---|---:|---:|---:|---:|")
@@ -932,6 +941,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--no-readme", action="store_true",
                    help="do not update README.md (never updated with --quick)")
     p.add_argument("--no-install", action="store_true", help="never run apt-get")
+    p.add_argument("--note", help="a sentence added to the Markdown (e.g. about the machine)")
     p.add_argument("--fresh", action="store_true",
                    help="forget the results of earlier runs in WORKDIR/results.json")
     a = p.parse_args(argv)
@@ -968,7 +978,8 @@ def main(argv: list[str]) -> int:
     a.blockwise = str(REPO / "target" / ("debug" if a.debug else "release") / "blockwise")
 
     cores = len(os.sched_getaffinity(0))
-    meta = {"cores": cores, "kernel": platform.release(), "fs": fst, "quick": a.quick}
+    meta = {"cores": cores, "kernel": platform.release(), "fs": fst, "quick": a.quick,
+            "note": a.note}
     vers = versions(a.blockwise)
     # Results of earlier runs in this work dir (other groups, --only) are merged, so a
     # group can be re-run alone; --fresh forgets them.
