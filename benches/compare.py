@@ -799,22 +799,24 @@ def goals(cases: list[dict]) -> list[tuple[str, str, bool]]:
             root = c["name"].split(" from ")[1].split(" ")[0]
             add(f"RPi image from {root} ≤ 0.5× genimage", ratio(s.get(BWB), s.get(GENIMAGE)),
                 0.5)
-    worst: Optional[tuple[float, str]] = None
-    for c in cases:
-        for x in c["rows"]:
-            s = x["s"]
-            if x["blockwise"] and s and c["group"] not in ("verify", "write"):
-                budget = 64 + c["files"] / 1024
-                frac = s["rss_mib"] / budget
-                if worst is None or frac > worst[0]:
-                    worst = (frac, f"{s['rss_mib']:.1f} MiB of {budget:.1f} MiB "
-                             f"({c['group']}, {x['tool']})")
-                if frac > 1:
-                    out.append((f"peak RSS ≤ 64 MiB + 1 KiB/file: {c['name']}, {x['tool']}",
-                                f"{s['rss_mib']:.1f} MiB > {budget:.1f} MiB", False))
-    if worst:
-        out.append(("peak RSS ≤ 64 MiB + 1 KiB per file, every build (the closest one)",
-                    worst[1], worst[0] <= 1.0))
+    # The budget for every build row; the native builds (the default) and the mke2fs
+    # backend (which holds the filesystem it copies in memory) are reported apart.
+    for label, pick in [("native builds", lambda t: t == BWB),
+                        ('backend = "mke2fs" builds', lambda t: t != BWB)]:
+        worst: Optional[tuple[float, str]] = None
+        for c in cases:
+            for x in c["rows"]:
+                s = x["s"]
+                if x["blockwise"] and s and c["group"] not in ("verify", "write") \
+                        and pick(x["tool"]):
+                    budget = 64 + c["files"] / 1024
+                    frac = s["rss_mib"] / budget
+                    if worst is None or frac > worst[0]:
+                        worst = (frac, f"worst {s['rss_mib']:.1f} MiB of {budget:.1f} MiB "
+                                 f"({c['group']}, {c['name'].split(' → ')[-1]})")
+        if worst:
+            out.append((f"peak RSS ≤ 64 MiB + 1 KiB per file, {label}, every size", worst[1],
+                        worst[0] <= 1.0))
     for c in cases:
         s = {x["tool"]: x["s"] for x in c["rows"]}
         if c["group"] == "verify" and "32 GiB" in c["name"] and s.get("blockwise verify"):
@@ -942,6 +944,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="do not update README.md (never updated with --quick)")
     p.add_argument("--no-install", action="store_true", help="never run apt-get")
     p.add_argument("--note", help="a sentence added to the Markdown (e.g. about the machine)")
+    p.add_argument("--report", action="store_true",
+                   help="run nothing: rewrite the Markdown (and README) from WORKDIR/results.json")
     p.add_argument("--fresh", action="store_true",
                    help="forget the results of earlier runs in WORKDIR/results.json")
     a = p.parse_args(argv)
@@ -989,6 +993,7 @@ def main(argv: list[str]) -> int:
         old = json.loads(store.read_text())
         if old.get("quick") == a.quick and old.get("cores") == cores:
             stored = old["cases"]
+            meta["note"] = meta["note"] or old.get("note")
 
     def publish(done: list[dict], final: bool) -> None:
         ran = {c["group"] for c in done}
@@ -1004,6 +1009,15 @@ def main(argv: list[str]) -> int:
             print_table(merged)
             log(f"wrote {a.results} (and {store})")
 
+    if a.report:
+        if not stored:
+            log(f"--report: no results in {store}")
+            return 2
+        a.groups = []
+        done_groups = {c["group"] for c in stored}
+        stored, done0 = [], [c for c in stored if c["group"] in done_groups]
+        publish(done0, final=True)
+        return 0
     b = Bench(a)
     done: list[dict] = []
     failed = 0
