@@ -29,6 +29,9 @@ cargo test --workspace "$@"
 bindings/python/test.sh
 # The browser tool: release wasm, wasm-bindgen, node tests and the Chromium end-to-end test.
 wasm/test.sh
+# benches/compare.sh parses its flags (its real smoke test, `benches/compare.sh --quick`, takes
+# about a minute and needs root, so it is run by hand; see README "Against the peers").
+python3 benches/compare.py --help >/dev/null
 # The library example: a front end through blockwise::host and verify only (what Python and
 # the browser build do). Exit 0 means built, read back and aligned as planned.
 cargo run --quiet --example library -- examples/rpi.toml target/library-example.img
