@@ -296,6 +296,8 @@ pub struct PartitionLayout {
     pub bootable: bool,
     /// Filesystem label (the GPT name when `name` is not given).
     pub label: Option<String>,
+    /// Pinned GPT unique partition GUID (`uuid`); `None` = derived from `image.seed`.
+    pub uuid: Option<Guid>,
 }
 
 impl PartitionLayout {
@@ -309,6 +311,7 @@ impl PartitionLayout {
             type_: None,
             bootable: false,
             label: None,
+            uuid: None,
         }
     }
 }
@@ -367,6 +370,8 @@ pub enum PartKey {
     Name,
     /// `bootable`.
     Bootable,
+    /// `uuid`.
+    Uuid,
 }
 
 impl PartKey {
@@ -379,6 +384,7 @@ impl PartKey {
             PartKey::Type => "type",
             PartKey::Name => "name",
             PartKey::Bootable => "bootable",
+            PartKey::Uuid => "uuid",
         }
     }
 }
@@ -557,6 +563,13 @@ impl Layout {
                         PartKey::Type
                     },
                     "has no meaning with table = \"none\" (there is no partition table)",
+                ));
+            }
+            if p.uuid.is_some() && img.table != TableKind::Gpt {
+                return Err(LayoutError::part(
+                    i,
+                    PartKey::Uuid,
+                    format!("only GPT stores partition UUIDs (this table is {}); use table = \"gpt\", or pin image.disk-id (MBR PARTUUIDs are DISKID-NN)", img.table),
                 ));
             }
             // Names exist only in GPT; with MBR they are accepted and ignored, so one spec

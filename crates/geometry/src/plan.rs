@@ -347,7 +347,10 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
                 None
             },
             bootable: p.bootable,
-            guid: gpt.then(|| Guid::derive(img.seed, "gpt-partition", i as u64)),
+            guid: gpt.then(|| {
+                p.uuid
+                    .unwrap_or_else(|| Guid::derive(img.seed, "gpt-partition", i as u64))
+            }),
             content: p.fs,
             logical,
             ebr_bytes: ebr,

@@ -1,9 +1,10 @@
 //! The pure part of building: full plan (layout + filesystem geometry) and writing a plan
 //! with its trees into any [`BlockSink`]. No OS I/O: builds for wasm32.
 
-use blockwise_ext4::Ext4Request;
-use blockwise_fat::FatRequest;
+use blockwise_ext4::{Ext4Options, Ext4Request};
+use blockwise_fat::{FatOptions, FatRequest};
 use blockwise_geometry::{
+    Guid,
     plan as plan_layout, BlockSink, ContentRef, ContentSource, FsKind, FsPlan, OtherFs, PartType,
     PlaceError, Plan, SparseImage, SubSink, TableKind, Tree,
 };
@@ -23,7 +24,10 @@ pub fn fat_request(spec: &Spec, plan: &Plan, i: usize) -> Option<FatRequest> {
         device_sector: plan.sector_bytes,
         erase_block_bytes: plan.erase_block_bytes,
         fs: ps.fs,
-        options: ps.fat.clone(),
+        options: FatOptions {
+            volume_id: ps.volume_id,
+            ..ps.fat.clone()
+        },
         label: ps.label.clone(),
         seed: blockwise_geometry::derive_u64(spec.image.seed, "fat-volume", p.spec_index as u64),
     })
@@ -38,7 +42,10 @@ pub fn ext4_request(spec: &Spec, plan: &Plan, i: usize, timestamp: i64) -> Optio
         partition_start_bytes: p.start_bytes,
         partition_size_bytes: p.size_bytes,
         erase_block_bytes: plan.erase_block_bytes,
-        options: ps.ext4.clone(),
+        options: Ext4Options {
+            uuid: ps.fs_uuid.map(Guid::to_uuid_bytes),
+            ..ps.ext4.clone()
+        },
         label: ps.label.clone(),
         seed: blockwise_geometry::derive_u64(spec.image.seed, "ext4", p.spec_index as u64),
         timestamp,

@@ -17,7 +17,7 @@ use blockwise_ext4::Ext4Options;
 use blockwise_fat::FatOptions;
 use blockwise_geometry::de::{from_str, opt_uint};
 use blockwise_geometry::{
-    FsKind, ImageSpec, Layout, LayoutError, LayoutKey, PartKey, PartitionLayout, SizeSpec,
+    FsKind, Guid, ImageSpec, Layout, LayoutError, LayoutKey, PartKey, PartitionLayout, SizeSpec,
 };
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
@@ -246,6 +246,68 @@ pub struct PartitionSpec {
     /// Metadata overrides and special files (`[[partition.entry]]`).
     #[serde(default, rename = "entry")]
     pub entries: Vec<EntrySpec>,
+    /// Pinned GPT unique partition GUID (PARTUUID); `None` = derived from `image.seed`.
+    #[serde(default, deserialize_with = "opt_uuid")]
+    pub uuid: Option<Guid>,
+    /// Pinned filesystem UUID (ext4, swap); `None` = derived from `image.seed`.
+    #[serde(default, deserialize_with = "opt_uuid")]
+    pub fs_uuid: Option<Guid>,
+    /// Pinned FAT volume ID (serial number); `None` = derived from `image.seed`.
+    #[serde(default, deserialize_with = "opt_volume_id")]
+    pub volume_id: Option<u32>,
+}
+
+/// A UUID string like `"0fc63daf-8483-4772-8e79-3d69d8477de4"` (braces allowed).
+fn opt_uuid<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Guid>, D::Error> {
+    from_str(d, "a UUID like \"0fc63daf-8483-4772-8e79-3d69d8477de4\"", |s| {
+        s.parse::<Guid>().map_err(|_| {
+            format!("{s:?} is not a UUID (8-4-4-4-12 hex digits, like \"0fc63daf-8483-4772-8e79-3d69d8477de4\")")
+        })
+    })
+    .map(Some)
+}
+
+/// Parses a FAT volume ID: `"1234-ABCD"` (as `blkid` prints it), `"0x1234abcd"` or a number.
+pub fn parse_volume_id(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let bad = || format!("{s:?} is not a FAT volume ID (like \"1234-ABCD\" or \"0x1234abcd\")");
+    let hex = |h: &str| {
+        (!h.is_empty() && h.len() <= 8 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| u32::from_str_radix(h, 16).ok())
+            .flatten()
+    };
+    if let Some((hi, lo)) = t.split_once('-') {
+        if hi.len() == 4 && lo.len() == 4 {
+            if let (Some(h), Some(l)) = (hex(hi), hex(lo)) {
+                return Ok((h << 16) | l);
+            }
+        }
+        return Err(bad());
+    }
+    if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        return hex(h).ok_or_else(bad);
+    }
+    t.parse::<u32>().map_err(|_| bad())
+}
+
+fn opt_volume_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    struct V;
+    impl Visitor<'_> for V {
+        type Value = u32;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a FAT volume ID like \"1234-ABCD\" or \"0x1234abcd\"")
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<u32, E> {
+            u32::try_from(v).map_err(|_| E::custom(format!("{v} does not fit 32 bits")))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<u32, E> {
+            u32::try_from(v).map_err(|_| E::custom(format!("{v} does not fit 32 bits")))
+        }
+        fn visit_str<E: de::Error>(self, s: &str) -> Result<u32, E> {
+            parse_volume_id(s).map_err(E::custom)
+        }
+    }
+    d.deserialize_any(V).map(Some)
 }
 
 impl PartitionSpec {
@@ -264,6 +326,9 @@ impl PartitionSpec {
             fat: FatOptions::default(),
             ext4: Ext4Options::default(),
             entries: Vec::new(),
+            uuid: None,
+            fs_uuid: None,
+            volume_id: None,
         }
     }
 
@@ -277,6 +342,7 @@ impl PartitionSpec {
             type_: self.type_.clone(),
             bootable: self.bootable,
             label: self.label.clone(),
+            uuid: self.uuid,
         }
     }
 }
@@ -393,6 +459,26 @@ impl PartitionSpec {
                 format!(
                     "fs = \"{}\" has no filesystem to fill; use fat32 or ext4",
                     self.fs
+                ),
+            ));
+        }
+        if self.fs_uuid.is_some() && self.fs != FsKind::Ext4 {
+            return Err(SpecError::new(
+                k("fs-uuid"),
+                if self.fs.is_fat() {
+                    "FAT has no UUID, only a 32-bit volume ID: use volume-id = \"1234-ABCD\"".to_string()
+                } else {
+                    format!("fs = \"{}\" has no filesystem UUID to set; it applies to ext4", self.fs)
+                },
+            ));
+        }
+        if self.volume_id.is_some() && !self.fs.is_fat() {
+            return Err(SpecError::new(
+                k("volume-id"),
+                format!(
+                    "only FAT has a volume ID (this partition is {}){}",
+                    self.fs,
+                    if self.fs == FsKind::Ext4 { "; use fs-uuid for ext4" } else { "" }
                 ),
             ));
         }
