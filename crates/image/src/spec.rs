@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use blockwise_ext4::Ext4Options;
 use blockwise_fat::FatOptions;
-use blockwise_geometry::de::{from_str, opt_uint};
+use blockwise_geometry::de::{from_str, opt_size, opt_uint};
 use blockwise_geometry::{
     FsKind, Guid, ImageSpec, Layout, LayoutError, LayoutKey, PartKey, PartitionLayout, SizeSpec,
 };
@@ -255,6 +255,17 @@ pub struct PartitionSpec {
     /// Pinned FAT volume ID (serial number); `None` = derived from `image.seed`.
     #[serde(default, deserialize_with = "opt_volume_id")]
     pub volume_id: Option<u32>,
+    /// Explicit start (a size like `"8MiB"` or a number of bytes); `None` = after the
+    /// previous partition, on the erase block.
+    #[serde(default, deserialize_with = "opt_size")]
+    pub start: Option<u64>,
+    /// Listed in the partition table (genimage's `in-partition-table`); default true.
+    #[serde(default = "yes")]
+    pub in_partition_table: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A UUID string like `"0fc63daf-8483-4772-8e79-3d69d8477de4"` (braces allowed).
@@ -329,6 +340,8 @@ impl PartitionSpec {
             uuid: None,
             fs_uuid: None,
             volume_id: None,
+            start: None,
+            in_partition_table: true,
         }
     }
 
@@ -343,6 +356,8 @@ impl PartitionSpec {
             bootable: self.bootable,
             label: self.label.clone(),
             uuid: self.uuid,
+            start: self.start,
+            in_table: self.in_partition_table,
         }
     }
 }
@@ -357,6 +372,54 @@ pub struct Spec {
     /// The `[[partition]]` array, in order.
     #[serde(default, rename = "partition")]
     pub partitions: Vec<PartitionSpec>,
+    /// The `[[raw]]` array: files written at fixed offsets outside the partitions.
+    #[serde(default)]
+    pub raw: Vec<RawSpec>,
+}
+
+/// One `[[raw]]`: a file written at a fixed offset outside every partition (a bootloader:
+/// U-Boot at 8 KiB on Allwinner, idbloader at sector 64 on Rockchip).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawSpec {
+    /// The file to write, relative to the spec file.
+    pub source: String,
+    /// Offset in bytes or with a unit (`"8KiB"`).
+    #[serde(default, deserialize_with = "opt_size")]
+    pub offset: Option<u64>,
+    /// Offset in logical sectors of `image.sector-size` (`64`), instead of `offset`.
+    #[serde(default, deserialize_with = "opt_uint::<_, u64, U64_MAX>")]
+    pub offset_sectors: Option<u64>,
+    /// Bytes reserved for it (at least the file's length); `None` = the file's length,
+    /// filled in by the host before planning.
+    #[serde(default, deserialize_with = "opt_size")]
+    pub size: Option<u64>,
+    /// The file's length, filled in by the host (not a spec key).
+    #[serde(skip)]
+    pub source_len: Option<u64>,
+}
+
+const U64_MAX: u64 = u64::MAX;
+
+impl RawSpec {
+    /// A raw write of `source` at `offset` bytes.
+    #[must_use]
+    pub fn at(source: impl Into<String>, offset: u64) -> Self {
+        RawSpec {
+            source: source.into(),
+            offset: Some(offset),
+            offset_sectors: None,
+            size: None,
+            source_len: None,
+        }
+    }
+
+    /// The offset in bytes (`offset`, or `offset-sectors` × the sector size).
+    #[must_use]
+    pub fn offset_bytes(&self, sector: u64) -> Option<u64> {
+        self.offset
+            .or_else(|| self.offset_sectors.and_then(|s| s.checked_mul(sector)))
+    }
 }
 
 impl Spec {
@@ -430,6 +493,40 @@ impl Spec {
         for (i, p) in self.partitions.iter().enumerate() {
             p.validate(i, &self.image)?;
         }
+        let sb = self.image.sector_size.bytes_u64();
+        for (i, r) in self.raw.iter().enumerate() {
+            let k = |s: &str| format!("raw[{}].{s}", i + 1);
+            match (r.offset, r.offset_sectors) {
+                (Some(_), Some(_)) => {
+                    return Err(SpecError::new(
+                        k("offset-sectors"),
+                        "give either offset or offset-sectors, not both",
+                    ))
+                }
+                (None, None) => {
+                    return Err(SpecError::new(
+                        k("offset"),
+                        "missing; where to write the file, like \"8KiB\" (or offset-sectors = 64)",
+                    ))
+                }
+                _ => {}
+            }
+            if r.offset_bytes(sb).is_none() {
+                return Err(SpecError::new(k("offset-sectors"), "too large"));
+            }
+            if self.image.table == blockwise_geometry::TableKind::None {
+                return Err(SpecError::new(
+                    "raw",
+                    "[[raw]] writes outside the partitions, and table = \"none\" has none: the filesystem is the whole image",
+                ));
+            }
+            if r.size == Some(0) {
+                return Err(SpecError::new(k("size"), "must not be 0"));
+            }
+            if r.source.is_empty() {
+                return Err(SpecError::new(k("source"), "empty; the file to write"));
+            }
+        }
         Ok(())
     }
 }
@@ -453,7 +550,7 @@ impl PartitionSpec {
             }
             _ => {}
         }
-        if self.contents.is_some() && matches!(self.fs, FsKind::Raw | FsKind::None) {
+        if self.contents.is_some() && matches!(self.fs, FsKind::Raw | FsKind::None | FsKind::Swap) {
             return Err(SpecError::new(
                 k("contents"),
                 format!(
@@ -462,13 +559,13 @@ impl PartitionSpec {
                 ),
             ));
         }
-        if self.fs_uuid.is_some() && self.fs != FsKind::Ext4 {
+        if self.fs_uuid.is_some() && !matches!(self.fs, FsKind::Ext4 | FsKind::Swap) {
             return Err(SpecError::new(
                 k("fs-uuid"),
                 if self.fs.is_fat() {
                     "FAT has no UUID, only a 32-bit volume ID: use volume-id = \"1234-ABCD\"".to_string()
                 } else {
-                    format!("fs = \"{}\" has no filesystem UUID to set; it applies to ext4", self.fs)
+                    format!("fs = \"{}\" has no filesystem UUID to set; it applies to ext4 and swap", self.fs)
                 },
             ));
         }
@@ -493,6 +590,8 @@ impl PartitionSpec {
                 blockwise_fat::validate_label(label).map_err(|e| fat_error(i, e))?;
             } else if self.fs == FsKind::Ext4 {
                 blockwise_ext4::validate_label(label).map_err(|e| ext4_error(i, e))?;
+            } else if self.fs == FsKind::Swap {
+                crate::swap::validate_label(label).map_err(|r| SpecError::new(k("label"), r))?;
             }
         }
         self.fat
@@ -624,6 +723,7 @@ fn table_name(parent: &str) -> &'static str {
         "image" => "[image]",
         "partition" => "[[partition]]",
         "entry" => "[[partition.entry]]",
+        "raw" => "[[raw]]",
         "fat" => "fat",
         "ext4" => "ext4",
         "xattrs" => "xattrs",
@@ -660,6 +760,7 @@ fn from_serde(path: &serde_path_to_error::Path, message: &str) -> SpecError {
         let reason = match field {
             "fs" => format!("missing; one of {}", FsKind::CHOICES),
             "path" => "missing; the absolute path inside the filesystem".to_string(),
+            "source" => "missing; the file to write, relative to the spec file".to_string(),
             _ => "missing".to_string(),
         };
         let key = if key.is_empty() {
