@@ -92,7 +92,11 @@ fs-uuid = "01234567-89ab-4cde-8f01-23456789abcd"
         "0FC63DAF-8483-4772-8E79-3D69D8477DE5"
     );
     let fat = blkid(&img, 4 * MIB);
-    assert_eq!(blkid_value(&fat, "UUID").as_deref(), Some("1234-ABCD"), "{fat}");
+    assert_eq!(
+        blkid_value(&fat, "UUID").as_deref(),
+        Some("1234-ABCD"),
+        "{fat}"
+    );
     let ext_start = pt["partitions"][1]["start"].as_u64().unwrap() * 512;
     let ext = blkid(&img, ext_start);
     assert_eq!(
@@ -125,7 +129,11 @@ fs-uuid = "01234567-89ab-4cde-8f01-23456789abcd"
     );
     assert_eq!(sfdisk_json(&img)["partitiontable"]["id"], "0xdeadbeef");
     let fat = blkid(&img, 4 * MIB);
-    assert_eq!(blkid_value(&fat, "UUID").as_deref(), Some("0BAD-F00D"), "{fat}");
+    assert_eq!(
+        blkid_value(&fat, "UUID").as_deref(),
+        Some("0BAD-F00D"),
+        "{fat}"
+    );
 }
 
 #[test]
@@ -145,7 +153,9 @@ fn pinned_ids_are_validated_naming_the_key() {
     );
     build_fails(
         d,
-        &format!("{gpt}[[partition]]\nfs = \"fat\"\nsize = \"36MiB\"\nvolume-id = \"12345-ABCD\"\n"),
+        &format!(
+            "{gpt}[[partition]]\nfs = \"fat\"\nsize = \"36MiB\"\nvolume-id = \"12345-ABCD\"\n"
+        ),
         "partition[2].volume-id: \"12345-ABCD\" is not a FAT volume ID",
     );
     build_fails(
@@ -172,15 +182,14 @@ fn explicit_start_is_checked_and_reported() {
     }
     let dir = tempdir!();
     // 8 MiB is on the 4 MiB erase block; 13 MiB is not: a warning, NO in plan, and verify
-    // says not aligned (a warning, exit 0). The partition after it goes on the next
-    // erase block as before.
+    // says not aligned (a warning). The partition after it goes on the next erase block.
     let spec = r#"
 [image]
 size = "64MiB"
 table = "gpt"
 
 [[partition]]
-fs = "fat16"
+fs = "none"
 size = "4MiB"
 start = "8MiB"
 
@@ -200,7 +209,8 @@ size = "fill"
         .iter()
         .map(|p| p["start_bytes"].as_u64().unwrap())
         .collect();
-    assert_eq!(starts, [8 * MIB, 13 * MIB, 16 * MIB]);
+    // Sizes round up to the erase block: 13 MiB + 4 MiB, then the next erase block.
+    assert_eq!(starts, [8 * MIB, 13 * MIB, 20 * MIB]);
     assert_eq!(parts[1]["aligned"], false);
     assert_eq!(plan["aligned"], false);
     assert!(
@@ -223,7 +233,7 @@ size = "fill"
         .iter()
         .map(|p| p["start"].as_u64().unwrap())
         .collect();
-    assert_eq!(s, [8 * MIB / 512, 13 * MIB / 512, 16 * MIB / 512]);
+    assert_eq!(s, [8 * MIB / 512, 13 * MIB / 512, 20 * MIB / 512]);
     let v = verify_json(&img);
     assert_eq!(v["aligned"], false);
     assert_eq!(v["partitions"][1]["aligned"], false);
@@ -297,7 +307,11 @@ size = "fill"
     assert_eq!(parts[0]["start"], 12 * MIB / 512);
     // The FAT volume is at 4 MiB all the same.
     let fat = blkid(&img, 4 * MIB);
-    assert_eq!(blkid_value(&fat, "LABEL").as_deref(), Some("HIDDEN"), "{fat}");
+    assert_eq!(
+        blkid_value(&fat, "LABEL").as_deref(),
+        Some("HIDDEN"),
+        "{fat}"
+    );
     let o = blockwise_test_kit::command("mdir")
         .env("MTOOLS_SKIP_CHECK", "1")
         .args(["-i", &format!("{}@@{}", img.display(), 4 * MIB), "::/"])
@@ -310,7 +324,11 @@ size = "fill"
     assert_eq!(regions[0]["kind"], "untabled fat", "{v}");
     assert_eq!(regions[0]["start_bytes"], 4 * MIB);
     let o = blockwise!().run(["verify".as_ref(), img.as_os_str()]);
-    assert!(stdout(&o).contains("untabled fat: sectors 8192-"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("untabled fat: sectors 8192-"),
+        "{}",
+        stdout(&o)
+    );
 
     build_fails(
         dir.path(),
@@ -340,7 +358,7 @@ fn rockchip_raw_writes() {
     std::fs::write(d.join("u-boot.itb"), &itb).unwrap();
     let spec = r#"
 [image]
-size = "64MiB"
+size = "128MiB"
 table = "gpt"
 first-partition = "16MiB"
 
@@ -372,7 +390,10 @@ size = "fill"
     blockwise!().build(&spec_path, &img);
     let bytes = std::fs::read(&img).unwrap();
     assert_eq!(&bytes[32768..32768 + idb.len()], &idb[..]);
-    assert_eq!(&bytes[(8 * MIB) as usize..(8 * MIB) as usize + itb.len()], &itb[..]);
+    assert_eq!(
+        &bytes[(8 * MIB) as usize..(8 * MIB) as usize + itb.len()],
+        &itb[..]
+    );
     let t = sfdisk_json(&img);
     let parts = t["partitiontable"]["partitions"].as_array().unwrap();
     assert_eq!(parts[0]["start"], 16 * MIB / 512);
@@ -389,7 +410,11 @@ size = "fill"
     assert_eq!(v["aligned"], true);
     let o = blockwise!().run(["verify".as_ref(), img.as_os_str()]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
-    assert!(stdout(&o).contains("bootloader area: sectors 64-"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("bootloader area: sectors 64-"),
+        "{}",
+        stdout(&o)
+    );
 
     // The example spec builds as well (its placeholder files are committed).
     let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/rockchip.toml");
@@ -422,8 +447,8 @@ fn raw_writes_that_overlap_are_refused() {
     // Over a partition, over the MBR, over each other, past the end, into the backup GPT.
     build_fails(
         d,
-        "[image]\nsize = \"64MiB\"\n[[raw]]\nsource = \"u-boot.bin\"\noffset = \"3MiB\"\n[[partition]]\nfs = \"none\"\nsize = \"fill\"\n",
-        "raw[1].offset: 600000 bytes at 3 MiB (sector 6144) overlap partition[1]",
+        "[image]\nsize = \"64MiB\"\n[[raw]]\nsource = \"u-boot.bin\"\noffset = \"3.5MiB\"\n[[partition]]\nfs = \"none\"\nsize = \"fill\"\n",
+        "raw[1].offset: 600000 bytes at 3.50 MiB (sector 7168) overlap partition[1] (4 MiB to 64 MiB)",
     );
     build_fails(
         d,
@@ -433,7 +458,7 @@ fn raw_writes_that_overlap_are_refused() {
     build_fails(
         d,
         "[image]\nsize = \"64MiB\"\n[[raw]]\nsource = \"small.bin\"\noffset-sectors = 64\n[[raw]]\nsource = \"small.bin\"\noffset-sectors = 65\n[[partition]]\nfs = \"none\"\nsize = \"fill\"\n",
-        "raw[2].offset-sectors: 1000 bytes at 32.5 KiB (sector 65) overlap raw[1]",
+        "raw[2].offset-sectors: 1000 bytes at 32.50 KiB (sector 65) overlap raw[1] (small.bin)",
     );
     build_fails(
         d,
@@ -477,7 +502,11 @@ fn swap_header_matches_mkswap() {
     );
     let out = blkid(&img, 4 * MIB);
     assert_eq!(blkid_value(&out, "TYPE").as_deref(), Some("swap"), "{out}");
-    assert_eq!(blkid_value(&out, "LABEL").as_deref(), Some("myswap"), "{out}");
+    assert_eq!(
+        blkid_value(&out, "LABEL").as_deref(),
+        Some("myswap"),
+        "{out}"
+    );
     assert_eq!(blkid_value(&out, "UUID").as_deref(), Some(uuid), "{out}");
     // mkswap on a file of the same size, same label and UUID: the same first page.
     let reference = d.join("ref.swap");
@@ -506,8 +535,14 @@ fn swap_header_matches_mkswap() {
         "swap-mbr",
         "[image]\nsize = \"64MiB\"\n[[partition]]\nfs = \"swap\"\nsize = \"fill\"\n",
     );
-    assert_eq!(sfdisk_json(&img)["partitiontable"]["partitions"][0]["type"], "82");
-    assert_eq!(blkid_value(&blkid(&img, 4 * MIB), "TYPE").as_deref(), Some("swap"));
+    assert_eq!(
+        sfdisk_json(&img)["partitiontable"]["partitions"][0]["type"],
+        "82"
+    );
+    assert_eq!(
+        blkid_value(&blkid(&img, 4 * MIB), "TYPE").as_deref(),
+        Some("swap")
+    );
     build_fails(
         d,
         "[image]\nsize = \"64MiB\"\n[[partition]]\nfs = \"swap\"\nsize = \"fill\"\nlabel = \"seventeen-bytes-x\"\n",

@@ -210,10 +210,7 @@ pub fn place_raw(plan: &mut Plan, raws: Vec<RawPlan>) -> Result<(), (usize, Stri
         taken.push((
             g.backup_entries_lba.saturating_mul(sb),
             plan.size_bytes,
-            format!(
-                "the backup GPT (LBA {} to the end)",
-                g.backup_entries_lba
-            ),
+            format!("the backup GPT (LBA {} to the end)", g.backup_entries_lba),
         ));
     }
     for p in &plan.partitions {

@@ -4,9 +4,8 @@
 use blockwise_ext4::{Ext4Options, Ext4Request};
 use blockwise_fat::{FatOptions, FatRequest};
 use blockwise_geometry::{
-    place_raw, Guid, RawPlan,
-    plan as plan_layout, BlockSink, ContentRef, ContentSource, FsKind, FsPlan, OtherFs, PartType,
-    PlaceError, Plan, SparseImage, SubSink, TableKind, Tree,
+    place_raw, plan as plan_layout, BlockSink, ContentRef, ContentSource, FsKind, FsPlan, Guid,
+    OtherFs, PartType, PlaceError, Plan, RawPlan, SparseImage, SubSink, TableKind, Tree,
 };
 
 use crate::error::PartitionError;
@@ -108,8 +107,9 @@ pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<
             FsKind::Swap => {
                 // Checked here so that plan refuses what build would.
                 let size = p.size_bytes;
-                crate::swap::header(size, Guid::ZERO, ps.label.as_deref())
-                    .map_err(|r| Error::Spec(SpecError::new(format!("partition[{}].size", si + 1), r)))?;
+                crate::swap::header(size, Guid::ZERO, ps.label.as_deref()).map_err(|r| {
+                    Error::Spec(SpecError::new(format!("partition[{}].size", si + 1), r))
+                })?;
                 Some(FsPlan::Other(OtherFs {
                     kind: "swap".into(),
                     aligned: None,
@@ -143,9 +143,9 @@ fn plan_raw(spec: &Spec, plan: &mut Plan) -> Result<(), Error> {
     let mut raws = Vec::with_capacity(spec.raw.len());
     for (i, r) in spec.raw.iter().enumerate() {
         let k = |s: &str| format!("raw[{}].{s}", i + 1);
-        let offset = r.offset_bytes(sb).ok_or_else(|| {
-            Error::Spec(SpecError::new(k("offset"), "missing"))
-        })?;
+        let offset = r
+            .offset_bytes(sb)
+            .ok_or_else(|| Error::Spec(SpecError::new(k("offset"), "missing")))?;
         let size = match (r.size, r.source_len) {
             (Some(s), Some(len)) if len > s => {
                 return Err(Error::Spec(SpecError::new(
@@ -242,7 +242,11 @@ pub fn assemble_with_raw<S: BlockSink + ?Sized>(
         let Some(fill) = fills.get(si) else {
             continue;
         };
-        if spec.partitions.get(si).is_some_and(|ps| ps.fs == FsKind::Swap) {
+        if spec
+            .partitions
+            .get(si)
+            .is_some_and(|ps| ps.fs == FsKind::Swap)
+        {
             let ps = spec.partitions.get(si).ok_or_else(|| internal(si))?;
             let uuid = ps
                 .fs_uuid

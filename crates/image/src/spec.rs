@@ -563,9 +563,13 @@ impl PartitionSpec {
             return Err(SpecError::new(
                 k("fs-uuid"),
                 if self.fs.is_fat() {
-                    "FAT has no UUID, only a 32-bit volume ID: use volume-id = \"1234-ABCD\"".to_string()
+                    "FAT has no UUID, only a 32-bit volume ID: use volume-id = \"1234-ABCD\""
+                        .to_string()
                 } else {
-                    format!("fs = \"{}\" has no filesystem UUID to set; it applies to ext4 and swap", self.fs)
+                    format!(
+                        "fs = \"{}\" has no filesystem UUID to set; it applies to ext4 and swap",
+                        self.fs
+                    )
                 },
             ));
         }
@@ -575,7 +579,11 @@ impl PartitionSpec {
                 format!(
                     "only FAT has a volume ID (this partition is {}){}",
                     self.fs,
-                    if self.fs == FsKind::Ext4 { "; use fs-uuid for ext4" } else { "" }
+                    if self.fs == FsKind::Ext4 {
+                        "; use fs-uuid for ext4"
+                    } else {
+                        ""
+                    }
                 ),
             ));
         }

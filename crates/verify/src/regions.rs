@@ -11,8 +11,6 @@ use crate::Verifier;
 
 /// Most bytes read looking for data outside the partitions.
 pub const MAX_SCAN: u64 = 256 << 20;
-/// Granularity of the scan (a flash page).
-const BLOCK: u64 = 4096;
 /// Read size.
 const CHUNK: u64 = 1 << 20;
 /// Runs of data closer than this are one region (bootloaders have zero padding inside).
@@ -21,12 +19,13 @@ const JOIN: u64 = 1 << 20;
 /// A stretch of non-zero bytes outside every partition and the partition table.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Region {
-    /// First non-zero 4 KiB block.
+    /// First non-zero sector.
     pub start_bytes: u64,
-    /// Up to the end of the last non-zero 4 KiB block.
+    /// Up to the end of the last non-zero sector.
     pub size_bytes: u64,
     /// `bootloader area`, or `untabled fat` / `untabled ext4` / `untabled swap` … when a
-    /// filesystem starts there (a partition written but left out of the table).
+    /// filesystem starts there (a partition written but left out of the table; it then
+    /// extends to the last data in its gap).
     pub kind: String,
 }
 
@@ -83,7 +82,8 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             }
         }
         let mut budget = MAX_SCAN;
-        let mut runs: Vec<(u64, u64)> = Vec::new();
+        // (start, end, gap start) of each run of non-zero sectors.
+        let mut runs: Vec<(u64, u64, u64)> = Vec::new();
         for (gs, ge) in gaps {
             if gs >= ge {
                 continue;
@@ -99,13 +99,13 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 self.src.read_at(off, &mut buf)?;
                 budget = budget.saturating_sub(n);
                 let mut bo = off;
-                for block in buf.chunks(usize::try_from(BLOCK).unwrap_or(4096)) {
+                for block in buf.chunks(usize::try_from(sb).unwrap_or(512)) {
                     let bl = u64::try_from(block.len()).unwrap_or(0);
                     if block.iter().any(|&b| b != 0) {
                         let end = bo.saturating_add(bl);
                         match runs.last_mut() {
-                            Some(r) if bo.saturating_sub(r.1) < JOIN && r.1 >= gs => r.1 = end,
-                            _ => runs.push((bo, end)),
+                            Some(r) if bo.saturating_sub(r.1) < JOIN && r.2 == gs => r.1 = end,
+                            _ => runs.push((bo, end, gs)),
                         }
                     }
                     bo = bo.saturating_add(bl);
@@ -113,13 +113,23 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 off = off.saturating_add(n);
             }
         }
-        for (s, e) in runs {
+        // A filesystem's metadata and data are far apart: the runs after one that starts a
+        // filesystem, in the same gap, belong to it.
+        let mut fs_gap = None;
+        for (s, e, g) in runs {
+            if fs_gap == Some(g) {
+                if let Some(last) = self.r.regions.last_mut() {
+                    last.size_bytes = e.saturating_sub(last.start_bytes);
+                    continue;
+                }
+            }
             let kind = match self.classify(s)? {
                 Content::Fat => "untabled fat".to_string(),
                 Content::Ext => "untabled ext4".to_string(),
                 Content::Other(k) => format!("untabled {k}"),
                 Content::Empty | Content::Unknown => "bootloader area".to_string(),
             };
+            fs_gap = kind.starts_with("untabled").then_some(g);
             self.r.regions.push(Region {
                 start_bytes: s,
                 size_bytes: e.saturating_sub(s),
