@@ -787,6 +787,76 @@ mod tests {
         assert!(plan(&sp).is_ok());
     }
 
+    #[test]
+    fn explicit_starts_and_untabled_partitions() {
+        let mut sp = spec(
+            TableKind::Mbr,
+            Some(64 * MIB),
+            4 * MIB,
+            SectorSize::S512,
+            &[SizeSpec::Bytes(MIB), SizeSpec::Bytes(MIB), SizeSpec::Fill],
+        );
+        sp.partitions[0].in_table = false;
+        sp.partitions[1].start = Some(13 * MIB);
+        let p = plan(&sp).unwrap();
+        let idx: Vec<u32> = p.partitions.iter().map(|q| q.index).collect();
+        assert_eq!(idx, [0, 1, 2]);
+        check(
+            &sp,
+            &[4 * MIB, 13 * MIB, 20 * MIB],
+            &[4 * MIB, 4 * MIB, 44 * MIB],
+        );
+        assert!(!p.aligned && !p.partitions[1].aligned && p.partitions[2].aligned);
+        assert!(
+            p.notes[0].starts_with("partition[2].start: 13 MiB"),
+            "{:?}",
+            p.notes
+        );
+        sp.partitions[1].start = Some(6 * MIB);
+        let e = plan(&sp).unwrap_err();
+        assert_eq!(e.key, LayoutKey::Partition(1, PartKey::Start));
+        assert!(e.reason.contains("overlaps partition[1]"), "{e}");
+    }
+
+    #[test]
+    fn raw_writes_are_checked() {
+        let sp = spec(
+            TableKind::Gpt,
+            Some(64 * MIB),
+            4 * MIB,
+            SectorSize::S512,
+            &[SizeSpec::Bytes(MIB), SizeSpec::Fill],
+        );
+        let base = plan(&sp).unwrap();
+        let raw = |i: usize, off: u64, len: u64| RawPlan {
+            spec_index: i,
+            offset_bytes: off,
+            size_bytes: len,
+            source: "b".into(),
+        };
+        let mut p = base.clone();
+        place_raw(&mut p, vec![raw(0, 64 * 512, 1000), raw(1, 2 * MIB, 4096)]).unwrap();
+        assert_eq!(p.raw.len(), 2);
+        for (raws, who, what) in [
+            (vec![raw(0, 8192, 1000)], 0, "primary GPT"),
+            (vec![raw(0, 0, 10)], 0, "protective MBR"),
+            (vec![raw(0, 4 * MIB - 10, 20)], 0, "partition[1]"),
+            (vec![raw(0, 64 * MIB - 512, 512)], 0, "backup GPT"),
+            (
+                vec![raw(0, 64 * 512, 1000), raw(1, 65 * 512, 10)],
+                1,
+                "raw[1]",
+            ),
+            (vec![raw(0, 64 * MIB, 1)], 0, "past the image"),
+            (vec![raw(0, 64 * 512, 0)], 0, "empty"),
+        ] {
+            let mut p = base.clone();
+            let (i, reason) = place_raw(&mut p, raws).unwrap_err();
+            assert_eq!(i, who, "{reason}");
+            assert!(reason.contains(what), "{reason}");
+        }
+    }
+
     fn arb_spec() -> impl Strategy<Value = Layout> {
         (
             prop_oneof![

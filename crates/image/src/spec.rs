@@ -955,6 +955,27 @@ mod tests {
     }
 
     #[test]
+    fn volume_ids_parse() {
+        assert_eq!(parse_volume_id("1234-ABCD"), Ok(0x1234_abcd));
+        assert_eq!(parse_volume_id("0x0badf00d"), Ok(0x0bad_f00d));
+        assert_eq!(parse_volume_id("42"), Ok(42));
+        for bad in ["12345-ABCD", "0x", "0x123456789", "xyz", "-", "12-34"] {
+            assert!(parse_volume_id(bad).is_err(), "{bad}");
+        }
+        let e = err(&format!(
+            "{BASE}[[raw]]\nsource=\"b\"\noffst=1\n[[partition]]\nfs=\"none\"\nsize=1"
+        ));
+        assert!(
+            e.starts_with("raw[1].offst: unknown key (did you mean \"offset\"?); [[raw]] takes"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{BASE}[[raw]]\nsource=\"b\"\noffset=1\noffset-sectors=2\n[[partition]]\nfs=\"none\"\nsize=1"
+        ));
+        assert!(e.starts_with("raw[1].offset-sectors: give either"), "{e}");
+    }
+
+    #[test]
     fn dict_and_json_deserialise_like_toml() {
         let toml = Spec::from_toml(
             "[image]\nsize=\"1GiB\"\n[[partition]]\nfs=\"fat32\"\nsize=\"256MiB\"\nfat={cluster=\"4KiB\"}\n[[partition]]\nfs=\"ext4\"\nsize=\"fill\"\n[[partition.entry]]\npath=\"/etc\"\nmode=\"0750\"",
