@@ -121,7 +121,11 @@ impl LayoutFlags {
             };
             partitions.push(PartitionSpec::new(fs, size));
         }
-        let spec = Spec { image, partitions };
+        let spec = Spec {
+            image,
+            partitions,
+            ..Spec::default()
+        };
         spec.validate().map_err(|e| {
             // Keys of the flag form read better as flags.
             let key = e
@@ -343,7 +347,11 @@ pub fn human_plan(plan: &Plan) -> String {
         let _ = writeln!(
             s,
             "{:>3} {:>12} {:>12} {:>12} {:>12}  {:<tw$} {:<7} {:>9}  {}",
-            p.index,
+            if p.in_table {
+                p.index.to_string()
+            } else {
+                "-".to_string()
+            },
             p.start_bytes / sb,
             p.size_bytes / sb,
             format_size(p.start_bytes),
@@ -352,6 +360,25 @@ pub fn human_plan(plan: &Plan) -> String {
             p.content.as_str(),
             align,
             if p.aligned { "yes" } else { "NO" }
+        );
+    }
+    if !plan.raw.is_empty() {
+        let _ = writeln!(s, "\nbootloader area: raw writes outside the partitions");
+        for r in &plan.raw {
+            let _ = writeln!(
+                s,
+                "  sector {:>8} ({:>10}) {:>10} bytes  {}",
+                r.offset_bytes / sb,
+                format_size(r.offset_bytes),
+                r.size_bytes,
+                r.source
+            );
+        }
+    }
+    if plan.partitions.iter().any(|p| !p.in_table) {
+        let _ = writeln!(
+            s,
+            "(rows numbered - are written but left out of the partition table: in-partition-table = false)"
         );
     }
     for p in &plan.partitions {
@@ -384,6 +411,12 @@ pub fn human_plan(plan: &Plan) -> String {
                 }
             }
             _ => {}
+        }
+    }
+    if !plan.notes.is_empty() {
+        let _ = writeln!(s);
+        for n in &plan.notes {
+            let _ = writeln!(s, "warning: {n}");
         }
     }
     let _ = writeln!(

@@ -415,6 +415,11 @@ pub fn build(spec: &Spec, files: Vec<FileInput>) -> Result<Built, Failure> {
             )));
         }
     }
+    if !spec.raw.is_empty() {
+        return Err(Failure::unsupported(
+            "raw[1].source: raw writes from a file are not built in the page; use `blockwise build`".to_string(),
+        ));
+    }
     // Contents first, then the `[[partition.entry]]` overrides, as in the CLI.
     let mut trees: Vec<Option<Tree>> = spec
         .partitions

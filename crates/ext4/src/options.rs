@@ -87,6 +87,10 @@ pub struct Ext4Options {
     /// Feature edits on top of the profile: `"+name"`/`"name"` adds, `"-name"`/`"^name"` removes.
     #[serde(deserialize_with = "feature_list")]
     pub features: Vec<String>,
+    /// Pinned filesystem UUID in textual byte order; `None` = derived from the seed. Not a
+    /// key of `partition.ext4`: the image crate sets it from the partition's `fs-uuid`.
+    #[serde(skip)]
+    pub uuid: Option<[u8; 16]>,
 }
 
 impl Default for Ext4Options {
@@ -103,6 +107,7 @@ impl Default for Ext4Options {
             backend: Ext4Backend::Native,
             profile: Ext4Profile::Default,
             features: Vec::new(),
+            uuid: None,
         }
     }
 }

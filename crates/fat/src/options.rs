@@ -23,6 +23,10 @@ pub struct FatOptions {
     /// Number of FAT copies (1 or 2).
     #[serde(deserialize_with = "uint::<_, u8, 255>")]
     pub fats: u8,
+    /// Pinned volume ID (serial number); `None` = derived from the seed. Not a key of
+    /// `partition.fat`: the image crate sets it from the partition's `volume-id`.
+    #[serde(skip)]
+    pub volume_id: Option<u32>,
 }
 
 impl Default for FatOptions {
@@ -32,6 +36,7 @@ impl Default for FatOptions {
             cluster: None,
             align_fat: true,
             fats: 2,
+            volume_id: None,
         }
     }
 }

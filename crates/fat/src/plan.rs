@@ -556,8 +556,9 @@ pub fn plan_layout(req: &FatRequest) -> Result<(Layout, FatPlan), Error> {
     let data_start = c.start + layout.data_start() * s;
     let fat_aligned = fat_start % c.erase == 0;
     let data_aligned = data_start % c.erase == 0;
-    let volume_id =
-        u32::try_from(derive_u64(req.seed, "fat-volume-id", c.start) & 0xffff_ffff).unwrap_or(0);
+    let volume_id = req.options.volume_id.unwrap_or_else(|| {
+        u32::try_from(derive_u64(req.seed, "fat-volume-id", c.start) & 0xffff_ffff).unwrap_or(0)
+    });
 
     let mut notes = vec![why_type];
     notes.push(if req.options.sector_size.is_some() {
@@ -598,9 +599,14 @@ pub fn plan_layout(req: &FatRequest) -> Result<(Layout, FatPlan), Error> {
         ));
     }
     notes.push(format!(
-        "Volume ID {:04X}-{:04X} derived from the seed.",
+        "Volume ID {:04X}-{:04X} {}.",
         volume_id >> 16,
-        volume_id & 0xffff
+        volume_id & 0xffff,
+        if req.options.volume_id.is_some() {
+            "as given (volume-id)"
+        } else {
+            "derived from the seed"
+        }
     ));
     if layout.cluster_bytes() > 32 << 10 {
         notes.push(format!(
@@ -666,6 +672,7 @@ mod tests {
                 cluster,
                 align_fat: true,
                 fats: 2,
+                volume_id: None,
             },
             label: Some("boot".into()),
             seed: 1,
@@ -1022,6 +1029,7 @@ mod tests {
                     cluster: cluster_shift.map(|s| 1u64 << s),
                     align_fat,
                     fats,
+                    volume_id: None,
                 },
                 label: None,
                 seed: 7,

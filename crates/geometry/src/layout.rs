@@ -68,6 +68,8 @@ pub enum FsKind {
     Fat(Option<FatType>),
     /// ext4.
     Ext4,
+    /// Linux swap: a `mkswap`-style header (label, UUID), the rest left empty.
+    Swap,
     /// A file copied verbatim (`source`).
     Raw,
     /// Nothing: the partition is left empty (a hole).
@@ -76,7 +78,7 @@ pub enum FsKind {
 
 impl FsKind {
     /// The spellings `fs` accepts, for messages.
-    pub const CHOICES: &'static str = "fat12, fat16, fat32, fat, ext4, raw, none";
+    pub const CHOICES: &'static str = "fat12, fat16, fat32, fat, ext4, swap, raw, none";
 
     /// The spec spelling.
     #[must_use]
@@ -85,6 +87,7 @@ impl FsKind {
             FsKind::Fat(None) => "fat",
             FsKind::Fat(Some(t)) => t.name(),
             FsKind::Ext4 => "ext4",
+            FsKind::Swap => "swap",
             FsKind::Raw => "raw",
             FsKind::None => "none",
         }
@@ -103,6 +106,7 @@ impl FsKind {
         Some(match lower.as_str() {
             "fat" | "vfat" => FsKind::Fat(None),
             "ext4" => FsKind::Ext4,
+            "swap" => FsKind::Swap,
             "raw" => FsKind::Raw,
             "none" => FsKind::None,
             other => FsKind::Fat(Some(FatType::from_name(other)?)),
@@ -296,6 +300,14 @@ pub struct PartitionLayout {
     pub bootable: bool,
     /// Filesystem label (the GPT name when `name` is not given).
     pub label: Option<String>,
+    /// Pinned GPT unique partition GUID (`uuid`); `None` = derived from `image.seed`.
+    pub uuid: Option<Guid>,
+    /// Explicit start in bytes (`start`); `None` = right after the previous partition, on
+    /// the erase block.
+    pub start: Option<u64>,
+    /// Listed in the partition table (`in-partition-table`, default true). When false the
+    /// partition's bytes are written at its place but no table entry points at them.
+    pub in_table: bool,
 }
 
 impl PartitionLayout {
@@ -309,6 +321,9 @@ impl PartitionLayout {
             type_: None,
             bootable: false,
             label: None,
+            uuid: None,
+            start: None,
+            in_table: true,
         }
     }
 }
@@ -367,6 +382,12 @@ pub enum PartKey {
     Name,
     /// `bootable`.
     Bootable,
+    /// `uuid`.
+    Uuid,
+    /// `start`.
+    Start,
+    /// `in-partition-table`.
+    InPartitionTable,
 }
 
 impl PartKey {
@@ -379,6 +400,9 @@ impl PartKey {
             PartKey::Type => "type",
             PartKey::Name => "name",
             PartKey::Bootable => "bootable",
+            PartKey::Uuid => "uuid",
+            PartKey::Start => "start",
+            PartKey::InPartitionTable => "in-partition-table",
         }
     }
 }
@@ -523,10 +547,11 @@ impl Layout {
                 format!("table = \"none\" makes a bare filesystem image and takes exactly one [[partition]], found {n}"),
             ));
         }
-        if img.table == TableKind::Gpt && n > 128 {
+        let tabled = self.partitions.iter().filter(|p| p.in_table).count();
+        if img.table == TableKind::Gpt && tabled > 128 {
             return Err(LayoutError::new(
                 LayoutKey::Partitions,
-                format!("GPT holds at most 128 partitions, found {n}"),
+                format!("GPT holds at most 128 partitions, found {tabled}"),
             ));
         }
         let last = n - 1;
@@ -557,6 +582,47 @@ impl Layout {
                         PartKey::Type
                     },
                     "has no meaning with table = \"none\" (there is no partition table)",
+                ));
+            }
+            if img.table == TableKind::None && (!p.in_table || p.start.is_some()) {
+                return Err(LayoutError::part(
+                    i,
+                    if p.in_table {
+                        PartKey::Start
+                    } else {
+                        PartKey::InPartitionTable
+                    },
+                    "has no meaning with table = \"none\" (the filesystem is the whole image)",
+                ));
+            }
+            if !p.in_table && (p.type_.is_some() || p.bootable || p.uuid.is_some()) {
+                return Err(LayoutError::part(
+                    i,
+                    if p.bootable {
+                        PartKey::Bootable
+                    } else if p.uuid.is_some() {
+                        PartKey::Uuid
+                    } else {
+                        PartKey::Type
+                    },
+                    "is stored in the partition table, but this partition has in-partition-table = false",
+                ));
+            }
+            if let Some(st) = p.start {
+                let sb = img.sector_size.bytes_u64();
+                if st == 0 || st % sb != 0 {
+                    return Err(LayoutError::part(
+                        i,
+                        PartKey::Start,
+                        format!("{st} must be a non-zero multiple of the {sb}-byte sector"),
+                    ));
+                }
+            }
+            if p.uuid.is_some() && img.table != TableKind::Gpt {
+                return Err(LayoutError::part(
+                    i,
+                    PartKey::Uuid,
+                    format!("only GPT stores partition UUIDs (this table is {}); use table = \"gpt\", or pin image.disk-id (MBR PARTUUIDs are DISKID-NN)", img.table),
                 ));
             }
             // Names exist only in GPT; with MBR they are accepted and ignored, so one spec

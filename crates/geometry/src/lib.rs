@@ -38,7 +38,7 @@ pub use layout::{
     check_erase_block, DiskId, FsKind, ImageKey, ImageSpec, Layout, LayoutError, LayoutKey,
     PartKey, PartitionLayout, SizeSpec, TableKind, ERASE_BLOCK_RANGE,
 };
-pub use plan::{plan, ExtendedPlan, GptPlan, PartitionPlan, Plan, TablePlan};
+pub use plan::{place_raw, plan, ExtendedPlan, GptPlan, PartitionPlan, Plan, RawPlan, TablePlan};
 pub use tree::{ContentError, ContentSource, Meta, Node, NodeId, NodeKind, Tree};
 pub use types::PartType;
 pub use units::{alignment_of, format_size, parse_size, round_down, round_up, SectorSize};

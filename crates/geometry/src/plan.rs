@@ -101,6 +101,14 @@ pub struct PartitionPlan {
     pub alignment_bytes: u64,
     /// The filesystem geometry, filled in by the FAT and ext4 planners.
     pub filesystem: Option<FsPlan>,
+    /// Listed in the partition table; `false` for `in-partition-table = false` (written,
+    /// but no entry points at it; index 0). Serialised only when false.
+    #[serde(skip_serializing_if = "is_true")]
+    pub in_table: bool,
+}
+
+fn is_true(v: &bool) -> bool {
+    *v
 }
 
 impl PartitionPlan {
@@ -144,6 +152,124 @@ pub struct Plan {
     pub gpt: Option<GptPlan>,
     /// Every partition and filesystem aligned.
     pub aligned: bool,
+    /// Warnings about the layout (an explicit start off the erase block, …), for the user.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// Raw writes at fixed offsets outside the partitions (`[[raw]]`: bootloaders), in spec
+    /// order. Placed by [`place_raw`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub raw: Vec<RawPlan>,
+}
+
+/// One raw write outside the partitions (a bootloader at a fixed offset).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RawPlan {
+    /// Index into the spec's `[[raw]]` array, 0-based.
+    #[serde(skip)]
+    pub spec_index: usize,
+    /// Absolute offset.
+    pub offset_bytes: u64,
+    /// Length (of the source, or the reserved `size`).
+    pub size_bytes: u64,
+    /// The file written there, as the spec names it.
+    pub source: String,
+}
+
+impl RawPlan {
+    /// The exclusive end, bytes.
+    #[must_use]
+    pub fn end_bytes(&self) -> u64 {
+        self.offset_bytes.saturating_add(self.size_bytes)
+    }
+}
+
+/// Checks raw writes against everything else on the disk of `plan` — the MBR (and EBRs),
+/// the primary and backup GPT, the partitions and each other — and records them in
+/// [`Plan::raw`]. `Err((i, reason))` names the 0-based index of the offending write.
+pub fn place_raw(plan: &mut Plan, raws: Vec<RawPlan>) -> Result<(), (usize, String)> {
+    let sb = plan.sector_bytes.bytes_u64();
+    // (start, end, what) of every structure a raw write must not touch.
+    let mut taken: Vec<(u64, u64, String)> = Vec::new();
+    match plan.table.kind {
+        TableKind::None => {}
+        TableKind::Mbr => taken.push((0, sb, "the MBR (sector 0)".into())),
+        TableKind::Gpt => taken.push((0, sb, "the protective MBR (sector 0)".into())),
+    }
+    if let Some(g) = &plan.gpt {
+        let end = g.first_usable_lba.saturating_mul(sb);
+        taken.push((
+            sb,
+            end,
+            format!(
+                "the primary GPT (LBA 1 to {}, bytes {sb} to {}); GPT keeps the first {} free — use table = \"mbr\" for a boot ROM that reads there (e.g. Allwinner at 8 KiB)",
+                g.first_usable_lba.saturating_sub(1),
+                end.saturating_sub(1),
+                format_size(end)
+            ),
+        ));
+        taken.push((
+            g.backup_entries_lba.saturating_mul(sb),
+            plan.size_bytes,
+            format!("the backup GPT (LBA {} to the end)", g.backup_entries_lba),
+        ));
+    }
+    for p in &plan.partitions {
+        if let Some(ebr) = p.ebr_bytes {
+            taken.push((
+                ebr,
+                ebr.saturating_add(sb),
+                format!("the EBR of partition[{}]", p.spec_index + 1),
+            ));
+        }
+        taken.push((
+            p.start_bytes,
+            p.end_bytes(),
+            format!(
+                "partition[{}] ({} to {})",
+                p.spec_index + 1,
+                format_size(p.start_bytes),
+                format_size(p.end_bytes())
+            ),
+        ));
+    }
+    for r in &raws {
+        let i = r.spec_index;
+        if r.size_bytes == 0 {
+            return Err((i, "the source is empty (0 bytes)".into()));
+        }
+        if r.end_bytes() > plan.size_bytes || r.offset_bytes.checked_add(r.size_bytes).is_none() {
+            return Err((
+                i,
+                format!(
+                    "{} bytes at {} end past the image ({}); raise image.size",
+                    r.size_bytes,
+                    format_size(r.offset_bytes),
+                    format_size(plan.size_bytes)
+                ),
+            ));
+        }
+        if let Some((_, _, what)) = taken
+            .iter()
+            .find(|(s, e, _)| r.offset_bytes < *e && *s < r.end_bytes())
+        {
+            return Err((
+                i,
+                format!(
+                    "{} bytes at {} (sector {}) overlap {what}",
+                    r.size_bytes,
+                    format_size(r.offset_bytes),
+                    r.offset_bytes / sb
+                ),
+            ));
+        }
+        taken.push((
+            r.offset_bytes,
+            r.end_bytes(),
+            format!("raw[{}] ({})", i + 1, r.source),
+        ));
+    }
+    plan.raw = raws;
+    Ok(())
 }
 
 impl Plan {
@@ -255,10 +381,13 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
                 aligned: true,
                 alignment_bytes: alignment_of(0).min(largest_pow2_le(size)),
                 filesystem: None,
+                in_table: true,
             }],
             extended: None,
             gpt: None,
             aligned: true,
+            notes: Vec::new(),
+            raw: Vec::new(),
         };
         plan.refresh_aligned();
         return Ok(plan);
@@ -293,14 +422,53 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
         None => round_up(head_bytes.max(e), e)
             .ok_or_else(|| overflow(LayoutKey::Image(ImageKey::FirstPartition)))?,
     };
-    let use_extended = !gpt && n > 4;
+    let tabled = spec.partitions.iter().filter(|p| p.in_table).count();
+    let use_extended = !gpt && tabled > 4;
 
     let mut parts = Vec::with_capacity(n);
+    let mut notes = Vec::new();
     let mut cursor = first;
+    // The end of what is already placed (the table, then each partition), for explicit starts.
+    let mut placed_end = head_bytes;
+    let mut placed_what = format!("the {} partition table", img.table);
     let mut ext_start = None;
+    // Tabled partitions before this one.
+    let mut t = 0usize;
     for (i, p) in spec.partitions.iter().enumerate() {
-        let logical = use_extended && i >= 3;
+        let logical = p.in_table && use_extended && t >= 3;
         let mut ebr = None;
+        if let Some(st) = p.start {
+            if logical {
+                return Err(LayoutError::part(
+                    i,
+                    PartKey::Start,
+                    "an explicit start is not supported for logical partitions (the fifth and later of an MBR table); use table = \"gpt\"",
+                ));
+            }
+            if st < placed_end {
+                return Err(LayoutError::part(
+                    i,
+                    PartKey::Start,
+                    format!(
+                        "{} ({} bytes) overlaps {}, which ends at {} ({} bytes); partitions are placed in spec order",
+                        format_size(st),
+                        st,
+                        placed_what,
+                        format_size(placed_end),
+                        placed_end
+                    ),
+                ));
+            }
+            if st % e != 0 {
+                notes.push(format!(
+                    "partition[{}].start: {} is not on a {} erase-block boundary: writes to it straddle erase blocks (marked NO)",
+                    i + 1,
+                    format_size(st),
+                    format_size(e)
+                ));
+            }
+            cursor = st;
+        }
         if logical {
             // Each logical partition is preceded by one erase block that holds its EBR, so
             // both the EBR and the partition start on erase-block boundaries.
@@ -331,7 +499,17 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
             }
         };
         // With an extended partition, number 4 is the container and logicals are 5, 6, ….
-        let index = if use_extended && i >= 3 { i + 2 } else { i + 1 };
+        // A partition left out of the table has no number (0).
+        let index = if !p.in_table {
+            0
+        } else if use_extended && t >= 3 {
+            t + 2
+        } else {
+            t + 1
+        };
+        if p.in_table {
+            t += 1;
+        }
         let index = u32::try_from(index).unwrap_or(u32::MAX);
         let type_ = resolve(img.table, p.fs, p.type_.as_deref())
             .map_err(|r| LayoutError::new(LayoutKey::Partition(i, PartKey::Type), r))?;
@@ -347,17 +525,25 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
                 None
             },
             bootable: p.bootable,
-            guid: gpt.then(|| Guid::derive(img.seed, "gpt-partition", i as u64)),
+            guid: (gpt && p.in_table).then(|| {
+                p.uuid
+                    .unwrap_or_else(|| Guid::derive(img.seed, "gpt-partition", i as u64))
+            }),
             content: p.fs,
             logical,
             ebr_bytes: ebr,
             aligned: true,
             alignment_bytes: alignment_of(start),
             filesystem: None,
+            in_table: p.in_table,
         });
-        cursor = start.checked_add(size).ok_or_else(|| overflow(psize(i)))?;
+        let pend = start.checked_add(size).ok_or_else(|| overflow(psize(i)))?;
+        placed_end = pend;
+        placed_what = format!("partition[{}]", i + 1);
+        // Following partitions go on the next erase block, as without an explicit start.
+        cursor = round_up(pend, e).ok_or_else(|| overflow(psize(i)))?;
     }
-    let end = cursor;
+    let end = placed_end;
     let size = match img.size {
         Some(disk) => {
             let need = end
@@ -448,6 +634,8 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
         extended,
         gpt: gpt_plan,
         aligned: true,
+        notes,
+        raw: Vec::new(),
     };
     plan.refresh_aligned();
     Ok(plan)
@@ -597,6 +785,76 @@ mod tests {
             &[SizeSpec::Fill],
         );
         assert!(plan(&sp).is_ok());
+    }
+
+    #[test]
+    fn explicit_starts_and_untabled_partitions() {
+        let mut sp = spec(
+            TableKind::Mbr,
+            Some(64 * MIB),
+            4 * MIB,
+            SectorSize::S512,
+            &[SizeSpec::Bytes(MIB), SizeSpec::Bytes(MIB), SizeSpec::Fill],
+        );
+        sp.partitions[0].in_table = false;
+        sp.partitions[1].start = Some(13 * MIB);
+        let p = plan(&sp).unwrap();
+        let idx: Vec<u32> = p.partitions.iter().map(|q| q.index).collect();
+        assert_eq!(idx, [0, 1, 2]);
+        check(
+            &sp,
+            &[4 * MIB, 13 * MIB, 20 * MIB],
+            &[4 * MIB, 4 * MIB, 44 * MIB],
+        );
+        assert!(!p.aligned && !p.partitions[1].aligned && p.partitions[2].aligned);
+        assert!(
+            p.notes[0].starts_with("partition[2].start: 13 MiB"),
+            "{:?}",
+            p.notes
+        );
+        sp.partitions[1].start = Some(6 * MIB);
+        let e = plan(&sp).unwrap_err();
+        assert_eq!(e.key, LayoutKey::Partition(1, PartKey::Start));
+        assert!(e.reason.contains("overlaps partition[1]"), "{e}");
+    }
+
+    #[test]
+    fn raw_writes_are_checked() {
+        let sp = spec(
+            TableKind::Gpt,
+            Some(64 * MIB),
+            4 * MIB,
+            SectorSize::S512,
+            &[SizeSpec::Bytes(MIB), SizeSpec::Fill],
+        );
+        let base = plan(&sp).unwrap();
+        let raw = |i: usize, off: u64, len: u64| RawPlan {
+            spec_index: i,
+            offset_bytes: off,
+            size_bytes: len,
+            source: "b".into(),
+        };
+        let mut p = base.clone();
+        place_raw(&mut p, vec![raw(0, 64 * 512, 1000), raw(1, 2 * MIB, 4096)]).unwrap();
+        assert_eq!(p.raw.len(), 2);
+        for (raws, who, what) in [
+            (vec![raw(0, 8192, 1000)], 0, "primary GPT"),
+            (vec![raw(0, 0, 10)], 0, "protective MBR"),
+            (vec![raw(0, 4 * MIB - 10, 20)], 0, "partition[1]"),
+            (vec![raw(0, 64 * MIB - 512, 512)], 0, "backup GPT"),
+            (
+                vec![raw(0, 64 * 512, 1000), raw(1, 65 * 512, 10)],
+                1,
+                "raw[1]",
+            ),
+            (vec![raw(0, 64 * MIB, 1)], 0, "past the image"),
+            (vec![raw(0, 64 * 512, 0)], 0, "empty"),
+        ] {
+            let mut p = base.clone();
+            let (i, reason) = place_raw(&mut p, raws).unwrap_err();
+            assert_eq!(i, who, "{reason}");
+            assert!(reason.contains(what), "{reason}");
+        }
     }
 
     fn arb_spec() -> impl Strategy<Value = Layout> {

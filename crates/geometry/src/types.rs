@@ -126,7 +126,12 @@ pub fn resolve(table: TableKind, fs: FsKind, text: Option<&str>) -> Result<PartT
     match table {
         TableKind::Gpt => match text {
             None => Ok(PartType::Gpt(
-                gpt_type(if fs.is_fat() { "fat" } else { "linux" }).unwrap_or(Guid::ZERO),
+                gpt_type(match fs {
+                    FsKind::Fat(_) => "fat",
+                    FsKind::Swap => "swap",
+                    _ => "linux",
+                })
+                .unwrap_or(Guid::ZERO),
             )),
             Some(t) => match gpt_type(t) {
                 Some(g) if g == Guid::ZERO => Err("the all-zero GUID marks an unused entry".into()),
@@ -143,6 +148,7 @@ pub fn resolve(table: TableKind, fs: FsKind, text: Option<&str>) -> Result<PartT
                         // `fs = "fat"` starts as FAT32; the image builder corrects the
                         // byte once the FAT planner has chosen the type.
                         FsKind::Fat(t) => t.unwrap_or(FatType::Fat32).mbr_type(),
+                        FsKind::Swap => 0x82,
                         _ => 0x83,
                     }))
                 }

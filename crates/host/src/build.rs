@@ -5,7 +5,9 @@ use std::path::Path;
 
 use blockwise_ext4::Ext4Backend;
 use blockwise_geometry::{FsKind, ImageMap, Meta, Plan, SizeSpec, Tree};
-use blockwise_image::{apply_entries, assemble, ext4_request, plan_full, Fill, SpecError};
+use blockwise_image::{
+    apply_entries, assemble_with_raw, ext4_request, plan_full, Fill, RawFill, SpecError,
+};
 
 use crate::content::HostContent;
 use crate::output::{write_image_file, WriteStats};
@@ -75,6 +77,21 @@ pub fn resolve_inputs(sf: &mut SpecFile) -> Result<(), Error> {
                 .into());
             }
         }
+    }
+    for (i, r) in sf.spec.raw.iter_mut().enumerate() {
+        let src = &r.source;
+        let path = base.join(src);
+        let key = format!("raw[{}].source", i + 1);
+        let md = fs::metadata(&path).map_err(|e| {
+            SpecError::new(
+                key.clone(),
+                format!("{src:?} cannot be read ({}): {e}", path.display()),
+            )
+        })?;
+        if !md.is_file() {
+            return Err(SpecError::new(key, format!("{src:?} is not a regular file")).into());
+        }
+        r.source_len = Some(md.len());
     }
     Ok(())
 }
@@ -170,8 +187,17 @@ pub fn build_with_progress(
             _ => Fill::Nothing,
         });
     }
+    let mut raw = Vec::with_capacity(spec.raw.len());
+    for r in &spec.raw {
+        let path = sf.resolve(&r.source);
+        let md = fs::metadata(&path).map_err(|e| Error::io(&path, e))?;
+        raw.push(RawFill {
+            size: md.len(),
+            content: content.add(path, &md),
+        });
+    }
     let mut image = ImageMap::new(plan.size_bytes);
-    let warnings = assemble(&mut image, spec, &plan, &fills, &content, timestamp)?;
+    let warnings = assemble_with_raw(&mut image, spec, &plan, &fills, &raw, &content, timestamp)?;
     // The mke2fs fallback writes its partitions through a real file.
     for (i, part) in plan.partitions.iter().enumerate() {
         let Some(ps) = spec.partitions.get(part.spec_index) else {

@@ -1,11 +1,11 @@
 //! The pure part of building: full plan (layout + filesystem geometry) and writing a plan
 //! with its trees into any [`BlockSink`]. No OS I/O: builds for wasm32.
 
-use blockwise_ext4::Ext4Request;
-use blockwise_fat::FatRequest;
+use blockwise_ext4::{Ext4Options, Ext4Request};
+use blockwise_fat::{FatOptions, FatRequest};
 use blockwise_geometry::{
-    plan as plan_layout, BlockSink, ContentRef, ContentSource, FsKind, FsPlan, OtherFs, PartType,
-    PlaceError, Plan, SparseImage, SubSink, TableKind, Tree,
+    place_raw, plan as plan_layout, BlockSink, ContentRef, ContentSource, FsKind, FsPlan, Guid,
+    OtherFs, PartType, PlaceError, Plan, RawPlan, SparseImage, SubSink, TableKind, Tree,
 };
 
 use crate::error::PartitionError;
@@ -23,7 +23,10 @@ pub fn fat_request(spec: &Spec, plan: &Plan, i: usize) -> Option<FatRequest> {
         device_sector: plan.sector_bytes,
         erase_block_bytes: plan.erase_block_bytes,
         fs: ps.fs,
-        options: ps.fat.clone(),
+        options: FatOptions {
+            volume_id: ps.volume_id,
+            ..ps.fat.clone()
+        },
         label: ps.label.clone(),
         seed: blockwise_geometry::derive_u64(spec.image.seed, "fat-volume", p.spec_index as u64),
     })
@@ -38,7 +41,10 @@ pub fn ext4_request(spec: &Spec, plan: &Plan, i: usize, timestamp: i64) -> Optio
         partition_start_bytes: p.start_bytes,
         partition_size_bytes: p.size_bytes,
         erase_block_bytes: plan.erase_block_bytes,
-        options: ps.ext4.clone(),
+        options: Ext4Options {
+            uuid: ps.fs_uuid.map(Guid::to_uuid_bytes),
+            ..ps.ext4.clone()
+        },
         label: ps.label.clone(),
         seed: blockwise_geometry::derive_u64(spec.image.seed, "ext4", p.spec_index as u64),
         timestamp,
@@ -73,6 +79,7 @@ fn internal(si: usize) -> Error {
 /// size its inode count to the contents. `timestamp` is the filesystem creation time.
 pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<Plan, Error> {
     let mut plan = plan_layout(&spec.layout()).map_err(layout_error)?;
+    plan_raw(spec, &mut plan)?;
     for i in 0..plan.partitions.len() {
         let Some(p) = plan.partitions.get(i) else {
             continue;
@@ -97,6 +104,17 @@ pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<
                 kind: "raw".into(),
                 aligned: None,
             })),
+            FsKind::Swap => {
+                // Checked here so that plan refuses what build would.
+                let size = p.size_bytes;
+                crate::swap::header(size, Guid::ZERO, ps.label.as_deref()).map_err(|r| {
+                    Error::Spec(SpecError::new(format!("partition[{}].size", si + 1), r))
+                })?;
+                Some(FsPlan::Other(OtherFs {
+                    kind: "swap".into(),
+                    aligned: None,
+                }))
+            }
             FsKind::None => None,
         };
         // With fs = "fat", the MBR type follows the FAT type the planner chose (also for a
@@ -118,6 +136,58 @@ pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<
     Ok(plan)
 }
 
+/// Places the spec's `[[raw]]` writes into `plan` (checked against the table, the
+/// partitions and each other).
+fn plan_raw(spec: &Spec, plan: &mut Plan) -> Result<(), Error> {
+    let sb = plan.sector_bytes.bytes_u64();
+    let mut raws = Vec::with_capacity(spec.raw.len());
+    for (i, r) in spec.raw.iter().enumerate() {
+        let k = |s: &str| format!("raw[{}].{s}", i + 1);
+        let offset = r
+            .offset_bytes(sb)
+            .ok_or_else(|| Error::Spec(SpecError::new(k("offset"), "missing")))?;
+        let size = match (r.size, r.source_len) {
+            (Some(s), Some(len)) if len > s => {
+                return Err(Error::Spec(SpecError::new(
+                    k("size"),
+                    format!("{s} bytes reserved, but the source has {len}; raise raw[{}].size or leave it out", i + 1),
+                )))
+            }
+            (Some(s), _) => s,
+            (None, Some(len)) => len,
+            (None, None) => {
+                return Err(Error::Spec(SpecError::new(
+                    k("source"),
+                    "the file's length is not known here; give raw.size, or plan with blockwise plan/build (which read the file)",
+                )))
+            }
+        };
+        raws.push(RawPlan {
+            spec_index: i,
+            offset_bytes: offset,
+            size_bytes: size,
+            source: r.source.clone(),
+        });
+    }
+    place_raw(plan, raws).map_err(|(i, reason)| {
+        let key = match spec.raw.get(i) {
+            Some(r) if r.offset.is_none() => "offset-sectors",
+            _ => "offset",
+        };
+        Error::Spec(SpecError::new(format!("raw[{}].{key}", i + 1), reason))
+    })
+}
+
+/// The content of one `[[raw]]` write, for [`assemble_with_raw`]: `size` bytes of `content`
+/// in the [`ContentSource`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawFill {
+    /// The content handle.
+    pub content: u64,
+    /// Its length in bytes.
+    pub size: u64,
+}
+
 /// What a partition is filled from, for [`assemble`].
 pub enum Fill<'a> {
     /// Nothing (fs = "none").
@@ -137,11 +207,26 @@ pub enum Fill<'a> {
 
 /// Writes the partition table and every partition of `plan` into `sink`, which must be at
 /// least the plan's size. `fills[i]` is in spec order. Returns the writers' warnings.
+/// A spec with `[[raw]]` writes needs [`assemble_with_raw`].
 pub fn assemble<S: BlockSink + ?Sized>(
     sink: &mut S,
     spec: &Spec,
     plan: &Plan,
     fills: &[Fill<'_>],
+    content: &dyn ContentSource,
+    timestamp: i64,
+) -> Result<Vec<String>, Error> {
+    assemble_with_raw(sink, spec, plan, fills, &[], content, timestamp)
+}
+
+/// [`assemble`], plus the `[[raw]]` writes of `plan`: `raw[i]` is the content of the
+/// spec's `raw[i]`.
+pub fn assemble_with_raw<S: BlockSink + ?Sized>(
+    sink: &mut S,
+    spec: &Spec,
+    plan: &Plan,
+    fills: &[Fill<'_>],
+    raw: &[RawFill],
     content: &dyn ContentSource,
     timestamp: i64,
 ) -> Result<Vec<String>, Error> {
@@ -157,6 +242,28 @@ pub fn assemble<S: BlockSink + ?Sized>(
         let Some(fill) = fills.get(si) else {
             continue;
         };
+        if spec
+            .partitions
+            .get(si)
+            .is_some_and(|ps| ps.fs == FsKind::Swap)
+        {
+            let ps = spec.partitions.get(si).ok_or_else(|| internal(si))?;
+            let uuid = ps
+                .fs_uuid
+                .unwrap_or_else(|| Guid::derive(spec.image.seed, "swap-uuid", si as u64));
+            let page = crate::swap::header(p.size_bytes, uuid, ps.label.as_deref())
+                .map_err(|r| Error::Spec(SpecError::new(format!("partition[{index}].size"), r)))?;
+            sub.write_at(0, &page).map_err(|e| {
+                Error::partition(
+                    index,
+                    PartitionError::Sink {
+                        offset: 0,
+                        source: Box::new(e),
+                    },
+                )
+            })?;
+            continue;
+        }
         match (&p.filesystem, fill) {
             (Some(FsPlan::Fat(fp)), Fill::Tree(tree)) => {
                 let req = fat_request(spec, plan, i).ok_or_else(|| internal(si))?;
@@ -199,6 +306,43 @@ pub fn assemble<S: BlockSink + ?Sized>(
             }
             (_, Fill::Nothing | Fill::External | Fill::Tree(_)) => {}
         }
+    }
+    for r in &plan.raw {
+        let index = r.spec_index + 1;
+        let fill = raw.get(r.spec_index).ok_or_else(|| {
+            Error::Spec(SpecError::new(
+                format!("raw[{index}].source"),
+                "no content given for this raw write (this front end does not read files)",
+            ))
+        })?;
+        if fill.size > r.size_bytes {
+            return Err(Error::Spec(SpecError::new(
+                format!("raw[{index}].source"),
+                format!(
+                    "the source is {} bytes, more than the {} planned",
+                    fill.size, r.size_bytes
+                ),
+            )));
+        }
+        let cref = ContentRef {
+            content: fill.content,
+            offset: 0,
+            len: fill.size,
+        };
+        sink.write_content(r.offset_bytes, cref, content)
+            .map_err(|e| match e {
+                PlaceError::Content(c) => Error::Raw {
+                    index,
+                    source: PartitionError::Content(c),
+                },
+                PlaceError::Sink(e) => Error::Raw {
+                    index,
+                    source: PartitionError::Sink {
+                        offset: 0,
+                        source: Box::new(e),
+                    },
+                },
+            })?;
     }
     Ok(warnings)
 }

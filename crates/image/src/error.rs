@@ -22,6 +22,15 @@ pub enum Error {
         #[source]
         source: PartitionError,
     },
+    /// A `[[raw]]` write failed (reading its source, or the sink).
+    #[error("raw[{index}]: {source}")]
+    Raw {
+        /// 1-based index in `[[raw]]`.
+        index: usize,
+        /// What went wrong.
+        #[source]
+        source: PartitionError,
+    },
     /// The partition table could not be written.
     #[error("partition table: {source}")]
     Table {
@@ -82,7 +91,7 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Spec(_) => ErrorKind::Spec,
-            Error::Partition { source, .. } => source.kind(),
+            Error::Partition { source, .. } | Error::Raw { source, .. } => source.kind(),
             Error::Table { .. } => ErrorKind::Io,
         }
     }

@@ -29,8 +29,12 @@ mod assemble;
 mod entries;
 mod error;
 pub mod spec;
+pub mod swap;
 
-pub use assemble::{assemble, assemble_sparse, ext4_request, fat_request, plan_full, Fill};
+pub use assemble::{
+    assemble, assemble_sparse, assemble_with_raw, ext4_request, fat_request, plan_full, Fill,
+    RawFill,
+};
 pub use entries::apply_entries;
 pub use error::{Error, ErrorKind, PartitionError};
-pub use spec::{EntryKind, EntrySpec, PartitionSpec, Spec, SpecError};
+pub use spec::{EntryKind, EntrySpec, PartitionSpec, RawSpec, Spec, SpecError};

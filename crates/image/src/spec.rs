@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 
 use blockwise_ext4::Ext4Options;
 use blockwise_fat::FatOptions;
-use blockwise_geometry::de::{from_str, opt_uint};
+use blockwise_geometry::de::{from_str, opt_size, opt_uint};
 use blockwise_geometry::{
-    FsKind, ImageSpec, Layout, LayoutError, LayoutKey, PartKey, PartitionLayout, SizeSpec,
+    FsKind, Guid, ImageSpec, Layout, LayoutError, LayoutKey, PartKey, PartitionLayout, SizeSpec,
 };
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
@@ -246,6 +246,79 @@ pub struct PartitionSpec {
     /// Metadata overrides and special files (`[[partition.entry]]`).
     #[serde(default, rename = "entry")]
     pub entries: Vec<EntrySpec>,
+    /// Pinned GPT unique partition GUID (PARTUUID); `None` = derived from `image.seed`.
+    #[serde(default, deserialize_with = "opt_uuid")]
+    pub uuid: Option<Guid>,
+    /// Pinned filesystem UUID (ext4, swap); `None` = derived from `image.seed`.
+    #[serde(default, deserialize_with = "opt_uuid")]
+    pub fs_uuid: Option<Guid>,
+    /// Pinned FAT volume ID (serial number); `None` = derived from `image.seed`.
+    #[serde(default, deserialize_with = "opt_volume_id")]
+    pub volume_id: Option<u32>,
+    /// Explicit start (a size like `"8MiB"` or a number of bytes); `None` = after the
+    /// previous partition, on the erase block.
+    #[serde(default, deserialize_with = "opt_size")]
+    pub start: Option<u64>,
+    /// Listed in the partition table (genimage's `in-partition-table`); default true.
+    #[serde(default = "yes")]
+    pub in_partition_table: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A UUID string like `"0fc63daf-8483-4772-8e79-3d69d8477de4"` (braces allowed).
+fn opt_uuid<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Guid>, D::Error> {
+    from_str(d, "a UUID like \"0fc63daf-8483-4772-8e79-3d69d8477de4\"", |s| {
+        s.parse::<Guid>().map_err(|_| {
+            format!("{s:?} is not a UUID (8-4-4-4-12 hex digits, like \"0fc63daf-8483-4772-8e79-3d69d8477de4\")")
+        })
+    })
+    .map(Some)
+}
+
+/// Parses a FAT volume ID: `"1234-ABCD"` (as `blkid` prints it), `"0x1234abcd"` or a number.
+pub fn parse_volume_id(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let bad = || format!("{s:?} is not a FAT volume ID (like \"1234-ABCD\" or \"0x1234abcd\")");
+    let hex = |h: &str| {
+        (!h.is_empty() && h.len() <= 8 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| u32::from_str_radix(h, 16).ok())
+            .flatten()
+    };
+    if let Some((hi, lo)) = t.split_once('-') {
+        if hi.len() == 4 && lo.len() == 4 {
+            if let (Some(h), Some(l)) = (hex(hi), hex(lo)) {
+                return Ok((h << 16) | l);
+            }
+        }
+        return Err(bad());
+    }
+    if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        return hex(h).ok_or_else(bad);
+    }
+    t.parse::<u32>().map_err(|_| bad())
+}
+
+fn opt_volume_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    struct V;
+    impl Visitor<'_> for V {
+        type Value = u32;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a FAT volume ID like \"1234-ABCD\" or \"0x1234abcd\"")
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<u32, E> {
+            u32::try_from(v).map_err(|_| E::custom(format!("{v} does not fit 32 bits")))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<u32, E> {
+            u32::try_from(v).map_err(|_| E::custom(format!("{v} does not fit 32 bits")))
+        }
+        fn visit_str<E: de::Error>(self, s: &str) -> Result<u32, E> {
+            parse_volume_id(s).map_err(E::custom)
+        }
+    }
+    d.deserialize_any(V).map(Some)
 }
 
 impl PartitionSpec {
@@ -264,6 +337,11 @@ impl PartitionSpec {
             fat: FatOptions::default(),
             ext4: Ext4Options::default(),
             entries: Vec::new(),
+            uuid: None,
+            fs_uuid: None,
+            volume_id: None,
+            start: None,
+            in_partition_table: true,
         }
     }
 
@@ -277,6 +355,9 @@ impl PartitionSpec {
             type_: self.type_.clone(),
             bootable: self.bootable,
             label: self.label.clone(),
+            uuid: self.uuid,
+            start: self.start,
+            in_table: self.in_partition_table,
         }
     }
 }
@@ -291,6 +372,54 @@ pub struct Spec {
     /// The `[[partition]]` array, in order.
     #[serde(default, rename = "partition")]
     pub partitions: Vec<PartitionSpec>,
+    /// The `[[raw]]` array: files written at fixed offsets outside the partitions.
+    #[serde(default)]
+    pub raw: Vec<RawSpec>,
+}
+
+/// One `[[raw]]`: a file written at a fixed offset outside every partition (a bootloader:
+/// U-Boot at 8 KiB on Allwinner, idbloader at sector 64 on Rockchip).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawSpec {
+    /// The file to write, relative to the spec file.
+    pub source: String,
+    /// Offset in bytes or with a unit (`"8KiB"`).
+    #[serde(default, deserialize_with = "opt_size")]
+    pub offset: Option<u64>,
+    /// Offset in logical sectors of `image.sector-size` (`64`), instead of `offset`.
+    #[serde(default, deserialize_with = "opt_uint::<_, u64, U64_MAX>")]
+    pub offset_sectors: Option<u64>,
+    /// Bytes reserved for it (at least the file's length); `None` = the file's length,
+    /// filled in by the host before planning.
+    #[serde(default, deserialize_with = "opt_size")]
+    pub size: Option<u64>,
+    /// The file's length, filled in by the host (not a spec key).
+    #[serde(skip)]
+    pub source_len: Option<u64>,
+}
+
+const U64_MAX: u64 = u64::MAX;
+
+impl RawSpec {
+    /// A raw write of `source` at `offset` bytes.
+    #[must_use]
+    pub fn at(source: impl Into<String>, offset: u64) -> Self {
+        RawSpec {
+            source: source.into(),
+            offset: Some(offset),
+            offset_sectors: None,
+            size: None,
+            source_len: None,
+        }
+    }
+
+    /// The offset in bytes (`offset`, or `offset-sectors` × the sector size).
+    #[must_use]
+    pub fn offset_bytes(&self, sector: u64) -> Option<u64> {
+        self.offset
+            .or_else(|| self.offset_sectors.and_then(|s| s.checked_mul(sector)))
+    }
 }
 
 impl Spec {
@@ -364,6 +493,40 @@ impl Spec {
         for (i, p) in self.partitions.iter().enumerate() {
             p.validate(i, &self.image)?;
         }
+        let sb = self.image.sector_size.bytes_u64();
+        for (i, r) in self.raw.iter().enumerate() {
+            let k = |s: &str| format!("raw[{}].{s}", i + 1);
+            match (r.offset, r.offset_sectors) {
+                (Some(_), Some(_)) => {
+                    return Err(SpecError::new(
+                        k("offset-sectors"),
+                        "give either offset or offset-sectors, not both",
+                    ))
+                }
+                (None, None) => {
+                    return Err(SpecError::new(
+                        k("offset"),
+                        "missing; where to write the file, like \"8KiB\" (or offset-sectors = 64)",
+                    ))
+                }
+                _ => {}
+            }
+            if r.offset_bytes(sb).is_none() {
+                return Err(SpecError::new(k("offset-sectors"), "too large"));
+            }
+            if self.image.table == blockwise_geometry::TableKind::None {
+                return Err(SpecError::new(
+                    "raw",
+                    "[[raw]] writes outside the partitions, and table = \"none\" has none: the filesystem is the whole image",
+                ));
+            }
+            if r.size == Some(0) {
+                return Err(SpecError::new(k("size"), "must not be 0"));
+            }
+            if r.source.is_empty() {
+                return Err(SpecError::new(k("source"), "empty; the file to write"));
+            }
+        }
         Ok(())
     }
 }
@@ -387,12 +550,40 @@ impl PartitionSpec {
             }
             _ => {}
         }
-        if self.contents.is_some() && matches!(self.fs, FsKind::Raw | FsKind::None) {
+        if self.contents.is_some() && matches!(self.fs, FsKind::Raw | FsKind::None | FsKind::Swap) {
             return Err(SpecError::new(
                 k("contents"),
                 format!(
                     "fs = \"{}\" has no filesystem to fill; use fat32 or ext4",
                     self.fs
+                ),
+            ));
+        }
+        if self.fs_uuid.is_some() && !matches!(self.fs, FsKind::Ext4 | FsKind::Swap) {
+            return Err(SpecError::new(
+                k("fs-uuid"),
+                if self.fs.is_fat() {
+                    "FAT has no UUID, only a 32-bit volume ID: use volume-id = \"1234-ABCD\""
+                        .to_string()
+                } else {
+                    format!(
+                        "fs = \"{}\" has no filesystem UUID to set; it applies to ext4 and swap",
+                        self.fs
+                    )
+                },
+            ));
+        }
+        if self.volume_id.is_some() && !self.fs.is_fat() {
+            return Err(SpecError::new(
+                k("volume-id"),
+                format!(
+                    "only FAT has a volume ID (this partition is {}){}",
+                    self.fs,
+                    if self.fs == FsKind::Ext4 {
+                        "; use fs-uuid for ext4"
+                    } else {
+                        ""
+                    }
                 ),
             ));
         }
@@ -407,6 +598,8 @@ impl PartitionSpec {
                 blockwise_fat::validate_label(label).map_err(|e| fat_error(i, e))?;
             } else if self.fs == FsKind::Ext4 {
                 blockwise_ext4::validate_label(label).map_err(|e| ext4_error(i, e))?;
+            } else if self.fs == FsKind::Swap {
+                crate::swap::validate_label(label).map_err(|r| SpecError::new(k("label"), r))?;
             }
         }
         self.fat
@@ -538,6 +731,7 @@ fn table_name(parent: &str) -> &'static str {
         "image" => "[image]",
         "partition" => "[[partition]]",
         "entry" => "[[partition.entry]]",
+        "raw" => "[[raw]]",
         "fat" => "fat",
         "ext4" => "ext4",
         "xattrs" => "xattrs",
@@ -574,6 +768,7 @@ fn from_serde(path: &serde_path_to_error::Path, message: &str) -> SpecError {
         let reason = match field {
             "fs" => format!("missing; one of {}", FsKind::CHOICES),
             "path" => "missing; the absolute path inside the filesystem".to_string(),
+            "source" => "missing; the file to write, relative to the spec file".to_string(),
             _ => "missing".to_string(),
         };
         let key = if key.is_empty() {
@@ -757,6 +952,27 @@ mod tests {
             e.starts_with("partition[1].size: fat32 with 512-byte sectors needs"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn volume_ids_parse() {
+        assert_eq!(parse_volume_id("1234-ABCD"), Ok(0x1234_abcd));
+        assert_eq!(parse_volume_id("0x0badf00d"), Ok(0x0bad_f00d));
+        assert_eq!(parse_volume_id("42"), Ok(42));
+        for bad in ["12345-ABCD", "0x", "0x123456789", "xyz", "-", "12-34"] {
+            assert!(parse_volume_id(bad).is_err(), "{bad}");
+        }
+        let e = err(&format!(
+            "{BASE}[[raw]]\nsource=\"b\"\noffst=1\n[[partition]]\nfs=\"none\"\nsize=1"
+        ));
+        assert!(
+            e.starts_with("raw[1].offst: unknown key (did you mean \"offset\"?); [[raw]] takes"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{BASE}[[raw]]\nsource=\"b\"\noffset=1\noffset-sectors=2\n[[partition]]\nfs=\"none\"\nsize=1"
+        ));
+        assert!(e.starts_with("raw[1].offset-sectors: give either"), "{e}");
     }
 
     #[test]

@@ -355,7 +355,8 @@ pub fn gpt_writes(plan: &Plan) -> Result<Vec<(u64, Vec<u8>)>, PlanError> {
         Some(DiskId::Gpt(g)) => g,
         _ => return Err(PlanError::MissingDiskGuid),
     };
-    let count = plan.partitions.len();
+    let tabled: Vec<_> = plan.partitions.iter().filter(|p| p.in_table).collect();
+    let count = tabled.len();
     if u32::try_from(count).map_or(true, |c| c > ENTRY_COUNT) {
         return Err(PlanError::GptEntriesFull {
             count,
@@ -363,8 +364,7 @@ pub fn gpt_writes(plan: &Plan) -> Result<Vec<(u64, Vec<u8>)>, PlanError> {
         });
     }
     let mut array = vec![0u8; ENTRY_ARRAY_BYTES];
-    for (p, slot) in plan
-        .partitions
+    for (p, slot) in tabled
         .iter()
         .zip(array.chunks_exact_mut(size_of::<GptEntryRaw>()))
     {

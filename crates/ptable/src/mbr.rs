@@ -392,7 +392,11 @@ pub fn mbr_sectors(plan: &Plan) -> Result<Vec<(u64, Vec<u8>)>, PlanError> {
         }
         TableKind::Mbr => {}
     }
-    let primaries: Vec<_> = plan.partitions.iter().filter(|p| !p.logical).collect();
+    let primaries: Vec<_> = plan
+        .partitions
+        .iter()
+        .filter(|p| p.in_table && !p.logical)
+        .collect();
     for (slot, p) in (1usize..).zip(&primaries) {
         let e = partition_entry(p, sector, 0)?;
         *hdr.get_mut(slot).ok_or(PlanError::TooManyPrimaries {
@@ -411,7 +415,11 @@ pub fn mbr_sectors(plan: &Plan) -> Result<Vec<(u64, Vec<u8>)>, PlanError> {
                 .map(|b| to_lba(b, sector))
                 .ok_or(PlanError::MissingEbr { partition: p.index })
         };
-        let logicals: Vec<_> = plan.partitions.iter().filter(|p| p.logical).collect();
+        let logicals: Vec<_> = plan
+            .partitions
+            .iter()
+            .filter(|p| p.in_table && p.logical)
+            .collect();
         let nexts = logicals.iter().skip(1).map(Some).chain([None]);
         for (p, next) in logicals.iter().zip(nexts) {
             let ebr = ebr_of(p)?;

@@ -172,6 +172,23 @@ pub(crate) fn render(r: &Report) -> String {
             let _ = writeln!(out, "{}", line(cells.map(String::as_str)));
         }
     }
+    if !r.regions.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "Outside the partitions:");
+        for g in &r.regions {
+            let start = div(g.start_bytes, sb);
+            let sectors = div(g.size_bytes, sb);
+            let _ = writeln!(
+                out,
+                "  {}: sectors {}-{} ({} at {})",
+                g.kind,
+                start,
+                start.saturating_add(sectors).saturating_sub(1),
+                short_size(g.size_bytes),
+                short_size(g.start_bytes)
+            );
+        }
+    }
     if !r.findings.is_empty() {
         let _ = writeln!(out);
         for f in &r.findings {

@@ -56,7 +56,10 @@ mod human;
 pub mod magic;
 mod num;
 mod partition;
+mod regions;
 mod table;
+
+pub use crate::regions::Region;
 
 use blockwise_geometry::{
     alignment_of, BlockSource, FsKind, FsPlan, OtherFs, PartType, PartitionPlan, SectorSize,
@@ -228,6 +231,10 @@ pub struct Report {
     /// Device hints, when the source is a block device.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device: Option<DeviceHints>,
+    /// Data outside every partition and the table: bootloaders at fixed offsets, partitions
+    /// left out of the table.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub regions: Vec<Region>,
     /// False when neither a table nor a filesystem was recognised (exit code 2).
     #[serde(skip)]
     pub recognised: bool,
@@ -248,6 +255,7 @@ impl Report {
             findings: Vec::new(),
             aligned: false,
             device: opts.device.clone(),
+            regions: Vec::new(),
             recognised: true,
         }
     }
@@ -335,6 +343,9 @@ pub fn verify<S: BlockSource + ?Sized>(src: &S, opts: &Options) -> Result<Report
         r: Report::new(src.len(), opts, e),
     };
     v.run()?;
+    if v.r.recognised {
+        v.find_regions()?;
+    }
     let mut r = v.r;
     r.findings.sort_by_key(|f| f.severity);
     let fs_ok = |p: &PartitionPlan| match &p.filesystem {

@@ -38,6 +38,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             aligned: true,
             alignment_bytes: alignment_of(start),
             filesystem: None,
+            in_table: true,
         }
     }
 

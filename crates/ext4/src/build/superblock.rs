@@ -25,9 +25,11 @@ pub(super) fn label_bytes(req: &Ext4Request) -> Result<[u8; 16], Error> {
     Ok(out)
 }
 
-/// The filesystem UUID (textual byte order) derived from the seed.
+/// The filesystem UUID (textual byte order): the pinned one, else derived from the seed.
 pub(super) fn uuid_for(req: &Ext4Request) -> [u8; 16] {
-    Guid::derive(req.seed, "ext4-uuid", 0).to_uuid_bytes()
+    req.options
+        .uuid
+        .unwrap_or_else(|| Guid::derive(req.seed, "ext4-uuid", 0).to_uuid_bytes())
 }
 
 /// Formats a UUID the way `dumpe2fs` prints it.
