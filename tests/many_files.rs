@@ -34,7 +34,10 @@ fn make_tree(dir: &Path, n: usize) -> PathBuf {
 }
 
 fn spec(dir: &Path, fs_kind: &str, contents: &Path, size: &str) -> PathBuf {
-    let p = dir.join(format!("{fs_kind}-{}.toml", contents.display().to_string().len()));
+    let p = dir.join(format!(
+        "{fs_kind}-{}.toml",
+        contents.display().to_string().len()
+    ));
     let extra = if fs_kind == "fat" {
         "fat.type = \"fat32\"\n"
     } else {
@@ -71,7 +74,10 @@ fn timed_build(spec: &Path, out: &Path) -> (f64, Option<u64>) {
     assert!(o.status.success(), "{}: {err}", spec.display());
     let rss = err
         .lines()
-        .find_map(|l| l.trim().strip_prefix("Maximum resident set size (kbytes): "))
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("Maximum resident set size (kbytes): ")
+        })
         .and_then(|v| v.trim().parse().ok());
     (secs, rss)
 }
@@ -87,7 +93,10 @@ fn rss_bound_kib(n: usize) -> u64 {
 #[ignore = "minutes in a debug build; scripts/test.sh runs it with --ignored"]
 fn two_hundred_thousand_empty_files() {
     let tools = have("e2fsck") && have("debugfs") && have("fsck.fat") && have("mdir");
-    assert!(tools || !oracles_required(), "e2fsprogs, dosfstools, mtools");
+    assert!(
+        tools || !oracles_required(),
+        "e2fsprogs, dosfstools, mtools"
+    );
     if !tools {
         eprintln!("skipped: e2fsprogs, dosfstools or mtools missing");
         return;
@@ -124,7 +133,11 @@ fn two_hundred_thousand_empty_files() {
                 assert_eq!(fsck_number(&text, "files"), (n + dirs) as u64, "{text}");
                 let o = run(
                     "mdir",
-                    &["-i".as_ref(), out.as_os_str(), format!("::/d{:03}", dirs - 1).as_ref()],
+                    &[
+                        "-i".as_ref(),
+                        out.as_os_str(),
+                        format!("::/d{:03}", dirs - 1).as_ref(),
+                    ],
                 );
                 let listing = String::from_utf8_lossy(&o.stdout);
                 assert!(
