@@ -348,7 +348,7 @@ mod tests {
         for i in 0..n {
             t.add(
                 0,
-                &format!("f{i}"),
+                format!("f{i}"),
                 NodeKind::File {
                     size,
                     content: 0,
