@@ -111,7 +111,7 @@ fn a_thousand_levels_deep() {
 }
 
 #[test]
-fn long_and_non_utf8_names() {
+fn long_names() {
     let dir = tempdir!();
     let c = contents_dir(dir.path());
     // 255 bytes: the longest name ext4 and FAT (255 UTF-16 units) store.
@@ -125,14 +125,75 @@ fn long_and_non_utf8_names() {
             String::from_utf8_lossy(&o.stderr)
         );
     }
-    // A name that is not UTF-8: an error naming the path.
-    let bad = c.join(std::ffi::OsStr::from_bytes(b"caf\xe9.txt"));
-    fs::write(&bad, "x").unwrap();
-    for k in ["ext4", "fat"] {
-        let out = dir.path().join(format!("{k}-bad.img"));
-        let o = build(&spec(dir.path(), k, "c", "64MiB"), &out);
-        refused(&o, &out, "not valid UTF-8");
+}
+
+/// Names (and a symlink target) that are not UTF-8: ext4 stores the bytes with both backends,
+/// as `mke2fs -d` does; FAT refuses with the partition and the path (bytes shown as `\xNN`).
+#[test]
+fn non_utf8_names() {
+    let dir = tempdir!();
+    let c = contents_dir(dir.path());
+    let names: [&[u8]; 3] = [b"caf\xe9", b"\xff\xfe", b"ok.txt"];
+    for n in names {
+        fs::write(c.join(std::ffi::OsStr::from_bytes(n)), n).unwrap();
     }
+    fs::create_dir(c.join(std::ffi::OsStr::from_bytes(b"d\xe9j\xe0"))).unwrap();
+    std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(b"caf\xe9"), c.join("to-cafe")).unwrap();
+    for backend in ["native", "mke2fs"] {
+        let sp = dir.path().join(format!("{backend}.toml"));
+        fs::write(
+            &sp,
+            format!("[image]\ntable = \"none\"\nsize = \"32MiB\"\ntimestamp = 1700000000\n[[partition]]\nfs = \"ext4\"\nsize = \"fill\"\ncontents = \"c\"\next4.backend = \"{backend}\"\n"),
+        )
+        .unwrap();
+        let out = dir.path().join(format!("{backend}.img"));
+        let o = build(&sp, &out);
+        assert!(
+            o.status.success(),
+            "{backend}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        e2fsck_clean(&out, None);
+        // debugfs shows the bytes that are not printable as \xNN.
+        let ls = blockwise_test_kit::debugfs(&out, "ls -l /");
+        for n in ["caf\\xe9", "\\xff\\xfe", "ok.txt", "d\\xe9j\\xe0"] {
+            assert!(ls.contains(n), "{backend}: {n} not in debugfs ls:\n{ls}");
+        }
+        // Read back byte for byte: ext4-view, and the kernel when we may mount.
+        let bytes = fs::read(&out).unwrap();
+        let mut img = blockwise_geometry::SparseImage::new(bytes.len() as u64);
+        blockwise_geometry::BlockSink::write_at(&mut img, 0, &bytes).unwrap();
+        let view = blockwise_test_kit::ext4_view_at(img, 0);
+        let listed: Vec<Vec<u8>> = view
+            .read_dir("/")
+            .unwrap()
+            .map(|e| e.unwrap().file_name().as_ref().to_vec())
+            .collect();
+        for n in names {
+            assert!(
+                listed.iter().any(|l| l == n),
+                "{backend}: {n:?} not in {listed:?}"
+            );
+        }
+        if blockwise_test_kit::have_loop() {
+            let mnt = dir.path().join(format!("mnt-{backend}"));
+            blockwise_test_kit::with_kernel_mount(&out, "ext4", &mnt, |m| {
+                for n in names {
+                    let p = m.join(std::ffi::OsStr::from_bytes(n));
+                    assert_eq!(fs::read(&p).unwrap(), n, "{}", p.display());
+                }
+                let t = fs::read_link(m.join("to-cafe")).unwrap();
+                assert_eq!(t.as_os_str().as_bytes(), b"caf\xe9");
+                assert!(m.join(std::ffi::OsStr::from_bytes(b"d\xe9j\xe0")).is_dir());
+            });
+        }
+    }
+    // FAT: exit 2, one line naming the partition and the path.
+    let out = dir.path().join("fat.img");
+    let o = build(&spec(dir.path(), "fat", "c", "32MiB"), &out);
+    refused(&o, &out, "partition[1]");
+    refused(&o, &out, "/caf\\xe9");
+    refused(&o, &out, "not valid UTF-8");
 }
 
 #[test]

@@ -122,7 +122,7 @@ pub enum Error {
         /// Block size, to turn blocks into bytes.
         block_bytes: u64,
     },
-    /// An extended attribute namespace ext4 cannot store (or POSIX ACLs, not converted).
+    /// An extended attribute namespace ext4 cannot store.
     #[error(
         "extended attribute {name:?} is not supported (use user., trusted., security. or system.)"
     )]
@@ -130,11 +130,30 @@ pub enum Error {
         /// Full attribute name.
         name: String,
     },
-    /// A node's extended attributes exceed one block.
-    #[error("the extended attributes of {path} do not fit one filesystem block")]
+    /// A node's extended attributes exceed the inode's spare room plus one block.
+    #[error("the extended attributes of {path} ({bytes} bytes of names and values) do not fit the inode and one {block_bytes}-byte filesystem block")]
     XattrTooLarge {
         /// Path of the node.
         path: String,
+        /// Bytes of names and values.
+        bytes: usize,
+        /// Block size.
+        block_bytes: u64,
+    },
+    /// A POSIX ACL value that is not in the xattr format (version 2, 8-byte entries).
+    #[error("extended attribute {name:?} is not a valid POSIX ACL")]
+    BadAcl {
+        /// Full attribute name.
+        name: String,
+    },
+    /// An extended attribute of a node that ext4 cannot store.
+    #[error("{path}: {source}")]
+    XattrOf {
+        /// Path of the node.
+        path: String,
+        /// What is wrong.
+        #[source]
+        source: Box<Error>,
     },
     /// A directory entry name ext4 cannot store.
     #[error("{path}: entry name {name:?} is empty, longer than 255 bytes or contains '/' or NUL")]
@@ -329,7 +348,7 @@ mod tests {
         for i in 0..n {
             t.add(
                 0,
-                &format!("f{i}"),
+                format!("f{i}"),
                 NodeKind::File {
                     size,
                     content: 0,

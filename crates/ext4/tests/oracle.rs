@@ -126,7 +126,7 @@ fn ext4_view_matches(img: blockwise_geometry::SparseImage, g: &Gen) {
                 names.sort();
                 let want: Vec<String> = children
                     .iter()
-                    .map(|&c| g.tree.nodes[c].name.clone())
+                    .map(|&c| String::from_utf8(g.tree.nodes[c].name.clone()).unwrap())
                     .collect();
                 assert_eq!(names, want, "{path} listing");
             }
@@ -138,7 +138,11 @@ fn ext4_view_matches(img: blockwise_geometry::SparseImage, g: &Gen) {
             NodeKind::Symlink { target } => {
                 assert!(md.is_symlink());
                 let t = fs.read_link(path.as_str()).unwrap();
-                assert_eq!(t.to_str().unwrap(), target, "{path} target");
+                assert_eq!(
+                    t.to_str().unwrap().as_bytes(),
+                    target.as_slice(),
+                    "{path} target"
+                );
             }
             NodeKind::CharDev { .. } => assert!(md.file_type().is_char_dev()),
             NodeKind::BlockDev { .. } => assert!(md.file_type().is_block_dev()),
@@ -475,7 +479,7 @@ mod random_trees {
                     }
                     Item::Link(p, l) => {
                         let parent = dirs[p as usize % dirs.len()];
-                        g.node(parent, &name, NodeKind::Symlink { target: "t".repeat(l as usize) });
+                        g.node(parent, &name, NodeKind::Symlink { target: "t".repeat(l as usize).into_bytes() });
                     }
                     Item::Dev(p) => {
                         let parent = dirs[p as usize % dirs.len()];

@@ -26,6 +26,8 @@ pub enum BadName {
     BadChar(char),
     /// Ends with a space or a period (Windows and Linux strip those).
     TrailingDotOrSpace,
+    /// The name's bytes are not UTF-8, so they have no UTF-16 long name.
+    NotUtf8,
 }
 
 impl core::fmt::Display for BadName {
@@ -40,6 +42,10 @@ impl core::fmt::Display for BadName {
             BadName::TrailingDotOrSpace => {
                 write!(f, "FAT names cannot end with a space or a period")
             }
+            BadName::NotUtf8 => write!(
+                f,
+                "the name is not valid UTF-8 (non-UTF-8 bytes shown as \\xNN), and FAT stores names as UTF-16: rename it, or use ext4, which keeps names as bytes"
+            ),
         }
     }
 }

@@ -10,12 +10,13 @@
 use std::collections::HashMap;
 
 use blockwise_geometry::{
-    BlockSink, ContentError, ContentRef, ContentSource, FatPlan, NodeId, NodeKind, PlaceError, Tree,
+    BlockSink, ContentError, ContentRef, ContentSource, FatPlan, Node, NodeId, NodeKind,
+    PlaceError, Tree,
 };
 use zerocopy::little_endian::{U16, U32};
 use zerocopy::IntoBytes;
 
-use crate::names::{self, Names, ShortNames};
+use crate::names::{self, BadName, Names, ShortNames};
 use crate::plan::Layout;
 use crate::raw::{
     BpbRaw, DirEntryRaw, Fat16ExtRaw, Fat32ExtRaw, FsInfoRaw, LfnEntryRaw, ATTR_ARCHIVE,
@@ -216,7 +217,8 @@ fn scan(
                         code: "fat-skipped-symlink",
                         path: tree.path(c),
                         message: format!(
-                            "symbolic link to {target:?} skipped: FAT cannot store symlinks"
+                            "symbolic link to \"{}\" skipped: FAT cannot store symlinks",
+                            blockwise_geometry::display_bytes(target)
                         ),
                     });
                     continue;
@@ -247,17 +249,21 @@ fn scan(
                 });
             }
             *seen_c = true;
-            let long = names::long_name(&node.name).map_err(|reason| Error::BadName {
+            let name = node.name_str().ok_or_else(|| Error::BadName {
+                path: tree.path(c),
+                reason: BadName::NotUtf8,
+            })?;
+            let long = names::long_name(name).map_err(|reason| Error::BadName {
                 path: tree.path(c),
                 reason,
             })?;
-            if let Some(&other) = folded.get(&names::fold(&node.name)) {
+            if let Some(&other) = folded.get(&names::fold(name)) {
                 return Err(Error::CaseConflict {
                     first: tree.path(other),
                     second: tree.path(c),
                 });
             }
-            folded.insert(names::fold(&node.name), c);
+            folded.insert(names::fold(name), c);
             accepted.push((c, long));
         }
         // Verbatim 8.3 names first, so generated aliases avoid them.
@@ -265,7 +271,7 @@ fn scan(
         let verbatim: Vec<Option<[u8; 11]>> = accepted
             .iter()
             .map(|(c, _)| {
-                short.reserve_verbatim(tree.nodes.get(*c).map_or("", |n| n.name.as_str()))
+                short.reserve_verbatim(tree.nodes.get(*c).and_then(Node::name_str).unwrap_or(""))
             })
             .collect();
         let is_root = i == 0;
@@ -282,7 +288,7 @@ fn scan(
                     long: None,
                 },
                 None => short
-                    .alias(&node.name, long)
+                    .alias(node.name_str().unwrap_or(""), long)
                     .map_err(|_| Error::AliasesExhausted { path: tree.path(c) })?,
             };
             slots += 1 + names
@@ -701,6 +707,24 @@ pub(crate) fn write_volume<S: BlockSink + ?Sized>(
         });
     }
     let mut dirs = scan(tree, layout, label.is_some(), &mut warnings)?;
+    // One warning for the whole volume, not one per file.
+    let mut with_xattrs = tree
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| !n.meta.xattrs.is_empty());
+    if let Some((first, _)) = with_xattrs.next() {
+        let more = with_xattrs.count();
+        warnings.push(Warning {
+            code: "fat-dropped-xattrs",
+            path: tree.path(first),
+            message: if more == 0 {
+                "extended attributes dropped: FAT cannot store them".into()
+            } else {
+                format!("extended attributes of this and {more} more files dropped: FAT cannot store them")
+            },
+        });
+    }
     let (items, next) = allocate(&mut dirs, layout)?;
     let mut first: HashMap<NodeId, u32> = HashMap::with_capacity(items.len() + dirs.len());
     for d in &dirs {

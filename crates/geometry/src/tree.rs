@@ -47,8 +47,8 @@ pub enum NodeKind {
     },
     /// A symbolic link.
     Symlink {
-        /// Target, stored verbatim.
-        target: String,
+        /// Target, stored verbatim (bytes, as Linux stores them).
+        target: Vec<u8>,
     },
     /// A character device.
     CharDev {
@@ -73,14 +73,23 @@ pub enum NodeKind {
 /// One file, directory or special file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Node {
-    /// Name inside the parent (empty for the root).
-    pub name: String,
+    /// Name inside the parent (empty for the root): bytes, as Linux stores them. ext4 keeps
+    /// any bytes but `/` and NUL; FAT needs UTF-8 (see [`Node::name_str`]).
+    pub name: Vec<u8>,
     /// Parent id (the root is its own parent).
     pub parent: NodeId,
     /// Kind and kind-specific data.
     pub kind: NodeKind,
     /// Metadata.
     pub meta: Meta,
+}
+
+impl Node {
+    /// The name as UTF-8, `None` when it is not.
+    #[must_use]
+    pub fn name_str(&self) -> Option<&str> {
+        core::str::from_utf8(&self.name).ok()
+    }
 }
 
 /// A whole tree. `nodes[0]` is the root directory.
@@ -105,7 +114,7 @@ impl Tree {
     pub fn new(meta: Meta) -> Self {
         Tree {
             nodes: vec![Node {
-                name: String::new(),
+                name: Vec::new(),
                 parent: 0,
                 kind: NodeKind::Dir {
                     children: Vec::new(),
@@ -116,23 +125,24 @@ impl Tree {
     }
 
     /// Adds a node under `parent` (which must be a directory), keeping children sorted.
-    /// Returns `None` if `parent` is not a directory or the name exists already.
+    /// Returns `None` if `parent` is not a directory or the name exists already. `name` is
+    /// bytes (`&str` works too).
     pub fn add(
         &mut self,
         parent: NodeId,
-        name: &str,
+        name: impl AsRef<[u8]>,
         kind: NodeKind,
         meta: Meta,
     ) -> Option<NodeId> {
+        let name = name.as_ref();
         let id = self.nodes.len();
         let pos = {
             let children = self.children(parent)?;
             match children.binary_search_by(|&c| {
                 self.nodes
                     .get(c)
-                    .map_or("", |n| n.name.as_str())
-                    .as_bytes()
-                    .cmp(name.as_bytes())
+                    .map_or(&b""[..], |n| n.name.as_slice())
+                    .cmp(name)
             }) {
                 Ok(_) => return None,
                 Err(p) => p,
@@ -146,7 +156,7 @@ impl Tree {
             children.insert(pos, id);
         }
         self.nodes.push(Node {
-            name: name.to_string(),
+            name: name.to_vec(),
             parent,
             kind,
             meta,
@@ -163,13 +173,21 @@ impl Tree {
         }
     }
 
-    /// Looks up a child by exact name.
+    /// Looks up a child by exact name (bytes; `&str` works too).
     #[must_use]
-    pub fn child(&self, dir: NodeId, name: &str) -> Option<NodeId> {
-        self.children(dir)?
-            .iter()
-            .copied()
-            .find(|&c| self.nodes.get(c).is_some_and(|n| n.name == name))
+    pub fn child(&self, dir: NodeId, name: impl AsRef<[u8]>) -> Option<NodeId> {
+        let name = name.as_ref();
+        let children = self.children(dir)?;
+        // Children are sorted by name bytes.
+        children
+            .binary_search_by(|&c| {
+                self.nodes
+                    .get(c)
+                    .map_or(&b""[..], |n| n.name.as_slice())
+                    .cmp(name)
+            })
+            .ok()
+            .and_then(|i| children.get(i).copied())
     }
 
     /// Resolves an absolute path like `/etc/shadow` (no symlinks followed).
@@ -182,16 +200,16 @@ impl Tree {
         Some(cur)
     }
 
-    /// The absolute path of a node, for error messages.
+    /// The absolute path of a node as bytes.
     #[must_use]
-    pub fn path(&self, id: NodeId) -> String {
+    pub fn path_bytes(&self, id: NodeId) -> Vec<u8> {
         let mut parts = Vec::new();
         let mut cur = id;
         let mut guard = 0;
         while cur != 0 && guard < 4096 {
             match self.nodes.get(cur) {
                 Some(n) => {
-                    parts.push(n.name.as_str());
+                    parts.push(n.name.as_slice());
                     cur = n.parent;
                 }
                 None => break,
@@ -199,7 +217,22 @@ impl Tree {
             guard += 1;
         }
         parts.reverse();
-        format!("/{}", parts.join("/"))
+        let mut out = Vec::new();
+        for p in parts {
+            out.push(b'/');
+            out.extend_from_slice(p);
+        }
+        if out.is_empty() {
+            out.push(b'/');
+        }
+        out
+    }
+
+    /// The absolute path of a node, for error messages: bytes that are not UTF-8 are shown
+    /// as `\xNN` escapes (so two different names never look the same).
+    #[must_use]
+    pub fn path(&self, id: NodeId) -> String {
+        display_bytes(&self.path_bytes(id))
     }
 
     /// Total bytes of regular-file content (hard links counted once).
@@ -220,6 +253,30 @@ impl Tree {
                 _ => None,
             })
             .sum()
+    }
+}
+
+/// Bytes as text for messages: UTF-8 runs verbatim, every other byte as `\xNN`.
+#[must_use]
+pub fn display_bytes(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    let mut rest = bytes;
+    loop {
+        match core::str::from_utf8(rest) {
+            Ok(s) => {
+                out.push_str(s);
+                return out;
+            }
+            Err(e) => {
+                let (good, bad) = rest.split_at(e.valid_up_to());
+                out.push_str(core::str::from_utf8(good).unwrap_or_default());
+                let n = e.error_len().unwrap_or(bad.len()).max(1);
+                for b in bad.iter().take(n) {
+                    out.push_str(&format!("\\x{b:02x}"));
+                }
+                rest = bad.get(n..).unwrap_or_default();
+            }
+        }
     }
 }
 
@@ -296,6 +353,14 @@ mod tests {
             .is_none());
         assert_eq!(t.lookup("/etc/passwd"), Some(f));
         assert_eq!(t.path(f), "/etc/passwd");
+        assert_eq!(t.path(0), "/");
+        let odd = t
+            .add(etc, b"caf\xe9", NodeKind::Fifo, Meta::default())
+            .unwrap();
+        assert_eq!(t.path(odd), "/etc/caf\\xe9");
+        assert_eq!(t.child(etc, b"caf\xe9"), Some(odd));
+        assert_eq!(t.nodes[odd].name_str(), None);
+        assert_eq!(display_bytes(b"a\xff\xfeb\xc3\xa9"), "a\\xff\\xfeb\u{e9}");
         let content = vec![b"abc".to_vec()];
         let mut b = [0u8; 2];
         content.read_at(0, 1, &mut b).unwrap();

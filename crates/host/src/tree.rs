@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::fs;
+use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
@@ -30,6 +31,71 @@ fn meta_of(md: &fs::Metadata, clamp: Option<i64>) -> Meta {
         mtime,
         mtime_nsec: nsec,
         xattrs: Vec::new(),
+    }
+}
+
+/// Namespaces of the extended attributes copied from a contents tree. Others (`system.*`
+/// besides the POSIX ACLs, `btrfs.*`, NFSv4 ACLs, …) are filesystem-specific and skipped,
+/// as the kernel would not let a filesystem image carry them anyway.
+fn copied_xattr(name: &[u8]) -> bool {
+    ["user.", "trusted.", "security."]
+        .iter()
+        .any(|p| name.starts_with(p.as_bytes()) && name.len() > p.len())
+        || name == b"system.posix_acl_access"
+        || name == b"system.posix_acl_default"
+}
+
+/// Reads extended attributes (`llistxattr`/`lgetxattr`: a symlink's own, never its
+/// target's) with one reused 64 KiB buffer, the kernel's limit for a list and a value.
+pub(crate) struct XattrReader {
+    buf: Vec<u8>,
+}
+
+impl Default for XattrReader {
+    fn default() -> Self {
+        XattrReader {
+            buf: vec![0u8; 1 << 16],
+        }
+    }
+}
+
+impl XattrReader {
+    /// The copied attributes of `path`, sorted by name. A filesystem without xattr support
+    /// has none; `trusted.*` can be listed by root only, so a normal user's build does not
+    /// see them (as with `mke2fs -d`).
+    pub(crate) fn read(&mut self, path: &Path) -> Result<Vec<(String, Vec<u8>)>, Error> {
+        use rustix::io::Errno;
+        let n = match rustix::fs::llistxattr(path, &mut self.buf[..]) {
+            Ok(n) => n,
+            Err(Errno::NOTSUP | Errno::NOSYS) => return Ok(Vec::new()),
+            Err(e) => return Err(Error::io(path, e.into())),
+        };
+        let list = self.buf.get(..n).unwrap_or_default().to_vec();
+        let mut out = Vec::new();
+        for name in list.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+            if !copied_xattr(name) {
+                continue;
+            }
+            let value = match rustix::fs::lgetxattr(path, name, &mut self.buf[..]) {
+                Ok(len) => self.buf.get(..len).unwrap_or_default().to_vec(),
+                // Removed between the list and the read.
+                Err(Errno::NODATA) => continue,
+                Err(e) => return Err(Error::io(path, e.into())),
+            };
+            // Names in these namespaces are text; a non-UTF-8 one cannot be named in a spec.
+            let Ok(name) = String::from_utf8(name.to_vec()) else {
+                return Err(Error::io(
+                    path,
+                    std::io::Error::other(format!(
+                        "extended attribute name {} is not valid UTF-8",
+                        blockwise_geometry::display_bytes(name)
+                    )),
+                ));
+            };
+            out.push((name, value));
+        }
+        out.sort();
+        Ok(out)
     }
 }
 
@@ -136,7 +202,9 @@ fn data_ranges(path: &Path, md: &fs::Metadata) -> Result<Option<Vec<(u64, u64)>>
 
 /// Builds a [`Tree`] from a host directory. Symlinks are stored as symlinks (not followed);
 /// device nodes, fifos and sockets are kept; hard links share a link id; file times are
-/// clamped to `clamp` when given (reproducible builds). Names must be UTF-8.
+/// clamped to `clamp` when given (reproducible builds). Names and symlink targets are kept
+/// as bytes (they need not be UTF-8). Extended attributes are read without following
+/// symlinks (see [`XattrReader`]).
 pub fn tree_from_dir(
     dir: &Path,
     clamp: Option<i64>,
@@ -147,7 +215,10 @@ pub fn tree_from_dir(
         return Err(Error::io(dir, std::io::Error::other("not a directory")));
     }
     refuse_pseudo_fs(dir)?;
-    let mut tree = Tree::new(meta_of(&md, clamp));
+    let mut xattrs = XattrReader::default();
+    let mut root_meta = meta_of(&md, clamp);
+    root_meta.xattrs = xattrs.read(dir)?;
+    let mut tree = Tree::new(root_meta);
     let root_dev = md.dev();
     let mut links: HashMap<(u64, u64), u64> = HashMap::new();
     let mut stack: Vec<(PathBuf, NodeId, usize)> = vec![(dir.to_path_buf(), 0, 0)];
@@ -165,15 +236,11 @@ pub fn tree_from_dir(
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
             let p = e.path();
-            let name = e.file_name().into_string().map_err(|_| {
-                Error::io(
-                    &p,
-                    std::io::Error::other("the file name is not valid UTF-8"),
-                )
-            })?;
+            let name = e.file_name();
             let md = fs::symlink_metadata(&p).map_err(|err| Error::io(&p, err))?;
             let ft = md.file_type();
-            let meta = meta_of(&md, clamp);
+            let mut meta = meta_of(&md, clamp);
+            meta.xattrs = xattrs.read(&p)?;
             let kind = if ft.is_dir() {
                 NodeKind::Dir {
                     children: Vec::new(),
@@ -192,13 +259,9 @@ pub fn tree_from_dir(
                 }
             } else if ft.is_symlink() {
                 let t = fs::read_link(&p).map_err(|err| Error::io(&p, err))?;
-                let target = t.into_os_string().into_string().map_err(|_| {
-                    Error::io(
-                        &p,
-                        std::io::Error::other("the symlink target is not valid UTF-8"),
-                    )
-                })?;
-                NodeKind::Symlink { target }
+                NodeKind::Symlink {
+                    target: t.into_os_string().into_vec(),
+                }
             } else if ft.is_char_device() || ft.is_block_device() {
                 let (major, minor) = split_dev(md.rdev());
                 if ft.is_char_device() {
@@ -213,7 +276,7 @@ pub fn tree_from_dir(
             };
             let is_dir = matches!(kind, NodeKind::Dir { .. });
             let id = tree
-                .add(node, &name, kind, meta)
+                .add(node, name.as_bytes(), kind, meta)
                 .ok_or_else(|| Error::io(&p, std::io::Error::other("duplicate name")))?;
             if is_dir {
                 // A mount point inside the tree: check what is mounted there.

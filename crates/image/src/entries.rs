@@ -96,7 +96,7 @@ pub fn apply_entries(
                     ),
                     EntryKind::Symlink => (
                         NodeKind::Symlink {
-                            target: en.target.clone().unwrap_or_default(),
+                            target: en.target.clone().unwrap_or_default().into_bytes(),
                         },
                         0o777,
                     ),

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -42,7 +43,7 @@ pub fn materialize(tree: &Tree, content: &[Vec<u8>], dir: &Path) {
     while let Some((id, path)) = stack.pop() {
         for &c in tree.children(id).unwrap_or_default() {
             let n = &tree.nodes[c];
-            let p = path.join(&n.name);
+            let p = path.join(std::ffi::OsStr::from_bytes(&n.name));
             match &n.kind {
                 NodeKind::Dir { .. } => {
                     fs::create_dir(&p).expect("mkdir");
@@ -69,7 +70,8 @@ pub fn materialize(tree: &Tree, content: &[Vec<u8>], dir: &Path) {
                     }
                 }
                 NodeKind::Symlink { target } => {
-                    std::os::unix::fs::symlink(target, &p).expect("symlink");
+                    std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(target), &p)
+                        .expect("symlink");
                 }
                 _ => {}
             }
@@ -118,7 +120,7 @@ mod tests {
             0,
             "s",
             NodeKind::Symlink {
-                target: "d/a".into(),
+                target: b"d/a".to_vec(),
             },
             meta(0o777),
         )

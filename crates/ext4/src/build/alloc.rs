@@ -59,8 +59,7 @@ pub(super) fn allocate(geo: &mut Geometry, inodes: &mut [Ino]) -> Result<(), Err
         .iter()
         .map(|r| {
             let d: u64 = r.want.iter().map(|w| w.1).sum();
-            d + tree_blocks_for(r.want.len() as u64, bs)
-                + u64::from(!r.attrs.is_empty() && !r.attrs_in_inode)
+            d + tree_blocks_for(r.want.len() as u64, bs) + u64::from(!r.attrs.is_empty())
         })
         .sum();
     let free = geo.used.free_total();
@@ -83,7 +82,7 @@ pub(super) fn allocate(geo: &mut Geometry, inodes: &mut [Ino]) -> Result<(), Err
         block_bytes: bs,
     };
     for r in inodes {
-        if !r.attrs.is_empty() && !r.attrs_in_inode {
+        if !r.attrs.is_empty() {
             let b = al.alloc(&mut geo.used, 1, 1).ok_or_else(|| nospace(bs))?;
             r.xattr_block = Some(b[0].0);
         }

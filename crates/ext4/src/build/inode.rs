@@ -51,8 +51,10 @@ pub(super) struct Ino {
     /// `(logical, len ≤ 32768, physical)`.
     pub extents: Vec<(u64, u64, u64)>,
     pub tree_blocks: Vec<u64>,
+    /// Extended attributes in the inode (after the fixed fields).
+    pub inode_attrs: Vec<Attr>,
+    /// Extended attributes in the xattr block (none: no block).
     pub attrs: Vec<Attr>,
-    pub attrs_in_inode: bool,
     pub xattr_block: Option<u64>,
 }
 
@@ -72,8 +74,8 @@ impl Ino {
             want: Vec::new(),
             extents: Vec::new(),
             tree_blocks: Vec::new(),
+            inode_attrs: Vec::new(),
             attrs: Vec::new(),
-            attrs_in_inode: false,
             xattr_block: None,
         }
     }
@@ -129,8 +131,8 @@ impl Prepared {
         let mut b = vec![0u8; isz];
         let n = isz.min(INODE_RAW);
         b[..n].copy_from_slice(&raw.as_bytes()[..n]);
-        if extra && r.attrs_in_inode && !r.attrs.is_empty() {
-            xattr::write_in_inode(&mut b[INODE_RAW..], &r.attrs);
+        if extra && !r.inode_attrs.is_empty() {
+            xattr::write_in_inode(&mut b[INODE_RAW..], &r.inode_attrs);
         }
         if let Some(seed) = self.csum() {
             let c = crc32c_raw(inode_seed(seed, r.ino, 0), &b);

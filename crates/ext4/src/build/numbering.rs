@@ -18,7 +18,7 @@ pub(super) fn inodes_needed(tree: &Tree) -> u64 {
         }
         if id != 0
             && node.parent == 0
-            && node.name == "lost+found"
+            && node.name == b"lost+found"
             && matches!(node.kind, NodeKind::Dir { .. })
         {
             continue;

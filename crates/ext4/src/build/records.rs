@@ -120,7 +120,7 @@ impl Records<'_> {
             }
             NodeKind::Symlink { target } => {
                 r.mode = S_IFLNK | if perm == 0 { 0o777 } else { perm };
-                let t = target.as_bytes();
+                let t = target.as_slice();
                 r.size = t.len() as u64;
                 if t.is_empty() || t.len() >= bs as usize {
                     return Err(Error::BadSymlink {
@@ -164,7 +164,7 @@ impl Records<'_> {
         let names: Vec<Entry<'_>> = children
             .iter()
             .map(|&c| Entry {
-                name: tree.nodes[c].name.as_bytes(),
+                name: tree.nodes[c].name.as_slice(),
                 ino: ino_of[c],
                 ftype: ftype_of(&tree.nodes[c].kind),
             })
@@ -177,7 +177,7 @@ impl Records<'_> {
             {
                 return Err(Error::BadName {
                     path: tree.path(id),
-                    name: String::from_utf8_lossy(e.name).into_owned(),
+                    name: blockwise_geometry::display_bytes(e.name),
                 });
             }
         }
@@ -230,19 +230,28 @@ impl Records<'_> {
             )));
         }
         let mut attrs = Vec::new();
+        let mut bytes = 0usize;
         for (n, v) in &tree.nodes[id].meta.xattrs {
-            attrs.push(xattr::split(n, v)?);
-        }
-        xattr::sort(&mut attrs);
-        let room = (geo.inode_size as usize).saturating_sub(INODE_RAW);
-        if geo.inode_size >= 256 && xattr::inode_bytes(&attrs) <= room {
-            r.attrs_in_inode = true;
-        } else if xattr::block_bytes(&attrs) > geo.bs as usize {
-            return Err(Error::XattrTooLarge {
+            bytes = bytes.saturating_add(n.len()).saturating_add(v.len());
+            attrs.push(xattr::split(n, v).map_err(|e| Error::XattrOf {
                 path: tree.path(id),
-            });
+                source: Box::new(e),
+            })?);
         }
-        r.attrs = attrs;
+        let room = if geo.inode_size >= 256 {
+            (geo.inode_size as usize).saturating_sub(INODE_RAW)
+        } else {
+            0
+        };
+        let (inode, block) = xattr::place_attrs(attrs, room, geo.bs as usize).ok_or_else(|| {
+            Error::XattrTooLarge {
+                path: tree.path(id),
+                bytes,
+                block_bytes: geo.bs,
+            }
+        })?;
+        r.inode_attrs = inode;
+        r.attrs = block;
         Ok(())
     }
 }
