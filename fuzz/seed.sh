@@ -92,13 +92,13 @@ for f in "$ROOT"/examples/*.toml; do put spec_toml "$f" "$(basename "$f")"; done
 cat >"$T/edge1.toml" <<'EOF'
 [image]
 size = "16EiB"
-erase-block = "1GiB"
+erase-block = "4MiB"
 table = "gpt"
 sector-size = 4096
 [[partition]]
 fs = "ext4"
 size = "fill"
-ext4 = { inodes = 100000000000 }
+
 EOF
 cat >"$T/edge2.toml" <<'EOF'
 [image]
