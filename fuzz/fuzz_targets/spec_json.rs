@@ -13,7 +13,9 @@ fuzz_target!(|data: &[u8]| {
     let print = std::env::var_os("BLOCKWISE_FUZZ_PRINT").is_some();
     match Spec::from_deserializer(value, |e| e.to_string()) {
         Ok(spec) => match plan_full(&spec, &[], 0) {
-            Ok(plan) if print => eprintln!("plan: {} bytes, {:?}", plan.size_bytes, plan.partitions),
+            Ok(plan) if print => {
+                eprintln!("plan: {} bytes, {:?}", plan.size_bytes, plan.partitions)
+            }
             Err(e) if print => eprintln!("plan error: {e}"),
             _ => {}
         },

@@ -84,8 +84,8 @@ impl Bitmap {
                 break;
             }
             let avail = 64 - b % 64;
-            let zeros = u64::from((self.words[(b / 64) as usize] >> (b % 64)).trailing_zeros())
-                .min(avail);
+            let zeros =
+                u64::from((self.words[(b / 64) as usize] >> (b % 64)).trailing_zeros()).min(avail);
             n += zeros;
             if zeros < avail {
                 break;

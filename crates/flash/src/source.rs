@@ -560,6 +560,60 @@ mod tests {
     }
 
     #[test]
+    fn sniff_knows_the_magic_bytes() {
+        assert_eq!(
+            Compression::sniff(&[0xfd, b'7', b'z', b'X', b'Z', 0, 0]),
+            Some(Compression::Xz)
+        );
+        assert_eq!(
+            Compression::sniff(&[0x1f, 0x8b, 8]),
+            Some(Compression::Gzip)
+        );
+        assert_eq!(
+            Compression::sniff(&[0x28, 0xb5, 0x2f, 0xfd]),
+            Some(Compression::Zstd)
+        );
+        assert_eq!(
+            Compression::sniff(&[0x5e, 0x2a, 0x4d, 0x18]),
+            Some(Compression::Zstd)
+        );
+        assert_eq!(Compression::sniff(b"BZh9"), Some(Compression::Bzip2));
+        for other in [&b"BZh0"[..], b"", &[0x1f], &[0xeb, 0x3c, 0x90], &[0u8; 512]] {
+            assert_eq!(Compression::sniff(other), None, "{other:?}");
+        }
+        let img = Path::new("x.img.gz");
+        assert_eq!(Compression::detect(img, b"BZh9"), Some(Compression::Bzip2));
+        assert_eq!(Compression::detect(img, &[0; 6]), Some(Compression::Gzip));
+    }
+
+    #[test]
+    fn open_image_decompresses_by_magic_bytes() {
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("disk.img");
+        let mut enc = flate2::write::GzEncoder::new(
+            File::create(&path).unwrap(),
+            flate2::Compression::fast(),
+        );
+        enc.write_all(&data).unwrap();
+        enc.finish().unwrap();
+        let mut o = open_image(&path, None).unwrap();
+        assert!(
+            o.notes.iter().any(|n| n.contains("gzip-compressed")),
+            "{:?}",
+            o.notes
+        );
+        let mut buf = vec![0u8; 32_768];
+        assert_eq!(o.source.read(0, &mut buf).unwrap(), 20_000);
+        assert_eq!(buf[..20_000], data[..]);
+        // Garbage under a compressed name fails in the decoder, not with a panic.
+        let bad = dir.path().join("bad.img.xz");
+        std::fs::write(&bad, [0u8; 4096]).unwrap();
+        let mut o = open_image(&bad, None).unwrap();
+        assert!(o.source.read(0, &mut buf).is_err());
+    }
+
+    #[test]
     fn image_file_ranges_are_its_data() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.img");

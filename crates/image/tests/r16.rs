@@ -22,5 +22,8 @@ fn r16_ext4_huge_partition_is_refused_not_allocated() {
     // With 1 KiB blocks the same limit is 4 TiB.
     let spec = "[image]\nsize = \"5TiB\"\ntable = \"gpt\"\n[[partition]]\nfs = \"ext4\"\nsize = \"fill\"\next4 = { block-size = 1024 }\n";
     let (_, msg) = plan_toml(spec).unwrap_err();
-    assert!(msg.contains("partition[1].size") && msg.contains("4 TiB"), "{msg}");
+    assert!(
+        msg.contains("partition[1].size") && msg.contains("4 TiB"),
+        "{msg}"
+    );
 }
