@@ -83,7 +83,8 @@ impl Bitmap {
             if b >= self.len {
                 break;
             }
-            let avail = 64 - b % 64;
+            // Blocks left in this word, not counting the padding past the end.
+            let avail = (64 - b % 64).min(self.len - b);
             let zeros =
                 u64::from((self.words[(b / 64) as usize] >> (b % 64)).trailing_zeros()).min(avail);
             n += zeros;
