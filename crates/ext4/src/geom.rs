@@ -12,11 +12,13 @@ pub(crate) struct GroupLoc {
     pub inode_table: u64,
 }
 
-/// A bitset of used blocks with a first-fit allocator.
+/// A bitset of used blocks with a first-fit allocator (and a count of the used ones, so the
+/// free total costs nothing on a 2^32-block filesystem).
 #[derive(Clone, Debug)]
 pub(crate) struct Bitmap {
     words: Vec<u64>,
     len: u64,
+    used: u64,
 }
 
 impl Bitmap {
@@ -24,6 +26,7 @@ impl Bitmap {
         Bitmap {
             words: vec![0; usize::try_from(len.div_ceil(64)).unwrap_or(0)],
             len,
+            used: 0,
         }
     }
     pub fn get(&self, b: u64) -> bool {
@@ -31,12 +34,29 @@ impl Bitmap {
     }
     pub fn set(&mut self, b: u64) {
         if b < self.len {
-            self.words[(b / 64) as usize] |= 1 << (b % 64);
+            let w = &mut self.words[(b / 64) as usize];
+            let bit = 1 << (b % 64);
+            if *w & bit == 0 {
+                *w |= bit;
+                self.used += 1;
+            }
         }
     }
+    /// Sets `start..start + len` (clamped to the bitmap), a word at a time.
     pub fn set_range(&mut self, start: u64, len: u64) {
-        for b in start..start.saturating_add(len).min(self.len) {
-            self.set(b);
+        let end = start.saturating_add(len).min(self.len);
+        let mut b = start;
+        while b < end {
+            let in_word = (64 - b % 64).min(end - b);
+            let mask = if in_word == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << in_word) - 1) << (b % 64)
+            };
+            let w = &mut self.words[(b / 64) as usize];
+            self.used += u64::from((mask & !*w).count_ones());
+            *w |= mask;
+            b += in_word;
         }
     }
     /// First free block at or after `from`.
@@ -58,10 +78,21 @@ impl Bitmap {
     /// Length of the free run at `start`, at most `max`.
     pub fn free_run(&self, start: u64, max: u64) -> u64 {
         let mut n = 0;
-        while n < max && !self.get(start + n) {
-            n += 1;
+        while n < max {
+            let b = start.saturating_add(n);
+            if b >= self.len {
+                break;
+            }
+            // Blocks left in this word, not counting the padding past the end.
+            let avail = (64 - b % 64).min(self.len - b);
+            let zeros =
+                u64::from((self.words[(b / 64) as usize] >> (b % 64)).trailing_zeros()).min(avail);
+            n += zeros;
+            if zeros < avail {
+                break;
+            }
         }
-        n
+        n.min(max)
     }
     /// First position at or after `from` with `n` contiguous free blocks, below `end`.
     pub fn find_run(&self, from: u64, n: u64, end: u64) -> Option<u64> {
@@ -80,8 +111,7 @@ impl Bitmap {
     }
     /// Total free blocks.
     pub fn free_total(&self) -> u64 {
-        let used: u64 = self.words.iter().map(|w| u64::from(w.count_ones())).sum();
-        self.len - used
+        self.len - self.used
     }
 }
 
@@ -114,6 +144,11 @@ pub(crate) struct Geometry {
     pub data_start: u64,
     pub notes: Vec<String>,
 }
+
+/// The most blocks a planned filesystem may have: 2^32, 16 TiB with 4 KiB blocks. Planning
+/// keeps one bit per block in memory (512 MiB at this limit) and one entry per group, so
+/// the bound keeps a spec's size from choosing how much memory planning takes.
+pub(crate) const MAX_BLOCKS: u64 = 1 << 32;
 
 /// flex_bg packs the metadata of 1 << this many groups together (`s_log_groups_per_flex`).
 pub(crate) const LOG_GROUPS_PER_FLEX: u8 = 4;
@@ -227,13 +262,20 @@ impl Geometry {
         let inode_size = u64::from(opts.inode_size);
         let size = req.partition_size_bytes;
         let mut blocks = size / bs;
-        if feat.bit64 {
-            blocks = blocks.min(1 << 48);
-        } else if blocks > u64::from(u32::MAX) {
+        if !feat.bit64 && blocks > u64::from(u32::MAX) {
             return Err(Error::Invalid(Invalid::new(
                 Field::Size,
                 format!(
                     "{blocks} blocks need the 64bit feature; remove \"^64bit\" or use a smaller partition"
+                ),
+            )));
+        }
+        if blocks > MAX_BLOCKS {
+            return Err(Error::Invalid(Invalid::new(
+                Field::Size,
+                format!(
+                    "{blocks} blocks of {bs} bytes; blockwise makes ext4 filesystems of at most {MAX_BLOCKS} blocks ({} with {bs}-byte blocks): use a smaller partition",
+                    blockwise_geometry::format_size(MAX_BLOCKS * bs)
                 ),
             )));
         }
@@ -563,5 +605,24 @@ mod tests {
         assert_eq!(b.find_run(0, 6, 200), Some(76));
         assert_eq!(b.free_total(), 200 - 71);
         assert_eq!(b.find_run(190, 20, 200), None);
+        // Word-at-a-time ranges count each block once, overlaps and the end clamp included.
+        b.set_range(60, 140);
+        assert_eq!(b.free_total(), 0);
+        let mut c = Bitmap::new(300);
+        c.set_range(3, 200);
+        c.set_range(100, 500);
+        c.set(1);
+        c.set(1);
+        assert_eq!(c.free_total(), 2);
+        assert_eq!(c.next_free(0), Some(0));
+        assert_eq!(c.next_free(1), Some(2));
+        assert_eq!(c.next_free(3), None);
+        let mut d = Bitmap::new(1000);
+        d.set(700);
+        assert_eq!(d.free_run(5, 1000), 695);
+        assert_eq!(d.free_run(5, 100), 100);
+        assert_eq!(d.free_run(701, 1000), 299);
+        assert_eq!(d.free_run(700, 10), 0);
+        assert_eq!(d.free_run(64, 64), 64);
     }
 }

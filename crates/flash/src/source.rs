@@ -184,6 +184,40 @@ impl Compression {
             _ => None,
         }
     }
+
+    /// The format of a file that starts with `head` by its magic bytes (xz `FD 37 7A 58 5A 00`,
+    /// gzip `1F 8B 08`, zstd `28 B5 2F FD` or a skippable frame, bzip2 `BZh1`..`BZh9`); `None`
+    /// for anything else, including a `head` too short to tell.
+    #[must_use]
+    pub fn sniff(head: &[u8]) -> Option<Self> {
+        match head {
+            [0xfd, b'7', b'z', b'X', b'Z', 0, ..] => Some(Compression::Xz),
+            [0x1f, 0x8b, 0x08, ..] => Some(Compression::Gzip),
+            [0x28, 0xb5, 0x2f, 0xfd, ..] => Some(Compression::Zstd),
+            [0x50..=0x5f, 0x2a, 0x4d, 0x18, ..] => Some(Compression::Zstd),
+            [b'B', b'Z', b'h', b'1'..=b'9', ..] => Some(Compression::Bzip2),
+            _ => None,
+        }
+    }
+
+    /// The format of `path` whose first bytes are `head`: the magic bytes win over the name
+    /// (an `.img` that is really xz is decompressed; a `.gz` that is not gzip fails in the
+    /// decoder, naming the file).
+    #[must_use]
+    pub fn detect(path: &Path, head: &[u8]) -> Option<Self> {
+        Compression::sniff(head).or_else(|| Compression::of(path))
+    }
+
+    /// The name used in messages.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::Xz => "xz",
+            Compression::Gzip => "gzip",
+            Compression::Zstd => "zstd",
+            Compression::Bzip2 => "bzip2",
+        }
+    }
 }
 
 impl Stream {
@@ -191,11 +225,21 @@ impl Stream {
     /// bmap), which makes a shorter stream an error.
     pub fn open(path: &Path, c: Compression, size: Option<u64>) -> io::Result<Self> {
         let f = io::BufReader::with_capacity(1 << 20, File::open(path)?);
+        Stream::from_reader(f, c, size)
+    }
+
+    /// Decompresses `input` (any buffered reader: a file, bytes in memory) with `c`; `size` as
+    /// in [`Stream::open`]. Hostile bytes give an I/O error on read, never a panic.
+    pub fn from_reader<R: io::BufRead + 'static>(
+        input: R,
+        c: Compression,
+        size: Option<u64>,
+    ) -> io::Result<Self> {
         let reader: Box<dyn Read> = match c {
-            Compression::Xz => Box::new(xz2::bufread::XzDecoder::new_multi_decoder(f)),
-            Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(f)),
-            Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(f)?),
-            Compression::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(f)),
+            Compression::Xz => Box::new(xz2::bufread::XzDecoder::new_multi_decoder(input)),
+            Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(input)),
+            Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(input)?),
+            Compression::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(input)),
         };
         Ok(Stream {
             reader,
@@ -374,7 +418,22 @@ pub fn bmap_beside(image: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Opens an image file or a compressed image, with `bmap` or the one beside it.
+/// Reads up to `buf.len()` bytes from the start of `f`; the count read.
+fn read_head(mut f: File, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(buf.get_mut(n..).unwrap_or_default()) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// Opens an image file or a compressed image (by its magic bytes, else its name), with
+/// `bmap` or the one beside it.
 pub fn open_image(image: &Path, bmap: Option<&Path>) -> Result<Opened, OpenError> {
     let io_err = |path: &Path| {
         let path = path.to_path_buf();
@@ -408,7 +467,21 @@ pub fn open_image(image: &Path, bmap: Option<&Path>) -> Result<Opened, OpenError
         }
         None => None,
     };
-    let source: Box<dyn Source> = match (Compression::of(image), parsed) {
+    let mut head = [0u8; 6];
+    let got = File::open(image)
+        .and_then(|f| read_head(f, &mut head))
+        .map_err(io_err(image))?;
+    let compression = Compression::detect(image, head.get(..got).unwrap_or_default());
+    if let Some(c) = compression {
+        if Compression::of(image) != Some(c) {
+            notes.push(format!(
+                "{} is {}-compressed (by its first bytes): writing it decompressed",
+                image.display(),
+                c.name()
+            ));
+        }
+    }
+    let source: Box<dyn Source> = match (compression, parsed) {
         (Some(c), Some(bm)) => {
             let s = Stream::open(image, c, Some(bm.image_size)).map_err(io_err(image))?;
             Box::new(Checked::new(s, bm))
@@ -484,6 +557,60 @@ mod tests {
             s.read(0, &mut big),
             Err(SourceError::Truncated { .. })
         ));
+    }
+
+    #[test]
+    fn sniff_knows_the_magic_bytes() {
+        assert_eq!(
+            Compression::sniff(&[0xfd, b'7', b'z', b'X', b'Z', 0, 0]),
+            Some(Compression::Xz)
+        );
+        assert_eq!(
+            Compression::sniff(&[0x1f, 0x8b, 8]),
+            Some(Compression::Gzip)
+        );
+        assert_eq!(
+            Compression::sniff(&[0x28, 0xb5, 0x2f, 0xfd]),
+            Some(Compression::Zstd)
+        );
+        assert_eq!(
+            Compression::sniff(&[0x5e, 0x2a, 0x4d, 0x18]),
+            Some(Compression::Zstd)
+        );
+        assert_eq!(Compression::sniff(b"BZh9"), Some(Compression::Bzip2));
+        for other in [&b"BZh0"[..], b"", &[0x1f], &[0xeb, 0x3c, 0x90], &[0u8; 512]] {
+            assert_eq!(Compression::sniff(other), None, "{other:?}");
+        }
+        let img = Path::new("x.img.gz");
+        assert_eq!(Compression::detect(img, b"BZh9"), Some(Compression::Bzip2));
+        assert_eq!(Compression::detect(img, &[0; 6]), Some(Compression::Gzip));
+    }
+
+    #[test]
+    fn open_image_decompresses_by_magic_bytes() {
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("disk.img");
+        let mut enc = flate2::write::GzEncoder::new(
+            File::create(&path).unwrap(),
+            flate2::Compression::fast(),
+        );
+        enc.write_all(&data).unwrap();
+        enc.finish().unwrap();
+        let mut o = open_image(&path, None).unwrap();
+        assert!(
+            o.notes.iter().any(|n| n.contains("gzip-compressed")),
+            "{:?}",
+            o.notes
+        );
+        let mut buf = vec![0u8; 32_768];
+        assert_eq!(o.source.read(0, &mut buf).unwrap(), 20_000);
+        assert_eq!(buf[..20_000], data[..]);
+        // Garbage under a compressed name fails in the decoder, not with a panic.
+        let bad = dir.path().join("bad.img.xz");
+        std::fs::write(&bad, [0u8; 4096]).unwrap();
+        let mut o = open_image(&bad, None).unwrap();
+        assert!(o.source.read(0, &mut buf).is_err());
     }
 
     #[test]
