@@ -27,6 +27,9 @@ pub struct Built {
     pub content: HostContent,
     /// Things the writers skipped or worried about.
     pub warnings: Vec<String>,
+    /// Temporary files `content` refers to (the mke2fs backend's results), removed on drop.
+    #[cfg(feature = "mke2fs")]
+    _scratch: Vec<crate::mke2fs::TempFiles>,
 }
 
 impl Built {
@@ -198,6 +201,8 @@ pub fn build_with_progress(
     }
     let mut image = ImageMap::new(plan.size_bytes);
     let warnings = assemble_with_raw(&mut image, spec, &plan, &fills, &raw, &content, timestamp)?;
+    #[cfg(feature = "mke2fs")]
+    let mut scratch = Vec::new();
     // The mke2fs fallback writes its partitions through a real file.
     for (i, part) in plan.partitions.iter().enumerate() {
         let Some(ps) = spec.partitions.get(part.spec_index) else {
@@ -224,8 +229,9 @@ pub fn build_with_progress(
                         })
                     })?;
             let dir = ps.contents.as_ref().map(|c| sf.resolve(c));
-            crate::mke2fs::write_with_mke2fs(
+            let kept = crate::mke2fs::write_with_mke2fs(
                 &mut sub,
+                &mut content,
                 &req,
                 xp,
                 dir.as_deref(),
@@ -233,6 +239,7 @@ pub fn build_with_progress(
                 work_dir,
             )
             .map_err(|source| Error::Mke2fs { index, source })?;
+            scratch.push(kept);
         }
         #[cfg(not(feature = "mke2fs"))]
         {
@@ -249,5 +256,7 @@ pub fn build_with_progress(
         image,
         content,
         warnings,
+        #[cfg(feature = "mke2fs")]
+        _scratch: scratch,
     })
 }

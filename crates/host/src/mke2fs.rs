@@ -8,11 +8,12 @@
 
 use std::fs::{self, File};
 use std::io::{Read, Write};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use blockwise_ext4::Ext4Profile;
-use blockwise_geometry::{BlockSink, Ext4Plan, Guid};
+use blockwise_geometry::{BlockSink, ContentRef, Ext4Plan, Guid};
 use blockwise_image::{EntryKind, EntrySpec};
 
 /// Errors of the mke2fs backend.
@@ -81,8 +82,10 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Mke2fsError + '_ {
     }
 }
 
-/// Removes the temporary files when dropped.
-struct TempFiles(Vec<PathBuf>);
+/// Removes the temporary files when dropped. The mke2fs result stays alive in
+/// [`Built`](crate::Built) until the image is written: its data is referenced, not copied.
+#[derive(Debug, Default)]
+pub(crate) struct TempFiles(pub(crate) Vec<PathBuf>);
 
 impl Drop for TempFiles {
     fn drop(&mut self) {
@@ -366,15 +369,19 @@ fn entry_commands(
     Ok(cmds)
 }
 
-/// Builds the partition with `mke2fs -d` in a temp file under `work_dir` and copies it in.
+/// Builds the partition with `mke2fs -d` in a temp file under `work_dir` and places its
+/// non-zero 4 KiB runs in `sink` as references into that file (registered in `content`), so
+/// memory stays with the metadata, as in the native writer. The returned guard owns the temp
+/// file: keep it until the image has been written.
 pub(crate) fn write_with_mke2fs<S: BlockSink + ?Sized>(
     sink: &mut S,
+    content: &mut crate::HostContent,
     req: &blockwise_ext4::Ext4Request,
     plan: &Ext4Plan,
     contents_dir: Option<&Path>,
     entries: &[EntrySpec],
     work_dir: &Path,
-) -> Result<(), Mke2fsError> {
+) -> Result<TempFiles, Mke2fsError> {
     check_version()?;
     let tag = format!("{}-{}", std::process::id(), req.partition_start_bytes);
     let img = work_dir.join(format!(".blockwise-mke2fs-{tag}.img"));
@@ -420,10 +427,26 @@ pub(crate) fn write_with_mke2fs<S: BlockSink + ?Sized>(
         }
     }
 
-    // Copy the result into the sink, skipping all-zero chunks (holes).
+    // Reference the result's non-zero 4 KiB runs (all-zero blocks stay holes), reading it
+    // once in 1 MiB chunks to find them.
     let mut f = File::open(&img).map_err(io_err(&img))?;
+    let md = f.metadata().map_err(io_err(&img))?;
+    let id = content.add(img.clone(), &md);
+    let mut place = |start: u64, end: u64| -> Result<(), Mke2fsError> {
+        let r = ContentRef {
+            content: id,
+            offset: start,
+            len: end - start,
+        };
+        sink.write_content(start, r, &*content)
+            .map_err(|e| Mke2fsError::Sink {
+                offset: start,
+                message: e.to_string(),
+            })
+    };
     let mut buf = vec![0u8; 1 << 20];
     let mut off = 0u64;
+    let mut run: Option<u64> = None;
     loop {
         let mut filled = 0;
         while filled < buf.len() {
@@ -437,19 +460,27 @@ pub(crate) fn write_with_mke2fs<S: BlockSink + ?Sized>(
             break;
         }
         for (k, chunk) in buf[..filled].chunks(4096).enumerate() {
-            if chunk.iter().any(|&b| b != 0) {
-                let at = off + (k as u64) * 4096;
-                sink.write_at(at, chunk).map_err(|e| Mke2fsError::Sink {
-                    offset: at,
-                    message: e.to_string(),
-                })?;
+            let at = off + (k as u64) * 4096;
+            match (chunk.iter().any(|&b| b != 0), run) {
+                (true, None) => run = Some(at),
+                (false, Some(start)) => {
+                    place(start, at)?;
+                    run = None;
+                }
+                _ => {}
             }
         }
         off += filled as u64;
     }
+    if let Some(start) = run {
+        place(start, off)?;
+    }
+    // The command files go now; the image file lives on in the returned guard.
+    let keep = TempFiles(vec![img]);
+    tmp.0.retain(|p| !keep.0.contains(p));
     drop(tmp);
     let _ = std::io::stderr().flush();
-    Ok(())
+    Ok(keep)
 }
 
 #[cfg(test)]
