@@ -298,6 +298,19 @@ fn to_plan(req: &Ext4Request, prep: &build::Prepared) -> Ext4Plan {
         notes: g.notes.clone(),
     };
     plan.aligned = plan.alignment_holds(req.partition_start_bytes, req.erase_block_bytes);
+    // The geometry's journal note promises an erase-block start; say so when there was no room.
+    if let Some(j) = plan.journal_start_bytes {
+        let e = req.erase_block_bytes;
+        if e != 0 && j % e != 0 {
+            for n in &mut plan.notes {
+                if n.contains("journal (sized like mke2fs)") {
+                    *n = format!(
+                        "The journal cannot start on an erase-block boundary here (the filesystem is too small for that placement, or its start is off the erase block): it starts at {j} B, so this partition is marked NO and verify reports ext4-journal-not-aligned; a few more erase blocks of size fix it."
+                    );
+                }
+            }
+        }
+    }
     plan
 }
 

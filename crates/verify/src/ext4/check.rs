@@ -124,8 +124,9 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                     FindingCode::Ext4JournalNotAligned,
                     Some(i),
                     format!(
-                        "partition {i} ({kind}): the journal starts at {j} B ({} aligned), not on the {} erase block — the journal is the most rewritten area, so every commit near its edges costs extra erases; blockwise build places it on E",
+                        "partition {i} ({kind}): the journal starts at {j} B ({} aligned), not on the {} erase block — the journal is the most rewritten area, so every commit near its edges costs extra erases; blockwise build starts it on the {} erase block where the filesystem has room for it",
                         format_size(alignment_of(j)),
+                        format_size(e),
                         format_size(e)
                     ),
                 );

@@ -108,7 +108,8 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 FindingCode::FatTableNotAligned,
                 Some(i),
                 format!(
-                    "partition {i} ({name}): the first FAT starts at {fat_start} B, not on the {} erase block; FAT updates then touch two erase blocks (blockwise's align-fat puts it on E)",
+                    "partition {i} ({name}): the first FAT starts at {fat_start} B, not on the {} erase block; FAT updates then touch two erase blocks (blockwise's align-fat = true puts it on the {} erase block too)",
+                    format_size(e),
                     format_size(e)
                 ),
             );
