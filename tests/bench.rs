@@ -198,7 +198,10 @@ fn loop_devices_of_512_and_4096_byte_sectors() {
         lo.detach();
         let data = fs::read(&backing).unwrap();
         let end = usize::try_from(16 * MIB).unwrap();
-        assert!(data[end..].iter().all(|&b| b == 0xA5), "wrote beyond --size");
+        assert!(
+            data[end..].iter().all(|&b| b == 0xA5),
+            "wrote beyond --size"
+        );
         assert!(data[..end].iter().any(|&b| b != 0xA5), "wrote nothing");
     }
 }
