@@ -482,28 +482,14 @@ fn mke2fs_images_agree_with_sfdisk_and_dumpe2fs() {
 /// every corpus file through the hostile-input checks.)
 #[test]
 fn shared_corpus_images_agree_with_fsck_fat_and_dumpe2fs() {
-    let root = &Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
-    if !root.is_dir() {
-        eprintln!("SKIP: no corpus at {}", root.display());
+    let Some(files) = blockwise_test_kit::corpus_files(Path::new(env!("CARGO_MANIFEST_DIR")))
+    else {
         return;
-    }
+    };
     if !have("fsck.fat") || !have("dumpe2fs") {
         return;
     }
     let dir = tempdir!();
-    let mut files = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                files.push(p);
-            }
-        }
-    }
-    files.sort();
     let (mut fat, mut ext) = (0usize, 0usize);
     for (n, f) in files.iter().enumerate() {
         let name = f.to_string_lossy().into_owned();

@@ -884,26 +884,12 @@ fn prepare(p: &Path, dir: &Path, n: usize) -> Option<PathBuf> {
 
 #[test]
 fn shared_corpus() {
-    let root = &Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
-    if !root.is_dir() {
-        eprintln!("SKIP: no corpus at {}", root.display());
+    let Some(files) = blockwise_test_kit::corpus_files(Path::new(env!("CARGO_MANIFEST_DIR")))
+    else {
         return;
-    }
+    };
     let dir = tempdir!();
     let cli_ok = cli_ready();
-    let mut files = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                files.push(p);
-            }
-        }
-    }
-    files.sort();
     assert!(files.len() > 100, "corpus looks empty");
     let (mut fat, mut ext, mut tables) = (0, 0, 0);
     for (n, f) in files.iter().enumerate() {

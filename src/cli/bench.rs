@@ -10,13 +10,14 @@ use std::time::Duration;
 
 use blockwise_flash::{
     check, inspect, memory_backed, run_bench, BenchEvent, BenchOptions, Device, DirectMode,
-    RealClock, Refusal, Target, TargetInfo, TargetKind, DEFAULT_ERASE_BLOCK,
+    RealClock, TargetInfo, TargetKind, DEFAULT_ERASE_BLOCK,
 };
 use blockwise_geometry::{format_size, parse_size};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-/// Exit code: refused or bad input (nothing written).
-const EXIT_REFUSED: u8 = 2;
+// Exit code 2 (refused or bad input, nothing written) and the target opening are `write`'s.
+use super::write::{fail, open_target, EXIT_REFUSED};
+
 /// Exit code: the device failed mid-way.
 const EXIT_DEVICE: u8 = 3;
 /// Exit code: interrupted (SIGINT/SIGTERM).
@@ -56,11 +57,6 @@ pub struct BenchArgs {
     /// No progress bar.
     #[arg(short, long)]
     pub quiet: bool,
-}
-
-fn fail(code: u8, msg: &str) -> ExitCode {
-    eprintln!("blockwise: {}", msg.replace('\n', " "));
-    ExitCode::from(code)
 }
 
 fn size_arg(flag: &str, text: &str) -> Result<u64, String> {
@@ -123,22 +119,14 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<ExitCode> {
             return Ok(fail(EXIT_REFUSED, &r.to_string()));
         }
     }
-    let (mut target, warnings) = match Target::open(&a.target, DirectMode::Prefer) {
+    let mut target = match open_target(
+        &a.target,
+        DirectMode::Prefer,
+        "; the results are labelled BUFFERED",
+    ) {
         Ok(t) => t,
-        Err(e) => return Ok(fail(EXIT_REFUSED, &e.to_string())),
+        Err(code) => return Ok(code),
     };
-    for w in &warnings {
-        eprintln!("blockwise: warning: {w}; the results are labelled BUFFERED");
-    }
-    if target.kind() != TargetKind::File && target.read_only().unwrap_or(false) {
-        return Ok(fail(
-            EXIT_REFUSED,
-            &Refusal::ReadOnly {
-                dev: a.target.display().to_string(),
-            }
-            .to_string(),
-        ));
-    }
     let in_memory = target.kind() == TargetKind::File && memory_backed(&a.target);
     if in_memory && !a.quiet {
         eprintln!(

@@ -17,7 +17,7 @@ use blockwise_host::{build_with_progress, Built, SpecFile};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// Exit code: refused or bad input (nothing written).
-const EXIT_REFUSED: u8 = 2;
+pub(super) const EXIT_REFUSED: u8 = 2;
 /// Exit code: the device failed mid-way.
 const EXIT_DEVICE: u8 = 3;
 /// Exit code: interrupted (SIGINT/SIGTERM).
@@ -67,9 +67,30 @@ pub struct WriteArgs {
     pub quiet: bool,
 }
 
-fn fail(code: u8, msg: &str) -> ExitCode {
+pub(super) fn fail(code: u8, msg: &str) -> ExitCode {
     eprintln!("blockwise: {}", msg.replace('\n', " "));
     ExitCode::from(code)
+}
+
+/// Opens `path` for `write` and `bench`: the open's warnings on stderr (with `warn_suffix`),
+/// a read-only device refused. `Err` is the exit code, the message already printed.
+pub(super) fn open_target(
+    path: &std::path::Path,
+    mode: DirectMode,
+    warn_suffix: &str,
+) -> Result<Target, ExitCode> {
+    let (target, warnings) =
+        Target::open(path, mode).map_err(|e| fail(EXIT_REFUSED, &e.to_string()))?;
+    for w in &warnings {
+        eprintln!("blockwise: warning: {w}{warn_suffix}");
+    }
+    if target.kind() != TargetKind::File && target.read_only().unwrap_or(false) {
+        let r = Refusal::ReadOnly {
+            dev: path.display().to_string(),
+        };
+        return Err(fail(EXIT_REFUSED, &r.to_string()));
+    }
+    Ok(target)
 }
 
 /// The source: an opened image, or a spec built in memory (its content read on demand).
@@ -193,22 +214,10 @@ fn write_input(
     } else {
         DirectMode::Prefer
     };
-    let (mut target, warnings) = match Target::open(&a.target, mode) {
+    let mut target = match open_target(&a.target, mode, "") {
         Ok(t) => t,
-        Err(e) => return Ok(fail(EXIT_REFUSED, &e.to_string())),
+        Err(code) => return Ok(code),
     };
-    for w in &warnings {
-        eprintln!("blockwise: warning: {w}");
-    }
-    if target.kind() != TargetKind::File && target.read_only().unwrap_or(false) {
-        return Ok(fail(
-            EXIT_REFUSED,
-            &Refusal::ReadOnly {
-                dev: a.target.display().to_string(),
-            }
-            .to_string(),
-        ));
-    }
     let cancel = blockwise_flash::cancel_on_signals()
         .unwrap_or_else(|_| std::sync::Arc::new(AtomicBool::new(false)));
     let opts = Options::default()

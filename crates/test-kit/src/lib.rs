@@ -28,7 +28,7 @@ pub use checks::{
     mcopy_out, sfdisk_json,
 };
 pub use cli::Blockwise;
-pub use files::{materialize, save, tempdir_in, write_file};
+pub use files::{corpus_files, materialize, save, tempdir_in, write_file};
 pub use loopdev::{with_kernel_mount, LoopDevice};
 pub use random::{bytes, crc32, xorshift64star_bytes, XorShift64};
 pub use readback::{ext4_files, ext4_view_at, fatfs_files, tree_files, Cursor, Files};
