@@ -9,14 +9,14 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use blockwise_flash::{
-    check, inspect, memory_backed, run_bench, BenchEvent, BenchOptions, Device, DirectMode,
-    RealClock, TargetInfo, TargetKind, DEFAULT_ERASE_BLOCK,
+    memory_backed, run_bench, BenchEvent, BenchOptions, Device, DirectMode, RealClock, TargetInfo,
+    TargetKind, DEFAULT_ERASE_BLOCK,
 };
 use blockwise_geometry::{format_size, parse_size};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 // Exit code 2 (refused or bad input, nothing written) and the target opening are `write`'s.
-use super::write::{fail, open_target, EXIT_REFUSED};
+use super::write::{fail, inspect_and_check, open_target, EXIT_REFUSED};
 
 /// Exit code: the device failed mid-way.
 const EXIT_DEVICE: u8 = 3;
@@ -109,16 +109,10 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<ExitCode> {
     };
 
     // The same checks as `write`: nothing is opened for writing on a refused target.
-    let info = match inspect(&a.target) {
+    let info = match inspect_and_check(&a.target, a.partition_ok) {
         Ok(i) => i,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Ok(fail(EXIT_REFUSED, &format!("{}: {e}", a.target.display()))),
+        Err(code) => return Ok(code),
     };
-    if let Some(info) = &info {
-        if let Err(r) = check(info, a.partition_ok) {
-            return Ok(fail(EXIT_REFUSED, &r.to_string()));
-        }
-    }
     let mut target = match open_target(
         &a.target,
         DirectMode::Prefer,

@@ -72,6 +72,24 @@ pub(super) fn fail(code: u8, msg: &str) -> ExitCode {
     ExitCode::from(code)
 }
 
+/// `write`'s and `bench`'s safety checks on `path` (mounted, swap, held, system disk, a
+/// partition without `partition_ok`): `Ok(None)` for a path that does not exist yet (a new
+/// file), `Err` with the exit code once the refusal is printed.
+pub(super) fn inspect_and_check(
+    path: &std::path::Path,
+    partition_ok: bool,
+) -> Result<Option<blockwise_flash::DeviceInfo>, ExitCode> {
+    let info = match inspect(path) {
+        Ok(i) => i,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(fail(EXIT_REFUSED, &format!("{}: {e}", path.display()))),
+    };
+    if let Some(info) = &info {
+        check(info, partition_ok).map_err(|r| fail(EXIT_REFUSED, &r.to_string()))?;
+    }
+    Ok(info)
+}
+
 /// Opens `path` for `write` and `bench`: the open's warnings on stderr (with `warn_suffix`),
 /// a read-only device refused. `Err` is the exit code, the message already printed.
 pub(super) fn open_target(
@@ -121,16 +139,10 @@ pub fn run(a: &WriteArgs) -> anyhow::Result<ExitCode> {
     }
 
     // The target's checks come first: nothing is built or written for a refused target.
-    let info = match inspect(&a.target) {
+    let info = match inspect_and_check(&a.target, a.partition_ok) {
         Ok(i) => i,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Ok(fail(EXIT_REFUSED, &format!("{}: {e}", a.target.display()))),
+        Err(code) => return Ok(code),
     };
-    if let Some(info) = &info {
-        if let Err(r) = check(info, a.partition_ok) {
-            return Ok(fail(EXIT_REFUSED, &r.to_string()));
-        }
-    }
 
     let is_spec = a.source.extension().is_some_and(|e| e == "toml");
     let mut input = if is_spec {

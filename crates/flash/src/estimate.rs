@@ -254,29 +254,17 @@ pub fn estimate_erase_block(
     Ok(e)
 }
 
-fn median(v: &mut [u64]) -> u64 {
-    if v.is_empty() {
-        return 0;
-    }
+/// The median (the mean of the middle two, halved first so it cannot overflow); 0 when empty.
+fn median<T>(v: &mut [T]) -> T
+where
+    T: Ord + Copy + Default + std::ops::Div<Output = T> + std::ops::Add<Output = T> + From<u8>,
+{
     v.sort_unstable();
     let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        v[m - 1] / 2 + v[m] / 2
-    }
-}
-
-fn median_i64(v: &mut [i64]) -> i64 {
-    if v.is_empty() {
-        return 0;
-    }
-    v.sort_unstable();
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        v[m - 1] / 2 + v[m] / 2
+    match (v.get(m), m.checked_sub(1).and_then(|k| v.get(k))) {
+        (Some(&hi), _) if v.len() % 2 == 1 => hi,
+        (Some(&hi), Some(&lo)) => lo / T::from(2) + hi / T::from(2),
+        _ => T::default(),
     }
 }
 
@@ -325,7 +313,7 @@ pub fn analyse(by_size: &[(u64, Vec<Samples>)]) -> Estimate {
             boundaries: positions.len() as u64,
             straddle_ns: median(&mut straddles),
             control_ns: median(&mut controls),
-            effect_ns: median_i64(&mut effects),
+            effect_ns: median(&mut effects),
             slower_fraction,
             clear: false,
         });

@@ -79,6 +79,30 @@ pub fn materialize(tree: &Tree, content: &[Vec<u8>], dir: &Path) {
     }
 }
 
+/// Every file of the shared test corpus (`../shared/corpus` beside the checkout whose root
+/// manifest dir is `root`), sorted; `None` (after saying SKIP) when there is no corpus.
+pub fn corpus_files(root: &Path) -> Option<Vec<PathBuf>> {
+    let corpus = root.join("../shared/corpus");
+    if !corpus.is_dir() {
+        eprintln!("SKIP: no corpus at {}", corpus.display());
+        return None;
+    }
+    let mut files = Vec::new();
+    let mut stack = vec![corpus];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).expect("read_dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    Some(files)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,28 +163,4 @@ mod tests {
             Path::new("d/a")
         );
     }
-}
-
-/// Every file of the shared test corpus (`../shared/corpus` beside the checkout whose root
-/// manifest dir is `root`), sorted; `None` (after saying SKIP) when there is no corpus.
-pub fn corpus_files(root: &Path) -> Option<Vec<PathBuf>> {
-    let corpus = root.join("../shared/corpus");
-    if !corpus.is_dir() {
-        eprintln!("SKIP: no corpus at {}", corpus.display());
-        return None;
-    }
-    let mut files = Vec::new();
-    let mut stack = vec![corpus];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).expect("read_dir").flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                files.push(p);
-            }
-        }
-    }
-    files.sort();
-    Some(files)
 }
