@@ -467,11 +467,20 @@ pub fn open_image(image: &Path, bmap: Option<&Path>) -> Result<Opened, OpenError
         }
         None => None,
     };
-    let mut head = [0u8; 6];
-    let got = File::open(image)
-        .and_then(|f| read_head(f, &mut head))
+    // Sniff the first bytes of regular files only: reading a FIFO or a pipe (`/dev/stdin`)
+    // would consume what the stream below needs, so those go by their name.
+    let regular = std::fs::metadata(image)
+        .map(|m| m.is_file())
         .map_err(io_err(image))?;
-    let compression = Compression::detect(image, head.get(..got).unwrap_or_default());
+    let compression = if regular {
+        let mut head = [0u8; 6];
+        let got = File::open(image)
+            .and_then(|f| read_head(f, &mut head))
+            .map_err(io_err(image))?;
+        Compression::detect(image, head.get(..got).unwrap_or_default())
+    } else {
+        Compression::of(image)
+    };
     if let Some(c) = compression {
         if Compression::of(image) != Some(c) {
             notes.push(format!(
