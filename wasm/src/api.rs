@@ -196,7 +196,10 @@ pub struct VerifyOptions {
 impl VerifyOptions {
     /// The verifier's options.
     pub fn to_options(&self) -> Result<Options, Failure> {
-        let mut o = Options::new(self.name.clone().unwrap_or_else(|| "image".into()));
+        // No scan of the gaps outside the partitions: it reads up to 256 MiB, the page reads
+        // a Blob in small fetch rounds (bootloader areas are the CLI's `verify`).
+        let mut o =
+            Options::new(self.name.clone().unwrap_or_else(|| "image".into())).scan_gaps(false);
         if let Some(e) = &self.erase_block {
             let e = e.bytes("options.eraseBlock")?;
             if e == 0 {

@@ -109,6 +109,10 @@ pub struct Options {
     pub sector_size: Option<SectorSize>,
     /// Device hints, when the source is a block device.
     pub device: Option<DeviceHints>,
+    /// Look for data outside the partitions (bootloader areas, untabled filesystems): reads
+    /// the gaps before the last partition, up to 256 MiB. The browser turns it off to keep
+    /// its fetch rounds under 1 MiB.
+    pub scan_gaps: bool,
 }
 
 impl Default for Options {
@@ -119,6 +123,7 @@ impl Default for Options {
             strict: false,
             sector_size: None,
             device: None,
+            scan_gaps: true,
         }
     }
 }
@@ -137,6 +142,13 @@ impl Options {
     #[must_use]
     pub fn erase_block(mut self, bytes: u64) -> Self {
         self.erase_block = bytes;
+        self
+    }
+
+    /// Turns the scan for data outside the partitions on or off.
+    #[must_use]
+    pub fn scan_gaps(mut self, on: bool) -> Self {
+        self.scan_gaps = on;
         self
     }
 
@@ -343,7 +355,7 @@ pub fn verify<S: BlockSource + ?Sized>(src: &S, opts: &Options) -> Result<Report
         r: Report::new(src.len(), opts, e),
     };
     v.run()?;
-    if v.r.recognised {
+    if v.r.recognised && opts.scan_gaps {
         v.find_regions()?;
     }
     let mut r = v.r;
