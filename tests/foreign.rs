@@ -88,42 +88,7 @@ fn unexpected_errors(r: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The fields `fsck.fat -n -v` prints that verify also reports.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct FatFields {
-    sector: u64,
-    cluster: u64,
-    reserved: u64,
-    fat_start: u64,
-    data_start: u64,
-    clusters: u64,
-}
-
-/// `fsck.fat -n -v` on a volume file; `None` when it does not print a boot sector.
-fn fsck_fat(vol: &Path) -> Option<FatFields> {
-    let o = run("fsck.fat", &["-n", "-v", s(vol)]);
-    let text = String::from_utf8_lossy(&o.stdout).into_owned();
-    let first = |t: &str| t.split_whitespace().next().and_then(|w| w.parse().ok());
-    let after = |t: &str, p: &str| t.strip_prefix(p).and_then(first);
-    let mut f = FatFields::default();
-    for line in text.lines() {
-        let t = line.trim();
-        if t.ends_with("bytes per logical sector") {
-            f.sector = first(t)?;
-        } else if t.ends_with("bytes per cluster") {
-            f.cluster = first(t)?;
-        } else if t.ends_with("reserved sectors") || t.ends_with("reserved sector") {
-            f.reserved = first(t)?;
-        } else if t.starts_with("First FAT starts at byte") {
-            f.fat_start = after(t, "First FAT starts at byte")?;
-        } else if t.starts_with("Data area starts at byte") {
-            f.data_start = after(t, "Data area starts at byte")?;
-        } else if t.contains("data clusters (") {
-            f.clusters = first(t)?;
-        }
-    }
-    (f.sector > 0 && f.data_start > 0).then_some(f)
-}
+use blockwise_test_kit::{fsck_fat_fields as fsck_fat, FsckFatFields as FatFields};
 
 /// verify's view of the FAT in the partition starting at `start` (offsets made relative).
 fn ours_fat(r: &Value, start: u64) -> FatFields {

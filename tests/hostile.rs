@@ -33,13 +33,7 @@ fn build_command(spec: &Path, out: &Path) -> std::process::Command {
 }
 
 fn build(spec: &Path, out: &Path) -> Output {
-    blockwise!().run([
-        "build".as_ref(),
-        spec.as_os_str(),
-        "-o".as_ref(),
-        out.as_os_str(),
-        "-q".as_ref(),
-    ])
+    blockwise!().try_build(spec, out)
 }
 
 /// Exit 2, one line, naming `needle`, nothing left behind.

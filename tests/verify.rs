@@ -333,47 +333,13 @@ fn gpt_after_dd_to_larger_and_truncated() {
 
 // ---------------------------------------------------------------- FAT
 
-/// The fields `fsck.fat -n -v` prints about the boot sector.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct FsckFat {
-    sector: u64,
-    cluster: u64,
-    reserved: u64,
-    fat_start: u64,
-    data_start: u64,
-    clusters: u64,
+/// `fsck.fat -n -v` on a volume the test knows is FAT.
+fn fsck_fat(vol: &Path) -> FsckFat {
+    blockwise_test_kit::fsck_fat_fields(vol)
+        .unwrap_or_else(|| panic!("could not parse fsck.fat -v of {}", vol.display()))
 }
 
-fn fsck_fat(vol: &Path) -> FsckFat {
-    let o = run("fsck.fat", &["-n", "-v", vol.to_str().expect("utf8")]);
-    let text = String::from_utf8_lossy(&o.stdout).into_owned();
-    let num = |line: &str, after: &str| -> Option<u64> {
-        let rest = line.trim().strip_prefix(after).unwrap_or(line.trim());
-        rest.split_whitespace().next().and_then(|w| w.parse().ok())
-    };
-    let mut f = FsckFat::default();
-    for line in text.lines() {
-        let t = line.trim();
-        if t.ends_with("bytes per logical sector") {
-            f.sector = num(t, "").expect("sector");
-        } else if t.ends_with("bytes per cluster") {
-            f.cluster = num(t, "").expect("cluster");
-        } else if t.ends_with("reserved sectors") || t.ends_with("reserved sector") {
-            f.reserved = num(t, "").expect("reserved");
-        } else if t.starts_with("First FAT starts at byte") {
-            f.fat_start = num(t, "First FAT starts at byte").expect("fat start");
-        } else if t.starts_with("Data area starts at byte") {
-            f.data_start = num(t, "Data area starts at byte").expect("data start");
-        } else if t.ends_with("data clusters") || t.contains("data clusters (") {
-            f.clusters = num(t, "").expect("clusters");
-        }
-    }
-    assert!(
-        f.sector > 0 && f.data_start > 0,
-        "could not parse fsck.fat -v:\n{text}"
-    );
-    f
-}
+use blockwise_test_kit::FsckFatFields as FsckFat;
 
 fn ours_fat(r: &Report, part_start: u64) -> FsckFat {
     let p = r

@@ -136,13 +136,7 @@ fn spec(dir: &Path, name: &str, fs_kind: &str, extra: &str) -> PathBuf {
 }
 
 fn build(spec: &Path, out: &Path) -> std::process::Output {
-    blockwise!().run([
-        "build".as_ref(),
-        spec.as_os_str(),
-        "-o".as_ref(),
-        out.as_os_str(),
-        "-q".as_ref(),
-    ])
+    blockwise!().try_build(spec, out)
 }
 
 /// `getfattr -d -m - -e hex -h` of one path (names and values, without the `# file:` line).

@@ -255,6 +255,51 @@ pub fn assert_same_json(plan: &serde_json::Value, report: &serde_json::Value, pa
     }
 }
 
+/// The boot-sector fields `fsck.fat -n -v` prints that `verify` also reports (offsets as
+/// fsck.fat gives them: from the start of the volume).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct FsckFatFields {
+    /// Bytes per logical sector.
+    pub sector: u64,
+    /// Bytes per cluster.
+    pub cluster: u64,
+    /// Reserved sectors.
+    pub reserved: u64,
+    /// Byte offset of the first FAT.
+    pub fat_start: u64,
+    /// Byte offset of the data area.
+    pub data_start: u64,
+    /// Data clusters.
+    pub clusters: u64,
+}
+
+/// `fsck.fat -n -v` on a volume file, parsed; `None` when it prints no boot sector (not FAT,
+/// or too damaged for fsck.fat).
+pub fn fsck_fat_fields(vol: &Path) -> Option<FsckFatFields> {
+    let o = run("fsck.fat", &["-n".as_ref(), "-v".as_ref(), vol.as_os_str()]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let first = |t: &str| t.split_whitespace().next().and_then(|w| w.parse().ok());
+    let after = |t: &str, p: &str| t.strip_prefix(p).and_then(first);
+    let mut f = FsckFatFields::default();
+    for line in text.lines() {
+        let t = line.trim();
+        if t.ends_with("bytes per logical sector") {
+            f.sector = first(t)?;
+        } else if t.ends_with("bytes per cluster") {
+            f.cluster = first(t)?;
+        } else if t.ends_with("reserved sectors") || t.ends_with("reserved sector") {
+            f.reserved = first(t)?;
+        } else if t.starts_with("First FAT starts at byte") {
+            f.fat_start = after(t, "First FAT starts at byte")?;
+        } else if t.starts_with("Data area starts at byte") {
+            f.data_start = after(t, "Data area starts at byte")?;
+        } else if t.ends_with("data clusters") || t.contains("data clusters (") {
+            f.clusters = first(t)?;
+        }
+    }
+    (f.sector > 0 && f.data_start > 0).then_some(f)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -42,6 +42,17 @@ impl Blockwise {
         self.build_with(spec, out, None::<&OsStr>);
     }
 
+    /// `blockwise build SPEC -o OUT -q`, whatever its outcome (for tests of refusals).
+    pub fn try_build(&self, spec: &Path, out: &Path) -> Output {
+        self.run([
+            "build".as_ref(),
+            spec.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+            "-q".as_ref(),
+        ])
+    }
+
     /// `blockwise build SPEC -o OUT EXTRA…` (e.g. `--bmap FILE`, `--json`), asserting exit 0;
     /// returns the output for the caller to read.
     pub fn build_with<I, S>(&self, spec: &Path, out: &Path, extra: I) -> Output

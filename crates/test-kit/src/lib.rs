@@ -24,8 +24,8 @@ mod tools;
 
 pub use bench::{flat, medians, nested, report, tool_version};
 pub use checks::{
-    assert_same_json, assert_same_tree, blkid, debugfs, e2fsck_clean, fsck_fat_clean, fsck_number,
-    mcopy_out, sfdisk_json,
+    assert_same_json, assert_same_tree, blkid, debugfs, e2fsck_clean, fsck_fat_clean,
+    fsck_fat_fields, fsck_number, mcopy_out, sfdisk_json, FsckFatFields,
 };
 pub use cli::Blockwise;
 pub use files::{corpus_files, materialize, save, tempdir_in, write_file};
