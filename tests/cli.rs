@@ -221,6 +221,31 @@ fn raw_source_is_copied_and_sized() {
     assert_eq!(v["partitions"][1]["start_bytes"], 4 * 128 * 1024);
 }
 
+/// `build -q` leaves stdout empty; `-q --json` still prints the plan JSON (asked for); without
+/// `-q` stdout holds the plan and the "wrote" line.
+#[test]
+fn build_quiet_prints_nothing() {
+    let dir = tempdir!();
+    let spec = write_file(
+        dir.path(),
+        "q.toml",
+        "[image]\nerase-block = \"128KiB\"\n[[partition]]\nfs = \"none\"\nsize = \"1MiB\"\n",
+    );
+    let out = dir.path().join("q.img");
+    let o = blockwise!().build_with(&spec, &out, ["-q"]);
+    assert!(
+        o.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let o = blockwise!().build_with(&spec, &out, ["-q", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["partitions"][0]["size_bytes"], 1 << 20);
+    let o = blockwise!().build_with(&spec, &out, None::<&str>);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("wrote ") && text.contains("q.img"), "{text}");
+}
+
 #[test]
 fn raw_source_larger_than_partition() {
     let dir = tempdir!();
@@ -495,4 +520,75 @@ fn every_example_plans() {
         }
     }
     assert!(n >= 3);
+}
+
+/// `plan --json` lists, under `findings`, the alignment findings `verify --json` then gives
+/// the built image (same severity, code, partition and words): explicit starts off the page
+/// and off the erase block, an ext4 journal and inode table that cannot be aligned. A plan
+/// blockwise lays out by itself has none.
+#[test]
+fn plan_findings_match_verify_of_the_build() {
+    const ALIGNMENT: &[&str] = &[
+        "partition-not-4k-aligned",
+        "partition-not-erase-aligned",
+        "fat-data-not-4k-aligned",
+        "fat-data-not-aligned",
+        "fat-table-not-aligned",
+        "fat-cluster-straddles",
+        "ext4-journal-not-aligned",
+        "ext4-inode-table-not-aligned",
+    ];
+    let dir = tempdir!();
+    let cases = [
+        // Starts 1 MiB and 2 MiB aligned, off the 4 MiB erase block; the filesystems inside
+        // still align their data area and journal to the disk.
+        ("4MiB", "[[partition]]\nfs = \"fat32\"\nsize = \"64MiB\"\nstart = \"1MiB\"\n[[partition]]\nfs = \"ext4\"\nsize = \"64MiB\"\nstart = \"70MiB\"\n[[partition]]\nfs = \"fat16\"\nsize = \"32MiB\"\n", 2),
+        // Starts at odd sectors: off the 4 KiB page; the ext4 journal and inode table follow.
+        ("16KiB", "[[partition]]\nfs = \"fat16\"\nsize = \"32MiB\"\nstart = 1049088\nfat = { cluster = \"4KiB\" }\n[[partition]]\nfs = \"ext4\"\nsize = \"64MiB\"\nstart = 34607616\n", 4),
+        // blockwise's own layout.
+        ("4MiB", "[[partition]]\nfs = \"fat32\"\nsize = \"64MiB\"\n[[partition]]\nfs = \"ext4\"\nsize = \"64MiB\"\n", 0),
+    ];
+    let key = |f: &serde_json::Value| {
+        (
+            f["severity"].as_str().unwrap().to_string(),
+            f["code"].as_str().unwrap().to_string(),
+            f["partition"].as_u64(),
+            f["message"].as_str().unwrap().to_string(),
+        )
+    };
+    for (n, (e, parts, expected)) in cases.into_iter().enumerate() {
+        let spec = write_file(
+            dir.path(),
+            &format!("f{n}.toml"),
+            &format!("[image]\nerase-block = \"{e}\"\ntable = \"mbr\"\n{parts}"),
+        );
+        let o = blockwise!().run(["plan".as_ref(), spec.as_os_str(), "--json".as_ref()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let planned: Vec<_> = plan["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(key)
+            .collect();
+        assert_eq!(planned.len(), expected, "case {n}: {planned:#?}");
+        let img = dir.path().join(format!("f{n}.img"));
+        blockwise!().build(&spec, &img);
+        let o = blockwise!().run([
+            "verify".as_ref(),
+            img.as_os_str(),
+            "--erase-block".as_ref(),
+            e.as_ref(),
+            "--json".as_ref(),
+        ]);
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let found: Vec<_> = report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| ALIGNMENT.contains(&f["code"].as_str().unwrap()))
+            .map(key)
+            .collect();
+        assert_eq!(planned, found, "case {n}");
+    }
 }

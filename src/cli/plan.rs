@@ -468,7 +468,8 @@ pub struct BuildArgs {
     /// Print the plan of the built image as JSON.
     #[arg(long)]
     pub json: bool,
-    /// No progress bar (it is only drawn when stderr is a terminal anyway).
+    /// No progress bar and no plan: nothing on stdout unless --json (warnings and errors still
+    /// go to stderr).
     #[arg(short, long)]
     pub quiet: bool,
 }
@@ -547,7 +548,7 @@ pub fn run_build(a: &BuildArgs) -> anyhow::Result<ExitCode> {
         )?;
         let text = serde_json::to_string_pretty(&v)?;
         super::emit(&format!("{text}\n"));
-    } else {
+    } else if !a.quiet {
         super::emit(&format!(
             "{}wrote {} ({}, {} of data)\n",
             human_plan(&built.plan),

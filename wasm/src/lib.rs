@@ -80,7 +80,25 @@ fn spec_of(spec: JsValue) -> Result<blockwise_image::Spec, Failure> {
 pub fn plan(spec: JsValue) -> Result<JsValue, JsValue> {
     let spec = spec_of(spec).map_err(|f| js_error(&f))?;
     let plan = api::plan(&spec).map_err(|f| js_error(&f))?;
-    to_js(&plan)
+    to_js(&WithFindings::of(&plan))
+}
+
+/// A plan with `findings`: the alignment findings `verify` will give the built image (an
+/// explicit start off the erase block, …), as `blockwise plan --json` prints them.
+#[derive(serde::Serialize)]
+struct WithFindings<'a> {
+    #[serde(flatten)]
+    plan: &'a blockwise_geometry::Plan,
+    findings: Vec<blockwise_verify::Finding>,
+}
+
+impl<'a> WithFindings<'a> {
+    fn of(plan: &'a blockwise_geometry::Plan) -> Self {
+        WithFindings {
+            plan,
+            findings: blockwise_verify::plan_findings(plan),
+        }
+    }
 }
 
 /// Verifies a `File` or `Blob` without loading it: the verifier runs over the ranges read so
@@ -186,7 +204,7 @@ impl BuiltImage {
     /// The plan the image follows (JSON shape of `blockwise plan --json`).
     #[wasm_bindgen(getter)]
     pub fn plan(&self) -> Result<JsValue, JsValue> {
-        to_js(&self.built.plan)
+        to_js(&WithFindings::of(&self.built.plan))
     }
 
     /// What the writers skipped or worried about (e.g. a name FAT cannot store).

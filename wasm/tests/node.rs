@@ -43,6 +43,27 @@ fn plans_toml_text_and_objects_alike() {
 }
 
 #[wasm_bindgen_test]
+fn plan_lists_the_alignment_findings_verify_will_give() {
+    let aligned = plan(JsValue::from_str(SPEC)).unwrap();
+    assert_eq!(
+        Array::from(&get(&aligned, "findings")).length(),
+        0,
+        "{:?}",
+        js_sys::JSON::stringify(&aligned)
+    );
+    let off = plan(JsValue::from_str(
+        "[image]\nerase-block = \"4MiB\"\n[[partition]]\nfs = \"fat32\"\nsize = \"64MiB\"\nstart = \"1MiB\"\n",
+    ))
+    .unwrap();
+    let findings = Array::from(&get(&off, "findings"));
+    assert_eq!(findings.length(), 1);
+    assert_eq!(
+        get(&findings.get(0), "code").as_string().as_deref(),
+        Some("partition-not-erase-aligned")
+    );
+}
+
+#[wasm_bindgen_test]
 fn spec_errors_are_named_and_name_the_key() {
     let e = plan(eval(
         r#"({ image: { size: "64MiB" }, partition: [ { fs: "fat33", size: "fill" } ] })"#,

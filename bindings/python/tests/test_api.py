@@ -59,6 +59,20 @@ def test_plan_of_dict_equals_plan_of_file(rpi: dict[str, Any]) -> None:
     assert from_dict["findings"] == []
 
 
+def test_plan_lists_the_findings_verify_will_give(tmp_path: pathlib.Path) -> None:
+    spec = {
+        "image": {"erase-block": "4MiB"},
+        "partition": [{"fs": "fat32", "size": "64MiB", "start": "1MiB"}],
+    }
+    planned = blockwise.plan(spec)
+    assert [f["code"] for f in planned["findings"]] == ["partition-not-erase-aligned"]
+    out = tmp_path / "off.img"
+    blockwise.build(spec, out)
+    report = blockwise.verify(out)
+    found = [f for f in report["findings"] if f["code"] == "partition-not-erase-aligned"]
+    assert found == planned["findings"]
+
+
 def test_build_rpi_from_dict(rpi: dict[str, Any], tmp_path: pathlib.Path) -> None:
     out = tmp_path / "rpi.img"
     bmap = tmp_path / "rpi.img.bmap"

@@ -6,13 +6,16 @@ use serde_json::{Map, Value};
 
 use crate::{Built, WriteStats};
 
-/// A plan as JSON in the shape of the verify report: the plan's fields plus `source` and an
-/// empty `findings`, then the fields of `extra` (an object; anything else is ignored).
+/// A plan as JSON in the shape of the verify report: the plan's fields plus `source` and the
+/// `findings` verify will give the built image for its alignment
+/// ([`blockwise_verify::plan_findings`]), then the fields of `extra` (an object; anything else
+/// is ignored).
 pub fn plan_json(plan: &Plan, source: &str, extra: Option<Value>) -> serde_json::Result<Value> {
     let mut v = serde_json::to_value(plan)?;
     if let Some(obj) = v.as_object_mut() {
         obj.insert("source".into(), source.into());
-        obj.insert("findings".into(), Value::Array(Vec::new()));
+        let findings = blockwise_verify::plan_findings(plan);
+        obj.insert("findings".into(), serde_json::to_value(findings)?);
         if let Some(Value::Object(extra)) = extra {
             obj.extend(extra);
         }

@@ -48,6 +48,7 @@
     clippy::panic
 )]
 
+mod align;
 mod bytes;
 mod code;
 pub mod ext4;
@@ -59,6 +60,7 @@ mod partition;
 mod regions;
 mod table;
 
+pub use crate::align::plan_findings;
 pub use crate::regions::Region;
 
 use blockwise_geometry::{
@@ -455,11 +457,6 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             .as_ref()
             .and_then(|d| d.physical_block_bytes)
             .filter(|&phys| unit < phys)
-    }
-
-    /// Warning, or error with `--strict`.
-    fn erase_severity(&self) -> Severity {
-        Severity::error_if(self.opts.strict)
     }
 
     fn run(&mut self) -> Result<(), S::Error> {

@@ -5,8 +5,8 @@ use blockwise_geometry::{
     alignment_of, format_size, BlockSource, FsKind, Guid, PartType, PartitionPlan,
 };
 
-use crate::num::{div, is_multiple};
-use crate::{FindingCode, Severity, Verifier, MAX_REPEATED, PAGE};
+use crate::num::div;
+use crate::{align, FindingCode, Severity, Verifier, MAX_REPEATED};
 
 impl<S: BlockSource + ?Sized> Verifier<'_, S> {
     #[expect(
@@ -123,38 +123,10 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
     }
 
     fn check_start(&mut self, p: &PartitionPlan) {
-        let (i, start, e) = (p.index, p.start_bytes, self.e);
-        if start == 0 {
-            return;
-        }
-        let sb = self.sector.bytes_u64();
-        let lba = div(start, sb);
-        if start % PAGE != 0 {
-            self.add(
-                Severity::Error,
-                FindingCode::PartitionNot4kAligned,
-                Some(i),
-                format!(
-                    "partition {i} starts at sector {lba} ({start} B): not 4 KiB aligned — every 4 KiB write touches two flash pages; rebuild with a start on a multiple of the erase block ({})",
-                    format_size(e)
-                ),
-            );
-        } else if !is_multiple(start, e) {
-            let next = start.div_ceil(e).saturating_mul(e);
-            let sev = self.erase_severity();
-            self.add(
-                sev,
-                FindingCode::PartitionNotEraseAligned,
-                Some(i),
-                format!(
-                    "partition {i} starts at sector {lba} ({}): {} aligned but not on the {} erase block — writes that cross erase blocks cost extra erases and wear; move it to a multiple of {} (e.g. sector {})",
-                    format_size(start),
-                    format_size(alignment_of(start)),
-                    format_size(e),
-                    format_size(e),
-                    div(next, sb)
-                ),
-            );
+        let strict = self.opts.strict;
+        if let Some(f) = align::partition_start(p.index, p.start_bytes, self.sector, self.e, strict)
+        {
+            self.r.findings.push(f);
         }
     }
 }

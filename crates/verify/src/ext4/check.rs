@@ -4,11 +4,11 @@
 
 use blockwise_ext4::raw::{IncompatFeatures, EXT_MAX_DEPTH, GOOD_OLD_INODE_SIZE};
 use blockwise_geometry::{
-    alignment_of, format_size, BlockSource, Ext4Plan, FsKind, FsPlan, OtherFs, PartitionPlan,
+    format_size, BlockSource, Ext4Plan, FsKind, FsPlan, OtherFs, PartitionPlan,
 };
 
 use crate::num::{div, is_multiple};
-use crate::{ext4, read_clamped, FindingCode, Severity, Verifier, PAGE};
+use crate::{align, ext4, read_clamped, FindingCode, Severity, Verifier, PAGE};
 
 impl<S: BlockSource + ?Sized> Verifier<'_, S> {
     pub(crate) fn ext(&mut self, p: &mut PartitionPlan) -> Result<(), S::Error> {
@@ -114,33 +114,17 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             None
         };
         let journal_start = journal_block.map(|b| base.saturating_add(b.saturating_mul(bs)));
-        let sev = self.erase_severity();
         let mut aligned = true;
         if let Some(j) = journal_start {
-            if !is_multiple(j, e) {
+            if let Some(f) = align::ext4_journal(i, kind, j, e, self.opts.strict) {
                 aligned = false;
-                self.add(
-                    sev,
-                    FindingCode::Ext4JournalNotAligned,
-                    Some(i),
-                    format!(
-                        "partition {i} ({kind}): the journal starts at {j} B ({} aligned), not on the {} erase block — the journal is the most rewritten area, so every commit near its edges costs extra erases; blockwise build starts it on the {} erase block where the filesystem has room for it",
-                        format_size(alignment_of(j)),
-                        format_size(e),
-                        format_size(e)
-                    ),
-                );
+                self.r.findings.push(f);
             }
         }
         if let Some(it) = inode_table_start {
-            if !is_multiple(it, e) {
-                self.add(
-                    Severity::Info,
-                    FindingCode::Ext4InodeTableNotAligned,
-                    Some(i),
-                    format!("partition {i} ({kind}): the first inode table starts at {it} B, not on the {} erase block", format_size(e)),
-                );
-            }
+            self.r
+                .findings
+                .extend(align::ext4_inode_table(i, kind, it, e));
         }
         let stride = u64::from(sb.raid_stride);
         let stripe = u64::from(sb.raid_stripe_width);

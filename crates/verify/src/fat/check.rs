@@ -6,12 +6,11 @@ use core::mem::size_of;
 
 use blockwise_fat::raw::FsInfoRaw;
 use blockwise_geometry::{
-    alignment_of, format_size, BlockSource, FatPlan, FsKind, FsPlan, OtherFs, PartitionPlan,
-    TableKind,
+    format_size, BlockSource, FatPlan, FsKind, FsPlan, OtherFs, PartitionPlan, TableKind,
 };
 
 use crate::num::{div, is_multiple};
-use crate::{fat, read_clamped, FindingCode, Severity, Verifier, PAGE};
+use crate::{align, fat, read_clamped, FindingCode, Severity, Verifier};
 
 /// Sectors of each FAT copy compared with the first FAT (first and last included).
 const FAT_SAMPLES: u64 = 8;
@@ -67,66 +66,20 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 ),
             );
         }
-        if data_start % PAGE != 0 {
-            self.add(
-                Severity::Error,
-                FindingCode::FatDataNot4kAligned,
-                Some(i),
-                format!(
-                    "partition {i} ({name}): the data area starts at {data_start} B ({} sectors into the volume): not 4 KiB aligned — every cluster straddles two flash pages; reformat so the data area lands on the erase block (mkfs.fat -R, or blockwise build)",
-                    vol.first_data_sector
-                ),
-            );
-        } else if !is_multiple(data_start, e) {
-            let gap = e.saturating_sub(data_start.checked_rem(e).unwrap_or(0));
-            let hint = if is_multiple(gap, bps) {
-                let r = u64::from(vol.bpb.reserved_sectors).saturating_add(div(gap, bps));
-                if r <= 0xffff {
-                    format!("reformat with more reserved sectors (e.g. mkfs.fat -R {r}, then check again: mkfs.fat may resize the FAT) or with blockwise build")
-                } else {
-                    "reformat with blockwise build, which chooses reserved sectors and FAT size so the data area lands on the erase block".into()
-                }
-            } else {
-                "reformat with blockwise build".into()
-            };
-            let sev = self.erase_severity();
-            self.add(
-                sev,
-                FindingCode::FatDataNotAligned,
-                Some(i),
-                format!(
-                    "partition {i} ({name}): the data area starts at {data_start} B ({}), {} aligned but not on the {} erase block — clusters straddle erase blocks, so file writes cost extra erases; {hint}",
-                    format_size(data_start),
-                    format_size(alignment_of(data_start)),
-                    format_size(e)
-                ),
-            );
-        }
-        if !is_multiple(fat_start, e) && is_multiple(data_start, e) {
-            self.add(
-                Severity::Info,
-                FindingCode::FatTableNotAligned,
-                Some(i),
-                format!(
-                    "partition {i} ({name}): the first FAT starts at {fat_start} B, not on the {} erase block; FAT updates then touch two erase blocks (blockwise's align-fat = true puts it on the {} erase block too)",
-                    format_size(e),
-                    format_size(e)
-                ),
-            );
-        }
+        let places = align::FatPlaces {
+            i,
+            name: &name,
+            bps,
+            reserved_sectors: u64::from(vol.bpb.reserved_sectors),
+            first_data_sector: vol.first_data_sector,
+            fat_start,
+            data_start,
+            cluster,
+        };
+        self.r
+            .findings
+            .extend(align::fat_alignment(&places, e, self.opts.strict));
         let cluster_ok = is_multiple(e, cluster);
-        if !cluster_ok {
-            self.add(
-                Severity::Warning,
-                FindingCode::FatClusterStraddles,
-                Some(i),
-                format!(
-                    "partition {i} ({name}): the cluster size {} does not divide the {} erase block: some clusters straddle two erase blocks; use a cluster size that divides it",
-                    format_size(cluster),
-                    format_size(e)
-                ),
-            );
-        }
         if bps == 4096 {
             self.add(
                 Severity::Warning,
