@@ -332,8 +332,11 @@ def test_partition_needs_partition_ok(image: pathlib.Path, tmp_path: pathlib.Pat
         f.truncate(96 << 20)
     with loop(disk, "-P") as dev:
         part = f"{dev}p1"
-        if not os.path.exists(part):
-            subprocess.run(["udevadm", "settle"], check=False, capture_output=True)
+        # The kernel may not scan loop devices itself (and there may be no udev): partx adds
+        # the partitions, as tests/write.rs does.
+        for cmd in (["partx", "-a", dev], ["udevadm", "settle"]):
+            if not os.path.exists(part) and shutil.which(cmd[0]):
+                subprocess.run(cmd, check=False, capture_output=True)
         if not os.path.exists(part):
             pytest.skip(f"{part} did not appear (no partition scan on loop devices here)")
         with pytest.raises(blockwise.UnsafeTargetError) as e:
