@@ -306,15 +306,24 @@ fn on_xfs_the_image_shares_blocks_with_its_sources() {
 }
 
 /// A killed build's temp file (its owner gone) is removed by the next build to the same
-/// output; a temp file whose owner still runs is left alone.
+/// output, and so is the temp filesystem of the mke2fs backend (what a second Ctrl-C
+/// leaves); a temp file whose owner still runs is left alone.
 #[test]
 fn the_next_build_removes_a_killed_builds_temp_file() {
     let dir = tempdir!();
     make_tree(dir.path(), 1, MIB);
-    let sp = spec(dir.path(), "fs = \"fat32\"");
+    let mke2fs = have("mke2fs");
+    let fs_line = if mke2fs {
+        "fs = \"ext4\"\next4 = { backend = \"mke2fs\" }"
+    } else {
+        "fs = \"fat32\""
+    };
+    let sp = spec(dir.path(), fs_line);
     // A PID above the kernel's limit never runs; start time 1.
     let stale = dir.path().join(".out.img.tmp-4194305-1");
     fs::write(&stale, b"left by a killed build").unwrap();
+    let stale_mke2fs = dir.path().join(".blockwise-mke2fs-4194305-1-4194304.img");
+    fs::write(&stale_mke2fs, b"left by a killed mke2fs build").unwrap();
     // This test process is alive: its PID and start time make a live owner.
     let me = std::process::id();
     let start = fs::read_to_string(format!("/proc/{me}/stat")).unwrap();
@@ -325,8 +334,14 @@ fn the_next_build_removes_a_killed_builds_temp_file() {
         .to_string();
     let live = dir.path().join(format!(".out.img.tmp-{me}-{start}"));
     fs::write(&live, b"a build still running").unwrap();
+    let live_mke2fs = dir
+        .path()
+        .join(format!(".blockwise-mke2fs-{me}-{start}-4194304.img"));
+    fs::write(&live_mke2fs, b"a build still running").unwrap();
     let unrelated = dir.path().join(".out.img.tmp-notes");
     fs::write(&unrelated, b"not ours").unwrap();
+    let unrelated_mke2fs = dir.path().join(".blockwise-mke2fs-notes.img");
+    fs::write(&unrelated_mke2fs, b"not ours").unwrap();
     let out = dir.path().join("out.img");
     let o = Command::new(blockwise!().path())
         .args([
@@ -340,8 +355,9 @@ fn the_next_build_removes_a_killed_builds_temp_file() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(!stale.exists(), "the stale temp file stayed");
+    assert_eq!(!stale_mke2fs.exists(), mke2fs, "the stale mke2fs temp file");
     assert!(
-        live.exists() && unrelated.exists(),
+        live.exists() && unrelated.exists() && live_mke2fs.exists() && unrelated_mke2fs.exists(),
         "a live or foreign file was removed"
     );
 }

@@ -82,6 +82,9 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Mke2fsError + '_ {
     }
 }
 
+/// `.blockwise-mke2fs-PID-START-OFFSET.img`: the temp filesystem of one partition.
+const TEMP_PREFIX: &str = ".blockwise-mke2fs-";
+
 /// Removes the temporary files when dropped. The mke2fs result stays alive in
 /// [`Built`](crate::Built) until the image is written: its data is referenced, not copied.
 #[derive(Debug, Default)]
@@ -383,8 +386,15 @@ pub(crate) fn write_with_mke2fs<S: BlockSink + ?Sized>(
     work_dir: &Path,
 ) -> Result<TempFiles, Mke2fsError> {
     check_version()?;
-    let tag = format!("{}-{}", std::process::id(), req.partition_start_bytes);
-    let img = work_dir.join(format!(".blockwise-mke2fs-{tag}.img"));
+    // A build killed while this temp file existed (kill -9, a second Ctrl-C) left it: its
+    // name carries the owner's PID and start time, so the next build here removes it.
+    crate::output::remove_stale_in(work_dir, TEMP_PREFIX, ".img", 1);
+    let tag = format!(
+        "{}-{}",
+        crate::output::owner_tag(),
+        req.partition_start_bytes
+    );
+    let img = work_dir.join(format!("{TEMP_PREFIX}{tag}.img"));
     let mut tmp = TempFiles(vec![img.clone()]);
     {
         let f = File::create(&img).map_err(io_err(&img))?;

@@ -170,35 +170,59 @@ fn start_time(pid: u32) -> Option<u64> {
 /// can tell a leftover of a killed build from a build still running.
 fn temp_path(path: &Path) -> PathBuf {
     let (dir, name) = dir_and_name(path);
+    dir.join(format!(".{name}.tmp-{}", owner_tag()))
+}
+
+/// `PID-START` of this process, for temp file names a later build can judge stale.
+pub(crate) fn owner_tag() -> String {
     let pid = std::process::id();
-    dir.join(format!(
-        ".{name}.tmp-{pid}-{}",
-        start_time(pid).unwrap_or(0)
-    ))
+    format!("{pid}-{}", start_time(pid).unwrap_or(0))
 }
 
 /// Removes the temp files earlier builds to `path` left when they were killed (their owner
 /// process is gone or is another process now). Only exact `.NAME.tmp-PID-START` names are
 /// considered, never a wildcard; without `/proc` nothing is removed. Returns what was removed.
 pub fn remove_stale_temps(path: &Path) -> Vec<PathBuf> {
+    let (dir, name) = dir_and_name(path);
+    remove_stale_in(dir, &format!(".{name}.tmp-"), "", 0)
+}
+
+/// Removes the regular files in `dir` named `PREFIX PID-START [-N]… SUFFIX` (`extra` more
+/// `-N` numbers) whose owner process `PID` with start time `START` is gone. Nothing without
+/// `/proc`.
+pub(crate) fn remove_stale_in(
+    dir: &Path,
+    prefix: &str,
+    suffix: &str,
+    extra: usize,
+) -> Vec<PathBuf> {
     let mut removed = Vec::new();
     if start_time(std::process::id()).is_none() {
         return removed;
     }
-    let (dir, name) = dir_and_name(path);
-    let prefix = format!(".{name}.tmp-");
     let Ok(entries) = fs::read_dir(dir) else {
         return removed;
     };
     for e in entries.flatten() {
         let file = e.file_name().to_string_lossy().into_owned();
-        let Some(tag) = file.strip_prefix(&prefix) else {
+        let Some(tag) = file
+            .strip_prefix(prefix)
+            .and_then(|t| t.strip_suffix(suffix))
+        else {
             continue;
         };
-        let Some((pid, start)) = tag.split_once('-') else {
+        let parts: Vec<&str> = tag.split('-').collect();
+        if parts.len() != 2 + extra
+            || parts
+                .iter()
+                .any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()))
+        {
             continue;
-        };
-        let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else {
+        }
+        let (Some(Ok(pid)), Some(Ok(start))) = (
+            parts.first().map(|p| p.parse::<u32>()),
+            parts.get(1).map(|p| p.parse::<u64>()),
+        ) else {
             continue;
         };
         let is_file = e.file_type().is_ok_and(|t| t.is_file());
