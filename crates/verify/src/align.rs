@@ -44,7 +44,8 @@ pub(crate) fn partition_start(
     if is_multiple(start, e) {
         return None;
     }
-    let next = start.div_ceil(e).saturating_mul(e);
+    // Not a multiple: the next boundary is one past the floor (total even for e = 0).
+    let next = div(start, e).saturating_add(1).saturating_mul(e);
     Some(finding(
         Severity::error_if(strict),
         FindingCode::PartitionNotEraseAligned,
@@ -231,4 +232,35 @@ pub fn plan_findings(plan: &Plan) -> Vec<Finding> {
         }
     }
     out
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    /// A hand-made plan (the library lets anyone make one) with a zero erase block gives
+    /// findings, never a division panic.
+    #[test]
+    fn zero_erase_block_does_not_panic() {
+        let f = partition_start(1, 1 << 20, SectorSize::S512, 0, false);
+        assert_eq!(
+            f.map(|f| f.code),
+            Some(FindingCode::PartitionNotEraseAligned)
+        );
+        let f = partition_start(1, 6 << 20, SectorSize::S512, 4 << 20, false).unwrap();
+        assert!(f.message.contains("e.g. sector 16384"), "{}", f.message);
+        assert!(ext4_journal(1, "ext4", 4096, 0, true).is_some());
+        let v = FatPlaces {
+            i: 1,
+            name: "FAT32",
+            bps: 512,
+            reserved_sectors: 32,
+            first_data_sector: 8,
+            fat_start: 4096,
+            data_start: 8192,
+            cluster: 4096,
+        };
+        assert!(!fat_alignment(&v, 0, false).is_empty());
+    }
 }
