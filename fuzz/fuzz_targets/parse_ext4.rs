@@ -7,7 +7,13 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(sb) = parse_superblock(data) {
-        let _ = (sb.groups(), sb.kind(), sb.features(), sb.uuid_string(), sb.gdt_offset());
+        let _ = (
+            sb.groups(),
+            sb.kind(),
+            sb.features(),
+            sb.uuid_string(),
+            sb.gdt_offset(),
+        );
         let gdt = data.get(1024..).unwrap_or_default();
         let _ = summarise_groups(&sb, gdt, sb.groups());
         let _ = first_data_block(&sb.jnl_blocks, true);

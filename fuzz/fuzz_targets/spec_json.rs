@@ -1,9 +1,10 @@
 //! A JSON spec (what the Python and wasm bindings pass: a dict / JS object) →
-//! `Spec::from_deserializer` → the full plan: errors, never panics, never allocates by an
-//! unchecked number. `BLOCKWISE_FUZZ_PRINT=1` prints each outcome (triage).
+//! `Spec::from_deserializer` → the full plan and its `plan_findings`: errors, never panics,
+//! never allocates by an unchecked number. `BLOCKWISE_FUZZ_PRINT=1` prints each outcome (triage).
 #![no_main]
 
 use blockwise_image::{plan_full, Spec};
+use blockwise_verify::plan_findings;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -13,11 +14,20 @@ fuzz_target!(|data: &[u8]| {
     let print = std::env::var_os("BLOCKWISE_FUZZ_PRINT").is_some();
     match Spec::from_deserializer(value, |e| e.to_string()) {
         Ok(spec) => match plan_full(&spec, &[], 0) {
-            Ok(plan) if print => {
-                eprintln!("plan: {} bytes, {:?}", plan.size_bytes, plan.partitions)
+            Ok(plan) => {
+                // What `plan --json` adds: the alignment findings verify will give the build.
+                let findings = plan_findings(&plan);
+                if print {
+                    eprintln!(
+                        "plan: {} bytes, {:?}, {} findings",
+                        plan.size_bytes,
+                        plan.partitions,
+                        findings.len()
+                    )
+                }
             }
             Err(e) if print => eprintln!("plan error: {e}"),
-            _ => {}
+            Err(_) => {}
         },
         Err(e) if print => eprintln!("spec error: {e}"),
         Err(e) => {
