@@ -1,6 +1,6 @@
 //! A TOML spec → `Spec::from_toml` → the full plan (`plan_full`, what `blockwise plan` runs
-//! after reading contents) and its `plan_findings`: errors, never panics, never allocates by an unchecked number.
-//! `BLOCKWISE_FUZZ_PRINT=1` prints each outcome (triage).
+//! after reading contents) and its `plan_findings`: errors, never panics, never allocates by
+//! an unchecked number. `BLOCKWISE_FUZZ_PRINT=1` prints each outcome (triage).
 #![no_main]
 
 use blockwise_image::{plan_full, Spec};
