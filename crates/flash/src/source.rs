@@ -220,6 +220,34 @@ impl Compression {
     }
 }
 
+/// Memory liblzma may take to decompress an xz (or legacy .lzma) image: the dictionary size
+/// comes from the file's header, so a hostile or damaged header could otherwise make it
+/// allocate 4 GiB before a byte is decoded. `xz -9` needs 65 MiB; xz's largest dictionary
+/// (1.5 GiB, only by hand) is refused with an error that says so.
+pub const XZ_MEMLIMIT: u64 = 512 << 20;
+
+/// The xz decoder, with liblzma's "memory limit reached" said in the writer's words.
+struct XzReader<R>(xz2::bufread::XzDecoder<R>);
+
+impl<R: io::BufRead> Read for XzReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf).map_err(|e| {
+            let memlimit = e
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<xz2::stream::Error>())
+                .is_some_and(|x| matches!(x, xz2::stream::Error::MemLimit));
+            if memlimit {
+                io::Error::other(format!(
+                    "the xz header asks for a dictionary larger than blockwise allows ({}; `xz -9` needs 65 MiB): not decompressed; if the file is genuine, decompress it with `xz -dk` and write the .img",
+                    blockwise_geometry::format_size(XZ_MEMLIMIT)
+                ))
+            } else {
+                e
+            }
+        })
+    }
+}
+
 impl Stream {
     /// Opens `path` decompressed with `c`; `size` is the uncompressed size when known (from a
     /// bmap), which makes a shorter stream an error.
@@ -236,7 +264,10 @@ impl Stream {
         size: Option<u64>,
     ) -> io::Result<Self> {
         let reader: Box<dyn Read> = match c {
-            Compression::Xz => Box::new(xz2::bufread::XzDecoder::new_multi_decoder(input)),
+            Compression::Xz => Box::new(XzReader(xz2::bufread::XzDecoder::new_stream(
+                input,
+                xz2::stream::Stream::new_auto_decoder(XZ_MEMLIMIT, xz2::stream::CONCATENATED)?,
+            ))),
             Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(input)),
             Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(input)?),
             Compression::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(input)),
@@ -540,6 +571,29 @@ mod tests {
             bmap_beside(&dir.path().join("os.img")),
             Some(dir.path().join("os.img.bmap"))
         );
+    }
+
+    /// Found by fuzzing (`compressed_sniff`, issue 16): a legacy .lzma header (properties
+    /// byte, then a dictionary size of 0xFFFFFFFF) made liblzma allocate 4 GiB before decoding
+    /// a byte. The decoder now has a memory limit; the read fails naming it.
+    #[test]
+    fn r16_xz_huge_dictionary_is_refused_not_allocated() {
+        let mut data = vec![0x37u8];
+        data.extend([0xff; 116]);
+        let mut s = Stream::from_reader(io::Cursor::new(data), Compression::Xz, None).unwrap();
+        let mut buf = vec![0u8; 4096];
+        let err = s.read(0, &mut buf).unwrap_err().to_string();
+        assert!(
+            err.contains("dictionary larger than blockwise allows"),
+            "{err}"
+        );
+        // A real xz -9 stream (64 MiB dictionary) is within the limit.
+        let mut enc = xz2::write::XzEncoder::new(Vec::new(), 9);
+        enc.write_all(&[7u8; 100_000]).unwrap();
+        let xz = enc.finish().unwrap();
+        let mut s = Stream::from_reader(io::Cursor::new(xz), Compression::Xz, None).unwrap();
+        assert_eq!(s.read(0, &mut buf).unwrap(), 4096);
+        assert!(buf.iter().all(|&b| b == 7));
     }
 
     #[test]
