@@ -545,6 +545,9 @@ fn plan_findings_match_verify_of_the_build() {
         ("4MiB", "[[partition]]\nfs = \"fat32\"\nsize = \"64MiB\"\nstart = \"1MiB\"\n[[partition]]\nfs = \"ext4\"\nsize = \"64MiB\"\nstart = \"70MiB\"\n[[partition]]\nfs = \"fat16\"\nsize = \"32MiB\"\n", 2),
         // Starts at odd sectors: off the 4 KiB page; the ext4 journal and inode table follow.
         ("16KiB", "[[partition]]\nfs = \"fat16\"\nsize = \"32MiB\"\nstart = 1049088\nfat = { cluster = \"4KiB\" }\n[[partition]]\nfs = \"ext4\"\nsize = \"64MiB\"\nstart = 34607616\n", 4),
+        // A warning on partition 1 before errors on partition 2: listed by severity, as
+        // verify lists them.
+        ("4MiB", "[[partition]]\nfs = \"fat32\"\nsize = \"64MiB\"\nstart = \"1MiB\"\n[[partition]]\nfs = \"ext4\"\nsize = \"64MiB\"\nstart = 70258176\n", 4),
         // blockwise's own layout.
         ("4MiB", "[[partition]]\nfs = \"fat32\"\nsize = \"64MiB\"\n[[partition]]\nfs = \"ext4\"\nsize = \"64MiB\"\n", 0),
     ];

@@ -231,6 +231,8 @@ pub fn plan_findings(plan: &Plan) -> Vec<Finding> {
             Some(FsPlan::Other(_)) | None => {}
         }
     }
+    // In the report's order: `verify` sorts its findings by severity (stable).
+    out.sort_by_key(|f| f.severity);
     out
 }
 
