@@ -8,6 +8,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     cli::install_panic_hook();
+    cli::survive_file_size_limit();
     let args = match cli::Cli::try_parse() {
         Ok(a) => a,
         Err(e) => {

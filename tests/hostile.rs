@@ -3,6 +3,7 @@
 
 use std::fs;
 use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -286,41 +287,62 @@ fn a_full_disk_is_a_failed_write() {
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
-/// SIGINT (and SIGTERM) while the image is written: the build stops, removes its temp file,
-/// says so and exits 128 + the signal; the output does not appear.
-#[test]
-fn an_interrupted_build_leaves_nothing() {
-    let dir = tempdir!();
-    let c = contents_dir(dir.path());
-    // Enough content that the write phase lasts a while (copied file by file).
-    for i in 0..48 {
+/// A tree of `n` files of 16 MiB in `dir/c` and an ext4 spec for a 1 GiB image of it: a
+/// write phase that lasts long enough to be caught in the middle.
+fn long_build(dir: &Path, n: u64) -> PathBuf {
+    let c = contents_dir(dir);
+    for i in 0..n {
         fs::write(
             c.join(format!("f{i:02}")),
             blockwise_test_kit::bytes(i, 16 << 20),
         )
         .unwrap();
     }
-    let sp = spec(dir.path(), "ext4", "c", "1GiB");
-    for (signal, code) in [("-INT", 130), ("-TERM", 143)] {
-        let out = dir.path().join("int.img");
-        let child = build_command(&sp, &out)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let pid = child.id().to_string();
-        // Signal as soon as the temp file exists (the write phase has begun).
-        let t = std::time::Instant::now();
-        while t.elapsed() < std::time::Duration::from_secs(60) {
-            let writing = fs::read_dir(dir.path())
-                .unwrap()
-                .flatten()
-                .any(|e| e.file_name().to_string_lossy().starts_with(".int.img.tmp-"));
-            if writing {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
+    spec(dir, "ext4", "c", "1GiB")
+}
+
+/// The build's temp files for `out` (`.NAME.tmp-…`) in its directory.
+fn temps_of(out: &Path) -> Vec<PathBuf> {
+    let prefix = format!(".{}.tmp-", out.file_name().unwrap().to_string_lossy());
+    fs::read_dir(out.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Starts `blockwise build SPEC -o OUT -q` and returns once its temp file exists (the write
+/// phase has begun), with the temp file's path.
+fn start_writing(sp: &Path, out: &Path) -> (std::process::Child, PathBuf) {
+    let child = build_command(sp, out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    loop {
+        if let Some(tmp) = temps_of(out).pop() {
+            return (child, tmp);
         }
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(120),
+            "the build never began writing"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP while the image is written: the build stops, removes its temp
+/// file, says so and exits 128 + the signal; the output does not appear.
+#[test]
+fn an_interrupted_build_leaves_nothing() {
+    let dir = tempdir!();
+    let sp = long_build(dir.path(), 48);
+    for (signal, code) in [("-INT", 130), ("-TERM", 143), ("-HUP", 129)] {
+        let out = dir.path().join("int.img");
+        let (child, _) = start_writing(&sp, &out);
+        let pid = child.id().to_string();
         assert!(run("kill", &[signal, &pid]).status.success());
         let o = child.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
@@ -329,6 +351,7 @@ fn an_interrupted_build_leaves_nothing() {
             err.contains("interrupted") && err.contains("temp files removed"),
             "{err}"
         );
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
         let left: Vec<_> = fs::read_dir(dir.path())
             .unwrap()
             .flatten()
@@ -337,4 +360,260 @@ fn an_interrupted_build_leaves_nothing() {
             .collect();
         assert!(left.is_empty(), "{signal}: left behind {left:?}");
     }
+}
+
+/// SIGKILL cannot be caught: the killed build's temp file stays, and the next build to the
+/// same output recognises it by the PID and start time in its name and removes it, then
+/// writes a complete image.
+#[test]
+fn the_next_build_removes_what_a_sigkill_left() {
+    let dir = tempdir!();
+    let sp = long_build(dir.path(), 24);
+    let out = dir.path().join("k.img");
+    let (mut child, tmp) = start_writing(&sp, &out);
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9)
+    );
+    assert!(tmp.exists(), "a SIGKILLed build left no temp file to test");
+    assert!(!out.exists());
+    let o = build(&sp, &out);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!tmp.exists(), "the killed build's temp file stayed");
+    assert!(temps_of(&out).is_empty(), "{:?}", temps_of(&out));
+    e2fsck_clean(&out, None);
+}
+
+/// `verify` of the temp file while it is written, and of the output as it appears: each
+/// reports what it reads (exit 0, 1, or 2 when the file vanished under it by the rename),
+/// never a panic.
+#[test]
+fn verify_while_the_image_is_written() {
+    let dir = tempdir!();
+    let c = contents_dir(dir.path());
+    for i in 0..24 {
+        fs::write(
+            c.join(format!("f{i:02}")),
+            blockwise_test_kit::bytes(i, 8 << 20),
+        )
+        .unwrap();
+    }
+    let sp = dir.path().join("two.toml");
+    fs::write(
+        &sp,
+        "[image]\nsize = \"1GiB\"\ntimestamp = 1700000000\n[[partition]]\nfs = \"fat32\"\nsize = \"400MiB\"\ncontents = \"c\"\n[[partition]]\nfs = \"ext4\"\nsize = \"fill\"\ncontents = \"c\"\n",
+    )
+    .unwrap();
+    let out = dir.path().join("w.img");
+    let (mut child, tmp) = start_writing(&sp, &out);
+    let mut runs = 0;
+    let mut codes = std::collections::BTreeMap::new();
+    while child.try_wait().unwrap().is_none() || runs == 0 {
+        for target in [&tmp, &out] {
+            let o = blockwise!().run(["verify".as_ref(), target.as_os_str()]);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                matches!(o.status.code(), Some(0..=2)),
+                "verify {}: {:?} {err}",
+                target.display(),
+                o.status
+            );
+            assert!(
+                !err.contains("panicked") && !err.contains("internal error"),
+                "{err}"
+            );
+            *codes.entry(o.status.code()).or_insert(0) += 1;
+            runs += 1;
+        }
+    }
+    assert!(child.wait().unwrap().success());
+    eprintln!("{runs} verify runs while writing, exit codes {codes:?}");
+    // Once written, the image verifies.
+    let o = blockwise!().run(["verify".as_ref(), out.as_os_str()]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}
+
+/// A file or directory this user may not read: exit 2 with one line naming it, found by the
+/// scan (before anything is written), nothing left behind. Root reads everything, so as root
+/// the build runs as `nobody` (setpriv).
+#[test]
+fn unreadable_files_and_directories_are_named() {
+    // Under the system temp dir (world-traversable, unlike a checkout under /root), with a
+    // copy of the binary, so that nobody can reach the tree, the binary and the output.
+    let dir = blockwise_test_kit::tempdir_in(std::env::temp_dir());
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    let bin = dir.path().join("blockwise");
+    fs::copy(blockwise!().path(), &bin).unwrap();
+    let as_user = |args: &[&std::ffi::OsStr]| -> Output {
+        let mut cmd = if is_root() {
+            let mut c = blockwise_test_kit::command("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(&bin);
+            c
+        } else {
+            std::process::Command::new(&bin)
+        };
+        cmd.args(args).output().unwrap()
+    };
+    let c = contents_dir(dir.path());
+    fs::write(c.join("fine.txt"), "fine\n").unwrap();
+    fs::write(c.join("secret.txt"), "secret\n").unwrap();
+    fs::set_permissions(c.join("secret.txt"), fs::Permissions::from_mode(0o000)).unwrap();
+    // An unreadable empty file is fine: it is never opened.
+    fs::write(c.join("empty"), "").unwrap();
+    fs::set_permissions(c.join("empty"), fs::Permissions::from_mode(0o000)).unwrap();
+    let locked = c.join("locked");
+    fs::create_dir(&locked).unwrap();
+    fs::write(locked.join("inside"), "x").unwrap();
+    for kind in ["ext4", "fat"] {
+        let sp = spec(dir.path(), kind, "c", "32MiB");
+        let out = dir.path().join(format!("{kind}.img"));
+        let o = as_user(&[
+            "build".as_ref(),
+            sp.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
+        refused(&o, &out, "secret.txt: Permission denied");
+        // Found by the scan, not when the copy opened it half-way through the write.
+        assert!(
+            !String::from_utf8_lossy(&o.stderr).contains("writing"),
+            "{o:?}"
+        );
+        assert!(temps_of(&out).is_empty());
+        // Readable file, unreadable directory.
+        fs::set_permissions(c.join("secret.txt"), fs::Permissions::from_mode(0o644)).unwrap();
+        fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
+        let o = as_user(&[
+            "build".as_ref(),
+            sp.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
+        refused(&o, &out, "locked: Permission denied");
+        // Both readable: the build succeeds as the same user.
+        fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
+        let o = as_user(&[
+            "build".as_ref(),
+            sp.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+            "-q".as_ref(),
+        ]);
+        assert!(
+            o.status.success(),
+            "{kind}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        fs::set_permissions(c.join("secret.txt"), fs::Permissions::from_mode(0o000)).unwrap();
+    }
+}
+
+/// An I/O error under the output file (EIO at writeback, reported by fsync): exit 3, one line
+/// naming the file, the temp file removed. The output's filesystem is ext4 on a loop device
+/// whose backing file is made immutable (`chattr +i`) once mounted: the loop device's writes
+/// then fail (EPERM from the backing file, EIO above it), with no device-mapper needed.
+/// Needs root.
+#[test]
+fn an_io_error_under_the_output_is_a_failed_write() {
+    if !blockwise_test_kit::have_loop() {
+        return;
+    }
+    let dir = tempdir!();
+    let c = contents_dir(dir.path());
+    fs::write(c.join("big.bin"), blockwise_test_kit::bytes(7, 8 << 20)).unwrap();
+    let sp = spec(dir.path(), "fat", &c.to_string_lossy(), "32MiB");
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let back = dir.path().join("back.img");
+    fs::File::create(&back).unwrap().set_len(64 << 20).unwrap();
+    let lo = blockwise_test_kit::LoopDevice::attach(&back, false, None);
+    let dev = lo.path().to_str().unwrap().to_string();
+    let mkfs = run(
+        "mkfs.ext4",
+        &[
+            "-q",
+            "-F",
+            "-O",
+            "^has_journal",
+            "-E",
+            "nodiscard,lazy_itable_init=0",
+            &dev,
+        ],
+    );
+    assert!(mkfs.status.success(), "{mkfs:?}");
+    let m = run(
+        "mount",
+        &["-o", "errors=continue", &dev, mnt.to_str().unwrap()],
+    );
+    assert!(m.status.success(), "{m:?}");
+    let out = mnt.join("out.img");
+    let immutable = run("chattr", &["+i", back.to_str().unwrap()]);
+    let o = immutable.status.success().then(|| build(&sp, &out));
+    let left: Vec<_> = fs::read_dir(&mnt)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n != "lost+found")
+        .collect();
+    let _ = run("chattr", &["-i", back.to_str().unwrap()]);
+    let _ = run("umount", &[mnt.to_str().unwrap()]);
+    lo.detach();
+    let Some(o) = o else {
+        eprintln!("SKIP: chattr +i is not supported here: {immutable:?}");
+        return;
+    };
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("out.img") && err.contains("Input/output error"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// Under a file-size limit (`ulimit -f`) the kernel would kill the build with SIGXFSZ and
+/// leave its temp file; blockwise catches it, so the write fails with EFBIG: exit 3, one line
+/// that names the limit, nothing left behind. A limit above the image size changes nothing.
+#[test]
+fn a_file_size_limit_is_a_failed_write() {
+    let dir = tempdir!();
+    let c = contents_dir(dir.path());
+    fs::write(c.join("data.bin"), blockwise_test_kit::bytes(9, 4 << 20)).unwrap();
+    let sp = spec(dir.path(), "fat", "c", "32MiB");
+    let out = dir.path().join("lim.img");
+    // prlimit (util-linux) takes bytes; shells' `ulimit -f` units differ (512 in dash).
+    let limited = |bytes: u64| -> Output {
+        blockwise_test_kit::command("prlimit")
+            .arg(format!("--fsize={bytes}:{bytes}"))
+            .arg(blockwise!().path())
+            .arg("build")
+            .arg(&sp)
+            .arg("-o")
+            .arg(&out)
+            .arg("-q")
+            .output()
+            .unwrap()
+    };
+    let o = limited(16 << 20);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{:?} {err}", o.status);
+    assert!(
+        err.contains("File too large")
+            && err.contains("file-size limit (ulimit -f) is 16777216 bytes"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(!out.exists() && temps_of(&out).is_empty());
+    let o = limited(33 << 20);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    fsck_fat_clean(&out);
 }

@@ -97,6 +97,16 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
     }
 }
 
+/// Under a file-size limit (`ulimit -f`, RLIMIT_FSIZE) the kernel sends SIGXFSZ to a process
+/// that writes or extends a file past it, and its default action kills the process: a build
+/// would die by signal and leave its temp file. With a handler installed (it only records
+/// the signal), the write fails with EFBIG instead and takes the ordinary path: one line,
+/// exit 3, the temp file removed. CPython ignores SIGXFSZ for the same reason.
+pub fn survive_file_size_limit() {
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let _ = signal_hook::flag::register(signal_hook::consts::SIGXFSZ, seen);
+}
+
 /// No command ever prints a Rust panic: a bug becomes one line and exit code 101.
 pub fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {

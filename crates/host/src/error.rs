@@ -21,13 +21,16 @@ pub enum Error {
         source: std::io::Error,
     },
     /// Writing the output (image, temp file or `.bmap`) failed: disk full, I/O error, quota.
-    #[error("writing {}: {source}", path.display())]
+    #[error("writing {}: {source}{note}", path.display())]
     Write {
         /// The file being written.
         path: PathBuf,
         /// The OS error.
         #[source]
         source: std::io::Error,
+        /// What explains the error, when something does (`; …`), else empty: for EFBIG the
+        /// process's file-size limit.
+        note: String,
     },
     /// A path that must be a regular file, a directory or a block device is something else.
     #[error("{}: {what}", path.display())]
@@ -61,6 +64,15 @@ pub enum Error {
     },
 }
 
+/// `; the file-size limit (ulimit -f) is N bytes` when the process has one (EFBIG then comes
+/// from it rather than from the filesystem's largest file), else empty.
+fn file_size_limit_note() -> String {
+    match rustix::process::getrlimit(rustix::process::Resource::Fsize).current {
+        Some(limit) => format!("; this process's file-size limit (ulimit -f) is {limit} bytes"),
+        None => String::new(),
+    }
+}
+
 impl From<SpecError> for Error {
     fn from(e: SpecError) -> Self {
         Error::Image(e.into())
@@ -69,9 +81,15 @@ impl From<SpecError> for Error {
 
 impl Error {
     pub(crate) fn write(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        let note = if source.raw_os_error() == Some(rustix::io::Errno::FBIG.raw_os_error()) {
+            file_size_limit_note()
+        } else {
+            String::new()
+        };
         Error::Write {
             path: path.into(),
             source,
+            note,
         }
     }
 
@@ -118,5 +136,37 @@ impl Error {
             Error::Image(blockwise_image::Error::Spec(e)) => Some(e),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every errno writing the output can fail with (disk full, device error, quota, file-size
+    /// limit) is a write failure (exit 3 in the CLI); only EFBIG gets a note, and only under
+    /// a limit. The kernel here has no quota support, so EDQUOT is checked at this level;
+    /// ENOSPC, EIO and EFBIG also end to end in tests/hostile.rs.
+    #[test]
+    fn output_errnos_are_write_failures() {
+        use rustix::io::Errno;
+        for errno in [Errno::NOSPC, Errno::IO, Errno::DQUOT, Errno::FBIG, Errno::ROFS] {
+            let e = Error::write(
+                "out.img",
+                std::io::Error::from_raw_os_error(errno.raw_os_error()),
+            );
+            assert!(e.is_write_failure(), "{e}");
+            let text = e.to_string();
+            assert!(text.starts_with("writing out.img: "), "{text}");
+            let limited = rustix::process::getrlimit(rustix::process::Resource::Fsize)
+                .current
+                .is_some();
+            assert_eq!(
+                text.contains("ulimit -f"),
+                errno == Errno::FBIG && limited,
+                "{text}"
+            );
+        }
+        assert!(!Error::io("in.txt", std::io::Error::other("x")).is_write_failure());
     }
 }

@@ -200,6 +200,22 @@ fn data_ranges(path: &Path, md: &fs::Metadata) -> Result<Option<Vec<(u64, u64)>>
     Ok(Some(ranges))
 }
 
+/// A file with content that this process may not read is an error naming it now, during the
+/// scan, not after the image has been half written (the copy opens it much later). Checked
+/// with the effective IDs, as `open` would. Empty files are never opened, so not checked.
+fn check_readable(path: &Path, md: &fs::Metadata) -> Result<(), Error> {
+    if md.len() == 0 {
+        return Ok(());
+    }
+    rustix::fs::accessat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::Access::READ_OK,
+        rustix::fs::AtFlags::EACCESS,
+    )
+    .map_err(|e| Error::io(path, e.into()))
+}
+
 /// Builds a [`Tree`] from a host directory. Symlinks are stored as symlinks (not followed);
 /// device nodes, fifos and sockets are kept; hard links share a link id; file times are
 /// clamped to `clamp` when given (reproducible builds). Names and symlink targets are kept
@@ -250,6 +266,7 @@ pub fn tree_from_dir(
                     let n = links.len() as u64;
                     *links.entry((md.dev(), md.ino())).or_insert(n)
                 });
+                check_readable(&p, &md)?;
                 let ranges = data_ranges(&p, &md)?;
                 NodeKind::File {
                     size: md.len(),
