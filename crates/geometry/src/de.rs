@@ -54,14 +54,48 @@ impl Visitor<'_> for SizeVisitor {
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<u64, E> {
-        Err(E::custom(format!(
-            "{v} is not a whole number of bytes; write a size like \"1.5GiB\" as a string"
-        )))
+        float_bytes(v).map_err(E::custom)
     }
 
     fn visit_str<E: de::Error>(self, s: &str) -> Result<u64, E> {
         parse_size(s).map_err(E::custom)
     }
+}
+
+/// Largest float taken as a byte count: 2^53, below which every whole number is exact.
+const FLOAT_EXACT: f64 = 9_007_199_254_740_992.0;
+
+/// A float as a byte count: a whole number from 0 to 2^53 (what Python's `1.5 * 2**30` or a
+/// JSON number from JavaScript gives) is taken; a fraction, a negative, a larger value,
+/// infinity or NaN is an error that says which, without printing 300 digits.
+pub(crate) fn float_bytes(v: f64) -> Result<u64, String> {
+    if v.is_nan() {
+        return Err("NaN is not a number of bytes".into());
+    }
+    if v < 0.0 || (v == 0.0 && v.is_sign_negative()) {
+        let shown = if v > -1e16 {
+            format!("{v}")
+        } else {
+            format!("{v:e}")
+        };
+        return Err(format!("size must not be negative, found {shown}"));
+    }
+    if v > FLOAT_EXACT {
+        return Err(format!(
+            "{v:e} is too large for a number with a decimal point or exponent (at most 2^53); write a size like \"16TiB\" as a string"
+        ));
+    }
+    if v.fract() != 0.0 {
+        return Err(format!(
+            "{v} is not a whole number of bytes; write a size like \"1.5GiB\" as a string"
+        ));
+    }
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a whole number in 0..=2^53, checked above"
+    )]
+    Ok(v as u64)
 }
 
 /// A size in bytes: an integer or a string like `"4MiB"`.
@@ -180,6 +214,17 @@ mod tests {
             Err("size must not be negative, found -1"),
         );
         check(r#"{"size": 1.5}"#, Err("not a whole number of bytes"));
+        // Whole floats (Python arithmetic, JavaScript numbers) up to 2^53 are bytes.
+        check(r#"{"size": 1073741824.0}"#, Ok((Some(1 << 30), None)));
+        check(r#"{"size": 9007199254740992.0}"#, Ok((Some(1 << 53), None)));
+        check(
+            r#"{"size": 1e300}"#,
+            Err("1e300 is too large for a number with a decimal point"),
+        );
+        check(
+            r#"{"size": -0.0}"#,
+            Err("size must not be negative, found -0"),
+        );
         check(r#"{"size": "4XB"}"#, Err("has an unknown unit"));
         check(r#"{"size": true}"#, Err("expected a size like"));
         check(r#"{"major": "0x10"}"#, Ok((None, Some(16))));

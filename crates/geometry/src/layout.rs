@@ -165,9 +165,9 @@ impl<'de> Deserialize<'de> for SizeSpec {
                     .map_err(|_| E::custom(format!("size must not be negative, found {v}")))
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<SizeSpec, E> {
-                Err(E::custom(format!(
-                    "{v} is not a whole number of bytes; write a size like \"1.5GiB\" as a string"
-                )))
+                crate::de::float_bytes(v)
+                    .map(SizeSpec::Bytes)
+                    .map_err(E::custom)
             }
             fn visit_str<E: de::Error>(self, s: &str) -> Result<SizeSpec, E> {
                 if s.trim().eq_ignore_ascii_case("fill") {

@@ -150,7 +150,13 @@ mod tests {
     #[test]
     fn output_errnos_are_write_failures() {
         use rustix::io::Errno;
-        for errno in [Errno::NOSPC, Errno::IO, Errno::DQUOT, Errno::FBIG, Errno::ROFS] {
+        for errno in [
+            Errno::NOSPC,
+            Errno::IO,
+            Errno::DQUOT,
+            Errno::FBIG,
+            Errno::ROFS,
+        ] {
             let e = Error::write(
                 "out.img",
                 std::io::Error::from_raw_os_error(errno.raw_os_error()),
