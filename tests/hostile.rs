@@ -105,12 +105,20 @@ fn a_thousand_levels_deep() {
     refused(&o, &out, "deeper than 256 levels");
 }
 
+/// Names of 255 bytes (ASCII, and 85 three-byte characters) are stored and read back by
+/// e2fsck/debugfs and by mtools (FAT keeps up to 255 UTF-16 units); a 256-byte component,
+/// which no Linux directory can hold but a `[[partition.entry]]` path can name, is refused
+/// naming the key.
 #[test]
 fn long_names() {
     let dir = tempdir!();
     let c = contents_dir(dir.path());
-    // 255 bytes: the longest name ext4 and FAT (255 UTF-16 units) store.
-    fs::write(c.join("n".repeat(255)), "x").unwrap();
+    let ascii = "n".repeat(255);
+    let euro = "\u{20ac}".repeat(85);
+    assert_eq!(euro.len(), 255);
+    fs::write(c.join(&ascii), "ascii").unwrap();
+    fs::create_dir(c.join(&euro)).unwrap();
+    fs::write(c.join(&euro).join(&ascii), "inside").unwrap();
     for k in ["ext4", "fat"] {
         let out = dir.path().join(format!("{k}.img"));
         let o = build(&spec(dir.path(), k, "c", "64MiB"), &out);
@@ -119,7 +127,43 @@ fn long_names() {
             "{k}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
+        let back = dir.path().join(format!("{k}-back"));
+        if k == "ext4" {
+            e2fsck_clean(&out, None);
+            fs::create_dir(&back).unwrap();
+            let o = run(
+                "debugfs",
+                &[
+                    "-R".to_string(),
+                    format!("rdump / {}", back.display()),
+                    out.to_string_lossy().into_owned(),
+                ],
+            );
+            assert!(o.status.success(), "{o:?}");
+        } else {
+            fsck_fat_clean(&out);
+            blockwise_test_kit::mcopy_out(&out, 0, &back);
+        }
+        let base = if k == "ext4" {
+            back.clone()
+        } else {
+            back.clone()
+        };
+        assert_eq!(fs::read(base.join(&ascii)).unwrap(), b"ascii", "{k}");
+        assert_eq!(
+            fs::read(base.join(&euro).join(&ascii)).unwrap(),
+            b"inside",
+            "{k}"
+        );
     }
+    let sp = dir.path().join("entry.toml");
+    fs::write(
+        &sp,
+        format!("[image]\ntable = \"none\"\nsize = \"32MiB\"\n[[partition]]\nfs = \"ext4\"\nsize = \"fill\"\n[[partition.entry]]\npath = \"/{}\"\nkind = \"dir\"\n", "m".repeat(256)),
+    )
+    .unwrap();
+    let out = dir.path().join("entry.img");
+    refused(&build(&sp, &out), &out, "partition[1].entry[1].path");
 }
 
 /// Names (and a symlink target) that are not UTF-8: ext4 stores the bytes with both backends,

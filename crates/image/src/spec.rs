@@ -617,6 +617,19 @@ impl PartitionSpec {
                     ),
                 ));
             }
+            if let Some(c) = en.path.split('/').find(|c| c.len() > 255) {
+                return Err(SpecError::new(
+                    ek("path"),
+                    format!(
+                        "the name {:?}… is {} bytes; a file name holds at most 255",
+                        c.chars().take(32).collect::<String>(),
+                        c.len()
+                    ),
+                ));
+            }
+            if en.path.contains('\0') {
+                return Err(SpecError::new(ek("path"), "contains a NUL byte"));
+            }
             let dev = matches!(en.kind, EntryKind::Char | EntryKind::Block);
             if dev && (en.major.is_none() || en.minor.is_none()) {
                 return Err(SpecError::new(
