@@ -131,6 +131,9 @@ def test_verify_reports_misalignment(tmp_path: pathlib.Path) -> None:
         ({"partition": [{"fs": "fat32", "size": "1MiB"}, {"fs": "ext4", "size": "x"}]}, "partition[2].size"),
         ('[image]\nsize = 5\n', "image.size"),
         ({"partition": [{"fs": "fat32", "size": "64MiB", "contents": "no/such/dir"}]}, "partition[1].contents"),
+        ({"image": {"size": 1.5}, "partition": [{"fs": "none", "size": "fill"}]}, "image.size"),
+        ({"image": {"size": float("inf")}, "partition": [{"fs": "none", "size": "fill"}]}, "image.size"),
+        ({"partition": [{"fs": "none", "size": -4096.0}]}, "partition[1].size"),
     ],
 )
 def test_spec_error_names_the_key(spec: Any, key: str, tmp_path: pathlib.Path) -> None:
@@ -139,6 +142,15 @@ def test_spec_error_names_the_key(spec: Any, key: str, tmp_path: pathlib.Path) -
     assert isinstance(e.value, ValueError)
     assert e.value.key == key
     assert key in str(e.value)
+
+
+def test_whole_float_sizes_are_bytes() -> None:
+    # Arithmetic gives floats: 1.5 * 2**30 is a whole number of bytes and is taken as such.
+    planned = blockwise.plan(
+        {"image": {"size": 1.5 * 2**30}, "partition": [{"fs": "none", "size": 256.0 * 2**20}]}
+    )
+    assert planned["size_bytes"] == 3 << 29
+    assert planned["partitions"][0]["size_bytes"] == 256 << 20
 
 
 def test_dict_values_may_be_paths(tmp_path: pathlib.Path) -> None:
