@@ -144,11 +144,7 @@ fn long_names() {
             fsck_fat_clean(&out);
             blockwise_test_kit::mcopy_out(&out, 0, &back);
         }
-        let base = if k == "ext4" {
-            back.clone()
-        } else {
-            back.clone()
-        };
+        let base = back;
         assert_eq!(fs::read(base.join(&ascii)).unwrap(), b"ascii", "{k}");
         assert_eq!(
             fs::read(base.join(&euro).join(&ascii)).unwrap(),
@@ -359,22 +355,21 @@ fn temps_of(out: &Path) -> Vec<PathBuf> {
 /// Starts `blockwise build SPEC -o OUT -q` and returns once its temp file exists (the write
 /// phase has begun), with the temp file's path.
 fn start_writing(sp: &Path, out: &Path) -> (std::process::Child, PathBuf) {
-    let child = build_command(sp, out)
+    let mut child = build_command(sp, out)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let t = std::time::Instant::now();
-    loop {
+    while t.elapsed() < std::time::Duration::from_secs(120) {
         if let Some(tmp) = temps_of(out).pop() {
             return (child, tmp);
         }
-        assert!(
-            t.elapsed() < std::time::Duration::from_secs(120),
-            "the build never began writing"
-        );
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
+    let _ = child.kill();
+    let o = child.wait_with_output().unwrap();
+    panic!("the build never began writing: {o:?}");
 }
 
 /// SIGINT, SIGTERM and SIGHUP while the image is written: the build stops, removes its temp
@@ -660,4 +655,81 @@ fn a_file_size_limit_is_a_failed_write() {
     let o = limited(33 << 20);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     fsck_fat_clean(&out);
+}
+
+/// The output written inside its own `contents` tree (`contents = "."`, `-o out.img`): the
+/// native scan leaves the previous image, its `.bmap` and temp files out, with a warning, so
+/// rebuilding gives the same bytes as the first build; the mke2fs backend, whose `mke2fs -d`
+/// cannot leave anything out, refuses naming the key and leaves nothing behind.
+#[test]
+fn the_output_inside_its_contents_is_left_out() {
+    let top = tempdir!();
+    for kind in ["ext4", "fat"] {
+        let dir = top.path().join(kind);
+        fs::create_dir(&dir).unwrap();
+        fs::write(dir.join("a.txt"), "a\n").unwrap();
+        let sp = spec(&dir, kind, ".", "32MiB");
+        let out = dir.join(format!("{kind}.img"));
+        let bmap = dir.join(format!("{kind}.bmap"));
+        let first = blockwise!().build_with(&sp, &out, ["--bmap".as_ref(), bmap.as_os_str()]);
+        let first_bytes = fs::read(&out).unwrap();
+        let again = blockwise!().build_with(&sp, &out, ["--bmap".as_ref(), bmap.as_os_str()]);
+        let err = String::from_utf8_lossy(&again.stderr);
+        assert!(
+            !String::from_utf8_lossy(&first.stderr).contains("left out"),
+            "{first:?}"
+        );
+        for name in [format!("{kind}.img"), format!("{kind}.bmap")] {
+            assert!(
+                err.contains(&format!("{name}: left out of the image")),
+                "{kind}: {err}"
+            );
+        }
+        assert!(
+            fs::read(&out).unwrap() == first_bytes,
+            "{kind}: the rebuild differs"
+        );
+        let listing = if kind == "ext4" {
+            e2fsck_clean(&out, None);
+            blockwise_test_kit::debugfs(&out, "ls -l /")
+        } else {
+            fsck_fat_clean(&out);
+            String::from_utf8_lossy(
+                &blockwise_test_kit::command("mdir")
+                    .env("MTOOLS_SKIP_CHECK", "1")
+                    .args(["-a", "-i"])
+                    .arg(&out)
+                    .arg("::/")
+                    .output()
+                    .unwrap()
+                    .stdout,
+            )
+            .into_owned()
+        };
+        assert!(
+            listing.contains("a.txt") || listing.contains("A       TXT"),
+            "{kind}: {listing}"
+        );
+        assert!(
+            !listing.contains(".img") && !listing.contains(".bmap") && !listing.contains("IMG"),
+            "{kind}: the image holds an output:\n{listing}"
+        );
+    }
+    let dir = top.path().join("mke2fs");
+    fs::create_dir(&dir).unwrap();
+    let sp = dir.join("mke2fs.toml");
+    fs::write(
+        &sp,
+        "[image]\ntable = \"none\"\nsize = \"32MiB\"\ntimestamp = 1700000000\n[[partition]]\nfs = \"ext4\"\nsize = \"fill\"\ncontents = \".\"\next4.backend = \"mke2fs\"\n",
+    )
+    .unwrap();
+    let out = dir.join("m.img");
+    refused(&build(&sp, &out), &out, "partition[1].contents");
+    let left: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".blockwise-mke2fs") || n.contains(".tmp-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }

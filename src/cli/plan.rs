@@ -514,6 +514,9 @@ pub fn run_build(a: &BuildArgs) -> anyhow::Result<ExitCode> {
         )?,
         None => SpecFile::load(&a.spec)?,
     };
+    sf.outputs = std::iter::once(a.output.clone())
+        .chain(a.bmap.clone())
+        .collect();
     let work_dir = a
         .output
         .parent()

@@ -150,6 +150,8 @@ pub fn run(a: &WriteArgs) -> anyhow::Result<ExitCode> {
             Ok(s) => s,
             Err(e) => return Ok(fail(EXIT_REFUSED, &e.to_string())),
         };
+        // A regular file as the target may sit inside a contents tree: leave it out.
+        sf.outputs.push(a.target.clone());
         let work = std::env::temp_dir().join(format!("blockwise-write-{}", std::process::id()));
         std::fs::create_dir_all(&work)?;
         let mut bar = super::progress::Bar::new(show);

@@ -101,7 +101,7 @@ fn host_error(py: Python<'_>, e: blockwise_host::Error, pending: Option<PyErr>) 
     }
     let message = e.to_string();
     match &e {
-        E::Io { path, source } | E::Write { path, source } => {
+        E::Io { path, source } | E::Write { path, source, .. } => {
             os_error(py, Some(path), message, source.raw_os_error())
         }
         E::NotUsable { path, .. } | E::Changed { path, .. } => {
@@ -328,6 +328,7 @@ fn build(
     base_dir: Option<PathBuf>,
 ) -> PyResult<PyObject> {
     let Loaded { mut file, source } = load_spec(py, spec, base_dir)?;
+    file.outputs = std::iter::once(out.clone()).chain(bmap.clone()).collect();
     let work_dir = out
         .parent()
         .filter(|d| !d.as_os_str().is_empty())

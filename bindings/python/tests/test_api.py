@@ -317,3 +317,22 @@ def test_keyboard_interrupt_cancels(rpi: dict[str, Any], tmp_path: pathlib.Path)
     with pytest.raises(KeyboardInterrupt):
         blockwise.build(rpi, tmp_path / "rpi.img", progress=progress, base_dir=EXAMPLES)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_output_inside_its_contents_is_left_out(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "a.txt").write_text("a\n")
+    spec = {
+        "image": {"size": "32MiB", "table": "none", "timestamp": 1700000000},
+        "partition": [{"fs": "ext4", "size": "fill", "contents": tmp_path}],
+    }
+    out = tmp_path / "out.img"
+    first = blockwise.build(spec, out)
+    assert first["warnings"] == []
+    image = out.read_bytes()
+    again = blockwise.build(spec, out)
+    assert any("out.img: left out of the image" in w for w in again["warnings"]), again["warnings"]
+    assert out.read_bytes() == image
+    spec["partition"][0]["ext4"] = {"backend": "mke2fs"}
+    with pytest.raises(blockwise.SpecError) as e:
+        blockwise.build(spec, tmp_path / "m.img")
+    assert e.value.key == "partition[1].contents"

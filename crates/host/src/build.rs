@@ -13,7 +13,7 @@ use crate::content::HostContent;
 use crate::output::{write_image_file, WriteStats};
 use crate::progress::{Phase, Progress};
 use crate::spec_file::{resolve_timestamp, SpecFile};
-use crate::tree::tree_from_dir;
+use crate::tree::{scan_dir, OwnOutputs};
 use crate::Error;
 
 /// Result of [`build`].
@@ -100,12 +100,15 @@ pub fn resolve_inputs(sf: &mut SpecFile) -> Result<(), Error> {
 }
 
 /// Reads every FAT/ext4 partition's `contents` (plus its `[[partition.entry]]` overrides)
-/// into a [`Tree`], in spec order (`None` for other partitions).
+/// into a [`Tree`], in spec order (`None` for other partitions), leaving out the build's
+/// own outputs (`sf.outputs`) with a warning each in `warnings`.
 fn load_trees(
     sf: &SpecFile,
     timestamp: i64,
     progress: &mut dyn Progress,
+    warnings: &mut Vec<String>,
 ) -> Result<(Vec<Option<Tree>>, HostContent), Error> {
+    let own = OwnOutputs::new(&sf.outputs);
     progress.phase(Phase::Scanning);
     let spec = &sf.spec;
     let clamp = spec.image.timestamp.is_some() || std::env::var_os("SOURCE_DATE_EPOCH").is_some();
@@ -119,7 +122,7 @@ fn load_trees(
             continue;
         }
         let mut tree = match &p.contents {
-            Some(c) => tree_from_dir(&sf.resolve(c), clamp, &mut content)?,
+            Some(c) => scan_dir(&sf.resolve(c), clamp, &mut content, &own, warnings)?,
             None => Tree::new(Meta {
                 mode: 0o755,
                 mtime: timestamp,
@@ -142,13 +145,40 @@ fn load_trees(
     Ok((trees, content))
 }
 
+/// `mke2fs -d` copies a directory whole: when `contents` holds the output (or the work
+/// directory where its temp filesystem goes), the image would hold the build's own files,
+/// so this is refused naming the key.
+#[cfg(feature = "mke2fs")]
+fn refuse_own_output_for_mke2fs(
+    sf: &SpecFile,
+    dir: &Path,
+    contents: &str,
+    work_dir: &Path,
+    index: usize,
+) -> Result<(), Error> {
+    let temp = work_dir.join(".blockwise-mke2fs");
+    let held = OwnOutputs::inside(&sf.outputs, dir)
+        .or_else(|| OwnOutputs::inside(std::slice::from_ref(&temp), dir).map(|_| work_dir.into()));
+    match held {
+        Some(p) => Err(SpecError::new(
+            format!("partition[{index}].contents"),
+            format!(
+                "{contents:?} holds {}, where this build writes: mke2fs -d would copy the build's own files into the image; write the output outside the contents directory, or use ext4.backend = \"native\" (which leaves them out)",
+                p.display()
+            ),
+        )
+        .into()),
+        None => Ok(()),
+    }
+}
+
 /// Plans a spec file: layout and filesystem geometry. Contents are scanned (metadata, and
 /// sparse files for their holes)
 /// so that the plan is the one `build` will follow, e.g. the ext4 inode count.
 pub fn plan_file(sf: &mut SpecFile) -> Result<Plan, Error> {
     resolve_inputs(sf)?;
     let timestamp = resolve_timestamp(&sf.spec);
-    let (trees, _) = load_trees(sf, timestamp, &mut ())?;
+    let (trees, _) = load_trees(sf, timestamp, &mut (), &mut Vec::new())?;
     Ok(plan_full(&sf.spec, &trees, timestamp)?)
 }
 
@@ -168,7 +198,8 @@ pub fn build_with_progress(
     resolve_inputs(sf)?;
     let spec = &sf.spec;
     let timestamp = resolve_timestamp(spec);
-    let (trees, mut content) = load_trees(sf, timestamp, progress)?;
+    let mut scan_warnings = Vec::new();
+    let (trees, mut content) = load_trees(sf, timestamp, progress, &mut scan_warnings)?;
     progress.phase(Phase::Planning);
     Error::check(progress)?;
     let plan = plan_full(spec, &trees, timestamp)?;
@@ -200,7 +231,10 @@ pub fn build_with_progress(
         });
     }
     let mut image = ImageMap::new(plan.size_bytes);
-    let warnings = assemble_with_raw(&mut image, spec, &plan, &fills, &raw, &content, timestamp)?;
+    let mut warnings = scan_warnings;
+    warnings.extend(assemble_with_raw(
+        &mut image, spec, &plan, &fills, &raw, &content, timestamp,
+    )?);
     #[cfg(feature = "mke2fs")]
     let mut scratch = Vec::new();
     // The mke2fs fallback writes its partitions through a real file.
@@ -229,6 +263,9 @@ pub fn build_with_progress(
                         })
                     })?;
             let dir = ps.contents.as_ref().map(|c| sf.resolve(c));
+            if let (Some(d), Some(c)) = (&dir, &ps.contents) {
+                refuse_own_output_for_mke2fs(sf, d, c, work_dir, index)?;
+            }
             let kept = crate::mke2fs::write_with_mke2fs(
                 &mut sub,
                 &mut content,

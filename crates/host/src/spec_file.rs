@@ -15,6 +15,11 @@ pub struct SpecFile {
     pub spec: Spec,
     /// Directory of the spec file.
     pub base_dir: PathBuf,
+    /// The files the build writes (image, `.bmap`), when known: a `contents` tree that holds
+    /// them leaves them (and their temp files) out, with a warning; the mke2fs backend, which
+    /// cannot leave anything out, refuses such a tree. Empty from [`SpecFile::load`] and
+    /// [`SpecFile::new`]; set it before building.
+    pub outputs: Vec<PathBuf>,
 }
 
 impl SpecFile {
@@ -92,7 +97,11 @@ impl SpecFile {
     /// A spec built in code, with relative paths resolved against `base_dir`.
     #[must_use]
     pub fn new(spec: Spec, base_dir: PathBuf) -> Self {
-        SpecFile { spec, base_dir }
+        SpecFile {
+            spec,
+            base_dir,
+            outputs: Vec::new(),
+        }
     }
 
     /// A path of the spec, relative to the spec file's directory.

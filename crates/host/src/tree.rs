@@ -216,6 +216,63 @@ fn check_readable(path: &Path, md: &fs::Metadata) -> Result<(), Error> {
     .map_err(|e| Error::io(path, e.into()))
 }
 
+/// The build's own output files (image, `.bmap`), which a `contents` tree may hold when the
+/// output is written inside it (`contents = "."`, `-o out.img`): the scan leaves them out,
+/// as `tar` leaves out its own archive, so an image never holds its previous self or its
+/// temp files. Matched by the directory's identity (device, inode) and the name, so
+/// relative paths and symlinked directories match too.
+#[derive(Debug, Default)]
+pub(crate) struct OwnOutputs {
+    /// (device, inode) of an output's directory, and the output's file name.
+    outputs: Vec<((u64, u64), Vec<u8>)>,
+}
+
+impl OwnOutputs {
+    /// The outputs among `paths` whose directory exists.
+    pub(crate) fn new(paths: &[PathBuf]) -> Self {
+        let mut outputs = Vec::new();
+        for p in paths {
+            let (Some(name), dir) = (p.file_name(), p.parent()) else {
+                continue;
+            };
+            let dir = dir
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            if let Ok(md) = fs::metadata(dir) {
+                outputs.push(((md.dev(), md.ino()), name.as_bytes().to_vec()));
+            }
+        }
+        OwnOutputs { outputs }
+    }
+
+    /// Whether `name` in the directory `dir` (device, inode) is an output, a temp file of
+    /// one (`.NAME.tmp-…`), or the mke2fs backend's temp filesystem next to it.
+    fn holds(&self, dir: (u64, u64), name: &[u8]) -> bool {
+        self.outputs.iter().any(|(d, out)| {
+            *d == dir
+                && (name == out.as_slice()
+                    || name.strip_prefix(b".").is_some_and(|n| {
+                        n.strip_prefix(out.as_slice())
+                            .is_some_and(|rest| rest.starts_with(b".tmp-"))
+                    })
+                    || name.starts_with(b".blockwise-mke2fs-"))
+        })
+    }
+
+    /// Whether any output lies inside `dir` (at any depth), by path after resolving both.
+    pub(crate) fn inside(paths: &[PathBuf], dir: &Path) -> Option<PathBuf> {
+        let dir = fs::canonicalize(dir).ok()?;
+        paths.iter().find_map(|p| {
+            let parent = p
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            let parent = fs::canonicalize(parent).ok()?;
+            parent.starts_with(&dir).then(|| p.clone())
+        })
+    }
+}
+
 /// Builds a [`Tree`] from a host directory. Symlinks are stored as symlinks (not followed);
 /// device nodes, fifos and sockets are kept; hard links share a link id; file times are
 /// clamped to `clamp` when given (reproducible builds). Names and symlink targets are kept
@@ -225,6 +282,17 @@ pub fn tree_from_dir(
     dir: &Path,
     clamp: Option<i64>,
     content: &mut HostContent,
+) -> Result<Tree, Error> {
+    scan_dir(dir, clamp, content, &OwnOutputs::default(), &mut Vec::new())
+}
+
+/// [`tree_from_dir`], leaving out the build's own outputs; a warning for each one left out.
+pub(crate) fn scan_dir(
+    dir: &Path,
+    clamp: Option<i64>,
+    content: &mut HostContent,
+    own: &OwnOutputs,
+    warnings: &mut Vec<String>,
 ) -> Result<Tree, Error> {
     let md = fs::metadata(dir).map_err(|e| Error::io(dir, e))?;
     if !md.is_dir() {
@@ -237,8 +305,9 @@ pub fn tree_from_dir(
     let mut tree = Tree::new(root_meta);
     let root_dev = md.dev();
     let mut links: HashMap<(u64, u64), u64> = HashMap::new();
-    let mut stack: Vec<(PathBuf, NodeId, usize)> = vec![(dir.to_path_buf(), 0, 0)];
-    while let Some((path, node, depth)) = stack.pop() {
+    let mut stack: Vec<(PathBuf, NodeId, usize, (u64, u64))> =
+        vec![(dir.to_path_buf(), 0, 0, (md.dev(), md.ino()))];
+    while let Some((path, node, depth, dir_id)) = stack.pop() {
         if depth > MAX_DEPTH {
             return Err(Error::io(
                 &path,
@@ -253,6 +322,13 @@ pub fn tree_from_dir(
         for e in entries {
             let p = e.path();
             let name = e.file_name();
+            if own.holds(dir_id, name.as_bytes()) {
+                warnings.push(format!(
+                    "{}: left out of the image: it is this build's output (or its temp file)",
+                    p.display()
+                ));
+                continue;
+            }
             let md = fs::symlink_metadata(&p).map_err(|err| Error::io(&p, err))?;
             let ft = md.file_type();
             let mut meta = meta_of(&md, clamp);
@@ -300,7 +376,7 @@ pub fn tree_from_dir(
                 if md.dev() != root_dev {
                     refuse_pseudo_fs(&p)?;
                 }
-                stack.push((p, id, depth + 1));
+                stack.push((p, id, depth + 1, (md.dev(), md.ino())));
             }
         }
     }
