@@ -46,6 +46,17 @@ fn refused(o: &Output, out: &Path, needle: &str) {
     assert!(!out.exists());
 }
 
+/// Exit 3 (a failed write), one line holding every needle, nothing left behind.
+fn failed_write<T: std::fmt::Debug>(o: &Output, needles: &[&str], left: &[T]) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{:?} {err}", o.status);
+    for n in needles {
+        assert!(err.contains(n), "{n:?} not in {err}");
+    }
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 #[test]
 fn special_files_and_symlink_loops() {
     let dir = tempdir!();
@@ -311,20 +322,13 @@ fn a_full_disk_is_a_failed_write() {
     assert!(mounted.status.success(), "{mounted:?}");
     let out = small.join("out.img");
     let o = build(&sp, &out);
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
     let left: Vec<_> = fs::read_dir(&small)
         .unwrap()
         .flatten()
         .map(|e| e.file_name())
         .collect();
     let _ = run("umount", &[small.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(3), "{err}");
-    assert!(
-        err.contains("out.img") && err.contains("No space left"),
-        "{err}"
-    );
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(left.is_empty(), "left behind: {left:?}");
+    failed_write(&o, &["out.img", "No space left"], &left);
 }
 
 /// A tree of `n` files of 16 MiB in `dir/c` and an ext4 spec for a 1 GiB image of it: a
@@ -609,14 +613,7 @@ fn an_io_error_under_the_output_is_a_failed_write() {
         eprintln!("SKIP: chattr +i is not supported here: {immutable:?}");
         return;
     };
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(o.status.code(), Some(3), "{err}");
-    assert!(
-        err.contains("out.img") && err.contains("Input/output error"),
-        "{err}"
-    );
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(left.is_empty(), "left behind: {left:?}");
+    failed_write(&o, &["out.img", "Input/output error"], &left);
 }
 
 /// Under a file-size limit (`ulimit -f`) the kernel would kill the build with SIGXFSZ and
@@ -643,15 +640,15 @@ fn a_file_size_limit_is_a_failed_write() {
             .unwrap()
     };
     let o = limited(16 << 20);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(3), "{:?} {err}", o.status);
-    assert!(
-        err.contains("File too large")
-            && err.contains("file-size limit (ulimit -f) is 16777216 bytes"),
-        "{err}"
+    assert!(!out.exists());
+    failed_write(
+        &o,
+        &[
+            "File too large",
+            "file-size limit (ulimit -f) is 16777216 bytes",
+        ],
+        &temps_of(&out),
     );
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(!out.exists() && temps_of(&out).is_empty());
     let o = limited(33 << 20);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     fsck_fat_clean(&out);
