@@ -122,7 +122,14 @@ fn load_trees(
             continue;
         }
         let mut tree = match &p.contents {
-            Some(c) => scan_dir(&sf.resolve(c), clamp, &mut content, &own, warnings)?,
+            Some(c) => scan_dir(
+                &sf.resolve(c),
+                clamp,
+                &mut content,
+                &own,
+                warnings,
+                progress,
+            )?,
             None => Tree::new(Meta {
                 mode: 0o755,
                 mtime: timestamp,

@@ -283,16 +283,19 @@ pub fn tree_from_dir(
     clamp: Option<i64>,
     content: &mut HostContent,
 ) -> Result<Tree, Error> {
-    scan_dir(dir, clamp, content, &OwnOutputs::default(), &mut Vec::new())
+    let mut warnings = Vec::new();
+    scan_dir(dir, clamp, content, &OwnOutputs::default(), &mut warnings, &mut ())
 }
 
-/// [`tree_from_dir`], leaving out the build's own outputs; a warning for each one left out.
+/// [`tree_from_dir`], leaving out the build's own outputs (a warning for each one left out)
+/// and stopping between directories when `progress` asks to (Ctrl-C during a long scan).
 pub(crate) fn scan_dir(
     dir: &Path,
     clamp: Option<i64>,
     content: &mut HostContent,
     own: &OwnOutputs,
     warnings: &mut Vec<String>,
+    progress: &mut dyn crate::Progress,
 ) -> Result<Tree, Error> {
     let md = fs::metadata(dir).map_err(|e| Error::io(dir, e))?;
     if !md.is_dir() {
@@ -308,6 +311,7 @@ pub(crate) fn scan_dir(
     let mut stack: Vec<(PathBuf, NodeId, usize, (u64, u64))> =
         vec![(dir.to_path_buf(), 0, 0, (md.dev(), md.ino()))];
     while let Some((path, node, depth, dir_id)) = stack.pop() {
+        Error::check(progress)?;
         if depth > MAX_DEPTH {
             return Err(Error::io(
                 &path,
