@@ -101,7 +101,7 @@ fn host_error(py: Python<'_>, e: blockwise_host::Error, pending: Option<PyErr>) 
     }
     let message = e.to_string();
     match &e {
-        E::Io { path, source } | E::Write { path, source } => {
+        E::Io { path, source } | E::Write { path, source, .. } => {
             os_error(py, Some(path), message, source.raw_os_error())
         }
         E::NotUsable { path, .. } | E::Changed { path, .. } => {
