@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Tests the Python package: a venv in bindings/python/.venv (git-ignored), the extension
-# built into it by maturin, then pytest, mypy --strict on the examples and stubtest.
+# built into it by maturin, the CLI binary (tests compare with its --json), then pytest,
+# mypy --strict on the examples and stubtest.
 # Works on a fresh machine (root or not) and can be run again: the venv and the cargo
 # build are reused. Arguments go to pytest.
 set -euo pipefail
@@ -30,6 +31,12 @@ python -m pip install --quiet --disable-pip-version-check "maturin>=1.5,<2" pyte
 echo "== maturin develop (bindings/python)"
 # The workspace's target dir and dev profile (optimised dependencies): no second build tree.
 maturin develop --manifest-path "$here/Cargo.toml"
+
+echo "== cargo build --bin blockwise (the CLI the probe tests compare with)"
+cargo build --quiet --manifest-path "$root/Cargo.toml" --bin blockwise
+target_dir="$(cargo metadata --format-version 1 --no-deps --manifest-path "$root/Cargo.toml" |
+  python -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+export BLOCKWISE_CLI="$target_dir/debug/blockwise"
 
 echo "== pytest"
 python -m pytest -q "$here/tests" "$@"

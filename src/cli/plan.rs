@@ -236,7 +236,7 @@ fn load_for_device(
         say(format!(
             "erase block {}: {}",
             format_size(image.erase_block),
-            super::probe::erase_origin(&probed)
+            probed.erase_origin()
         ));
     } else {
         say(format!(
@@ -245,7 +245,7 @@ fn load_for_device(
             key("erase-block"),
             dev.display(),
             format_size(rec.erase_block_bytes),
-            super::probe::erase_origin(&probed)
+            probed.erase_origin()
         ));
     }
     let lbs = probed.probe.logical_block_bytes;

@@ -1,7 +1,7 @@
-//! The native part of the Python package `blockwise`: `plan`, `build` and `verify` on top of
-//! `blockwise-host`, `write` on top of `blockwise-flash`, returning the CLI's JSON as Python objects and raising one exception
-//! class per error kind. The Python side (`python/blockwise`) re-exports it, adds the stubs and
-//! `python -m blockwise`.
+//! The native part of the Python package `blockwise`: `plan`, `build`, `verify` and `probe` on
+//! top of `blockwise-host`, `write` on top of `blockwise-flash`, returning the CLI's JSON as
+//! Python objects and raising one exception class per error kind. The Python side
+//! (`python/blockwise`) re-exports it, adds the stubs and `python -m blockwise`.
 //!
 //! The GIL is released while files are scanned, written or read; progress callbacks and
 //! signal checks (Ctrl-C) take it back briefly, at most every [`POLL`].
@@ -492,6 +492,57 @@ fn verify(
     to_python(py, &v)
 }
 
+/// `ENOTBLK`, "block device required": a path given to `probe` that is something else.
+const ENOTBLK: i32 = 15;
+
+/// The Python exception for a path `probe` cannot probe: `FileNotFoundError` (ENOENT) for a
+/// missing path, `OSError` with `ENOTBLK` for anything but a block device, `OSError` with the
+/// OS's errno (or none) for sysfs problems; `.filename` is the path, the message blockwise's.
+fn probe_error(py: Python<'_>, e: &blockwise_flash::ProbeError) -> PyErr {
+    use blockwise_flash::ProbeError as P;
+    let message = e.to_string();
+    match e {
+        P::Missing { path } => os_error_msg(path, message, Some(2)), // ENOENT
+        P::NotBlockDevice { path, .. } => os_error_msg(path, message, Some(ENOTBLK)),
+        P::Io { path, source } => match source.raw_os_error() {
+            Some(code) => os_error_msg(path, message, Some(code)),
+            None => os_error(py, Some(path), message, None),
+        },
+        P::NoSysfs { path, .. } => os_error(py, Some(path), message, None),
+        _ => PyOSError::new_err(message),
+    }
+}
+
+/// What the kernel knows about a block device, its layout (the verify analysis, read-only),
+/// an erase-block estimate from read timing when the kernel gives none, and the spec values to
+/// use, as the CLI's `probe --json` prints it (`--no-estimate` when `estimate` is false).
+#[pyfunction]
+#[pyo3(signature = (device, *, estimate=true, estimate_seconds=2.0))]
+fn probe(
+    py: Python<'_>,
+    device: PathBuf,
+    estimate: bool,
+    estimate_seconds: f64,
+) -> PyResult<PyObject> {
+    let Some(budget) = blockwise_host::estimate_budget(estimate_seconds) else {
+        return Err(spec_error(
+            py,
+            "estimate_seconds",
+            format!(
+                "estimate_seconds {estimate_seconds}: must be between 0 and {}",
+                blockwise_host::MAX_ESTIMATE_SECONDS
+            ),
+        ));
+    };
+    let opts = blockwise_host::ProbeOptions::default()
+        .estimate(estimate)
+        .budget(budget);
+    let report = py.allow_threads(|| blockwise_host::probe_report(&device, &opts));
+    let report = report.map_err(|e| probe_error(py, &e))?;
+    let v = blockwise_host::json::probe_json(&report).map_err(json_error)?;
+    to_python(py, &v)
+}
+
 /// An `OSError` whose message keeps blockwise's wording (offset, bytes written) next to the
 /// errno and the file name.
 fn os_error_msg(path: &Path, message: String, errno: Option<i32>) -> PyErr {
@@ -891,6 +942,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(build, m)?)?;
     m.add_function(wrap_pyfunction!(verify, m)?)?;
     m.add_function(wrap_pyfunction!(write, m)?)?;
+    m.add_function(wrap_pyfunction!(probe, m)?)?;
     let spec_error = py.get_type::<SpecError>();
     // The class default, so `.key` exists on every instance.
     spec_error.setattr("key", "")?;
@@ -907,6 +959,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
             "UnsupportedError",
             "build",
             "plan",
+            "probe",
             "verify",
             "write",
         ],

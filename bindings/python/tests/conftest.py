@@ -1,12 +1,15 @@
-"""Shared fixtures: the repository's examples, the Raspberry Pi spec as a dict, fsck helpers."""
+"""Shared fixtures: the repository's examples, the Raspberry Pi spec as a dict, fsck helpers,
+loop devices (root) and the Rust CLI binary."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -77,6 +80,40 @@ def fsck_partition(image: pathlib.Path, part: dict[str, Any], tmp: pathlib.Path)
         assert bad not in out, f"{cmd}: {bad}\n{out}"
     piece.unlink()
     return out
+
+
+def need_root_losetup() -> str:
+    if os.geteuid() != 0:
+        pytest.skip("loop devices need root (losetup); run test.sh as root to include them")
+    path = shutil.which("losetup") or shutil.which("losetup", path="/usr/sbin:/sbin")
+    if path is None:
+        pytest.skip("losetup is not installed")
+    return path
+
+
+@contextlib.contextmanager
+def loop(backing: pathlib.Path, *flags: str) -> Iterator[str]:
+    """Attaches `backing` to a free loop device (`losetup -f --show`), detaches after."""
+    losetup = need_root_losetup()
+    r = subprocess.run([losetup, "-f", "--show", *flags, str(backing)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"losetup failed: {r.stderr.strip()}")
+    dev = r.stdout.strip()
+    try:
+        yield dev
+    finally:
+        subprocess.run([losetup, "-d", dev], check=False)
+
+
+def cli_binary() -> str:
+    """The Rust CLI `blockwise` (test.sh builds it and sets BLOCKWISE_CLI; else the workspace's
+    target/debug/blockwise); skips without it, fails in CI (DISKIMG_REQUIRE_ORACLES set)."""
+    path = os.environ.get("BLOCKWISE_CLI") or str(ROOT / "target" / "debug" / "blockwise")
+    if not os.access(path, os.X_OK):
+        if os.environ.get("DISKIMG_REQUIRE_ORACLES"):
+            pytest.fail(f"the CLI binary {path} is required (DISKIMG_REQUIRE_ORACLES is set)")
+        pytest.skip(f"the CLI binary {path} is not built (cargo build --bin blockwise)")
+    return path
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ cancelling, OS errors."""
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import os
@@ -13,10 +12,11 @@ import shutil
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from conftest import loop, need_root_losetup
 
 import blockwise
 
@@ -260,29 +260,6 @@ def test_bad_chunk_is_a_spec_error(image: pathlib.Path, tmp_path: pathlib.Path) 
 
 
 # --- loop devices (root) ---------------------------------------------------------------
-
-
-def need_root_losetup() -> str:
-    if os.geteuid() != 0:
-        pytest.skip("loop devices need root (losetup); run test.sh as root to include them")
-    path = shutil.which("losetup") or shutil.which("losetup", path="/usr/sbin:/sbin")
-    if path is None:
-        pytest.skip("losetup is not installed")
-    return path
-
-
-@contextlib.contextmanager
-def loop(backing: pathlib.Path, *flags: str) -> Iterator[str]:
-    """Attaches `backing` to a free loop device (`losetup -f --show`), detaches after."""
-    losetup = need_root_losetup()
-    r = subprocess.run([losetup, "-f", "--show", *flags, str(backing)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"losetup failed: {r.stderr.strip()}")
-    dev = r.stdout.strip()
-    try:
-        yield dev
-    finally:
-        subprocess.run([losetup, "-d", dev], check=False)
 
 
 def backing(tmp_path: pathlib.Path, size: int, fill: bytes = b"\xee") -> pathlib.Path:

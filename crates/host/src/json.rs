@@ -1,10 +1,12 @@
-//! The JSON the front ends print or return: a plan in the shape of the verify report, and a
-//! build's plan with what was written. The CLI's `--json` and the Python package share it.
+//! The JSON the front ends print or return: a plan in the shape of the verify report, a
+//! build's plan with what was written, and a device probe. The CLI's `--json` and the Python
+//! package share it.
 
+use blockwise_flash::{Estimate, ValueSource};
 use blockwise_geometry::Plan;
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
-use crate::{Built, WriteStats};
+use crate::{Built, ProbeReport, WriteStats};
 
 /// A plan as JSON in the shape of the verify report: the plan's fields plus `source` and the
 /// `findings` verify will give the built image for its alignment
@@ -42,4 +44,90 @@ pub fn build_json(
     );
     extra.insert("warnings".into(), serde_json::to_value(&built.warnings)?);
     plan_json(&built.plan, source, Some(Value::Object(extra)))
+}
+
+fn estimate_json(e: &Estimate) -> Value {
+    json!({
+        "erase_block_bytes": e.erase_block,
+        "confidence": (e.confidence * 100.0).round() / 100.0,
+        "confidence_label": e.confidence_label(),
+        "summary": e.summary,
+        "reads": e.reads,
+        "rounds": e.rounds,
+        "measured_seconds": e.measured.as_secs_f64(),
+        "sizes": e.sizes.iter().map(|s| json!({
+            "size_bytes": s.size_bytes,
+            "boundaries": s.boundaries,
+            "straddle_ns": s.straddle_ns,
+            "control_ns": s.control_ns,
+            "effect_ns": s.effect_ns,
+            "slower_fraction": s.slower_fraction,
+            "clear": s.clear,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// What `probe --json` prints: every sysfs value, the kernel's partitions, the layout (the
+/// verify report) or why there is none, the estimate or why none was made, the
+/// recommendation with its source (`sysfs`, `estimate`, `default`) and spec lines, and the
+/// notes.
+pub fn probe_json(r: &ProbeReport) -> serde_json::Result<Value> {
+    let p = &r.probed;
+    let d = &p.probe;
+    let (source, from) = match &p.rec.erase_block_source {
+        ValueSource::Sysfs(path) => ("sysfs", Some(path.display().to_string())),
+        ValueSource::Estimate { .. } => ("estimate", None),
+        ValueSource::Default => ("default", None),
+    };
+    let mut notes = d.notes.clone();
+    notes.extend(p.notes.iter().cloned());
+    Ok(json!({
+        "device": d.path.display().to_string(),
+        "name": d.name,
+        "disk": d.disk,
+        "dev": d.dev,
+        "sysfs": d.sysfs.display().to_string(),
+        "partition_start_bytes": d.partition_start_bytes,
+        "size_bytes": d.size_bytes,
+        "logical_block_bytes": d.logical_block_bytes,
+        "physical_block_bytes": d.physical_block_bytes,
+        "minimum_io_bytes": d.minimum_io_raw,
+        "optimal_io_bytes": d.optimal_io_bytes,
+        "optimal_io_raw": d.optimal_io_raw,
+        "discard_granularity_bytes": d.discard_granularity_bytes,
+        "discard_max_bytes": d.discard_max_bytes,
+        "preferred_erase_bytes": d.preferred_erase_bytes,
+        "alignment_offset_bytes": d.alignment_offset_bytes,
+        "removable": d.removable,
+        "rotational": d.rotational,
+        "read_only": d.read_only,
+        "vendor": d.vendor,
+        "model": d.model,
+        "serial": d.serial,
+        "transport": d.transport.as_str(),
+        "device_type": d.device_type,
+        "kernel_partitions": d.partitions.iter().map(|k| json!({
+            "name": k.name,
+            "number": k.number,
+            "start_bytes": k.start_bytes,
+            "size_bytes": k.size_bytes,
+        })).collect::<Vec<_>>(),
+        "layout": match &r.layout {
+            Some(report) => serde_json::to_value(report)?,
+            None => Value::Null,
+        },
+        "layout_note": r.layout_note,
+        "estimate": p.estimate.as_ref().map(estimate_json),
+        "estimate_skipped": p.estimate_skipped,
+        "recommendation": {
+            "erase_block_bytes": p.rec.erase_block_bytes,
+            "erase_block_source": source,
+            "erase_block_from": from,
+            "erase_block_reason": p.rec.erase_block_reason,
+            "sector_bytes": p.rec.sector_bytes,
+            "sector_reason": p.rec.sector_reason,
+            "spec": p.rec.spec_lines(),
+        },
+        "notes": notes,
+    }))
 }

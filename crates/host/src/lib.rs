@@ -12,7 +12,10 @@
 //!   bmaptool 2.0 block maps hashed while writing; [`Progress`] reports the phases;
 //! - [`FileSource`]: a read-only image file or block device for `verify`, with the device's
 //!   sysfs queue limits;
-//! - [`json`]: the plan and build JSON the CLI prints and the Python package returns;
+//! - [`probe_report`] / [`probe_device`]: `blockwise probe` without the terminal: a block
+//!   device's sysfs values and erase-block estimate ([`blockwise_flash`]), the recommendation,
+//!   and the `verify` analysis of the device read-only ([`ProbeReport`]);
+//! - [`json`]: the plan, build and probe JSON the CLI prints and the Python package returns;
 //! - the mke2fs fallback ext4 backend (feature `mke2fs`, on by default).
 //!
 //! ```no_run
@@ -29,6 +32,7 @@ pub mod json;
 #[cfg(feature = "mke2fs")]
 pub mod mke2fs;
 mod output;
+mod probe;
 mod progress;
 mod source;
 mod spec_file;
@@ -38,6 +42,10 @@ pub use build::{build, build_with_progress, plan_file, resolve_inputs, Built};
 pub use content::HostContent;
 pub use error::Error;
 pub use output::{check_output_path, remove_stale_temps, write_image_file, WriteStats};
+pub use probe::{
+    estimate_budget, layout, probe_device, probe_report, LayoutError, ProbeOptions, ProbeReport,
+    Probed, MAX_ESTIMATE_SECONDS,
+};
 pub use progress::{Phase, Progress};
 pub use source::FileSource;
 pub use spec_file::{resolve_timestamp, DeviceValues, SpecFile, Taken};

@@ -1,4 +1,4 @@
-"""Flash-aligned disk images built in userspace: plan, build, verify and write from Python.
+"""Flash-aligned disk images built in userspace: plan, build, verify, write, probe (Python).
 
 The functions mirror the ``blockwise`` command line and return what its ``--json`` prints::
 
@@ -14,6 +14,10 @@ directory, or against ``base_dir=``/the current directory for dicts and strings)
 or regular file (``blockwise write --json``); a non-removable disk needs ``yes=True`` and a
 partition ``partition_ok=True``.
 
+``probe(device)`` says what the kernel knows about a stick or card, the alignment of what is on
+it, and the erase block and sector size to put in the spec (``blockwise probe --json``; reads
+only).
+
 Errors: :class:`SpecError` (a ``ValueError`` with ``.key``), :class:`CorruptImageError`,
 :class:`UnsupportedError`, :class:`UnsafeTargetError` (``write`` refused the target), and
 ``OSError`` (with ``errno`` and ``filename``) for I/O and device failures.
@@ -26,6 +30,7 @@ from blockwise._native import (
     UnsupportedError,
     build,
     plan,
+    probe,
     verify,
     write,
 )
@@ -37,6 +42,7 @@ __all__ = [
     "UnsupportedError",
     "build",
     "plan",
+    "probe",
     "verify",
     "write",
 ]

@@ -1,4 +1,4 @@
-"""Flash-aligned disk images built in userspace: plan, build, verify and write from Python."""
+"""Flash-aligned disk images built in userspace: plan, build, verify, write, probe (Python)."""
 
 from blockwise._native import CorruptImageError as CorruptImageError
 from blockwise._native import SpecError as SpecError
@@ -6,6 +6,7 @@ from blockwise._native import UnsafeTargetError as UnsafeTargetError
 from blockwise._native import UnsupportedError as UnsupportedError
 from blockwise._native import build as build
 from blockwise._native import plan as plan
+from blockwise._native import probe as probe
 from blockwise._native import verify as verify
 from blockwise._native import write as write
 
@@ -16,6 +17,7 @@ __all__ = [
     "UnsupportedError",
     "build",
     "plan",
+    "probe",
     "verify",
     "write",
 ]

@@ -16,6 +16,7 @@ __all__ = [
     "UnsupportedError",
     "build",
     "plan",
+    "probe",
     "verify",
     "write",
 ]
@@ -84,4 +85,20 @@ def write(
     ``progress(done, total)`` is called with bytes written; an exception it raises (or
     Ctrl-C) stops the write after the current chunk, with block 0 unwritten, and is
     re-raised.
+    """
+
+def probe(
+    device: _StrPath,
+    *,
+    estimate: bool = True,
+    estimate_seconds: float = 2.0,
+) -> dict[str, Any]:
+    """What the kernel knows about a block device, its layout (the verify analysis, read-only),
+    an erase-block estimate from read timing when the kernel gives none, and the spec values
+    to use, as ``blockwise probe --json`` prints it (``--no-estimate`` when ``estimate`` is
+    false). Reads only.
+
+    Raises ``FileNotFoundError`` for a missing path, ``OSError`` (``errno.ENOTBLK``) for
+    anything but a block device, and :class:`SpecError` (key ``estimate_seconds``) unless
+    ``0 <= estimate_seconds <= 600``.
     """
