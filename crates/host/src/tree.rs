@@ -277,7 +277,7 @@ impl OwnOutputs {
 /// device nodes, fifos and sockets are kept; hard links share a link id; file times are
 /// clamped to `clamp` when given (reproducible builds). Names and symlink targets are kept
 /// as bytes (they need not be UTF-8). Extended attributes are read without following
-/// symlinks (see [`XattrReader`]).
+/// symlinks (`llistxattr`/`lgetxattr`).
 pub fn tree_from_dir(
     dir: &Path,
     clamp: Option<i64>,
