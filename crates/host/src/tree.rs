@@ -284,7 +284,14 @@ pub fn tree_from_dir(
     content: &mut HostContent,
 ) -> Result<Tree, Error> {
     let mut warnings = Vec::new();
-    scan_dir(dir, clamp, content, &OwnOutputs::default(), &mut warnings, &mut ())
+    scan_dir(
+        dir,
+        clamp,
+        content,
+        &OwnOutputs::default(),
+        &mut warnings,
+        &mut (),
+    )
 }
 
 /// [`tree_from_dir`], leaving out the build's own outputs (a warning for each one left out)
