@@ -548,3 +548,54 @@ fn sigint_exits_130_with_block_0_unwritten() {
     assert_eq!(read_range(lo.path(), 0, 512), bytes(13, 512));
     lo.detach();
 }
+
+/// `write SPEC DEVICE` plans for the device, as `build --device` does: `erase-block =
+/// "auto"` and a left-out `sector-size` take the device's values, and a left-out
+/// `image.size` is the device's size, so `"fill"` fills it (512- and 4096-byte loop devices;
+/// sfdisk and verify read the result). To a regular file, "auto" is an error naming the key.
+#[test]
+fn a_spec_written_to_a_device_is_planned_for_it() {
+    if !have_loop() {
+        return;
+    }
+    let dir = tempdir!();
+    let tree = dir.path().join("tree");
+    fs::create_dir_all(&tree).unwrap();
+    fs::write(tree.join("hello.txt"), b"hello\n").unwrap();
+    let spec = write_file(
+        dir.path(),
+        "auto.toml",
+        "[image]\nerase-block = \"auto\"\ntable = \"gpt\"\n[[partition]]\nfs = \"fat\"\nsize = \"fill\"\ncontents = \"tree\"\n",
+    );
+    for sector in [512u32, 4096] {
+        let backing = dir.path().join(format!("dev{sector}.bin"));
+        old_data(&backing, 96 * MIB, 4);
+        let lo = LoopDevice::attach(&backing, false, Some(sector));
+        let o = write_cmd(&[&spec, &lo.path(), &"--yes"]);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{sector}: {err}");
+        let table = blockwise_test_kit::sfdisk_json(lo.path());
+        let report =
+            blockwise!().run(["verify".as_ref(), lo.path().as_os_str(), "--json".as_ref()]);
+        lo.detach();
+        assert!(err.contains("image size 96 MiB: the size of"), "{err}");
+        assert!(
+            err.contains(&format!("sector size {sector}: from")),
+            "{err}"
+        );
+        let t = &table["partitiontable"];
+        assert_eq!(t["sectorsize"], sector, "{table}");
+        let p = &t["partitions"][0];
+        let (start, size) = (p["start"].as_u64().unwrap(), p["size"].as_u64().unwrap());
+        let sector = u64::from(sector);
+        // The default erase block (a loop device gives none) and a partition up to the GPT
+        // tail of a 96 MiB disk.
+        assert_eq!(start * sector, 4 * MIB, "{table}");
+        assert!((start + size) * sector > 88 * MIB, "{table}");
+        let v: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+        assert_eq!(v["aligned"], true, "{v}");
+        assert_eq!(v["size_bytes"], 96 * MIB, "{v}");
+    }
+    let o = write_cmd(&[&spec, &dir.path().join("plain.img"), &"--yes"]);
+    assert_refused(&o, "image.erase-block");
+}

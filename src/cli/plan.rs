@@ -154,7 +154,7 @@ fn load(
     quiet: bool,
 ) -> anyhow::Result<SpecFile> {
     if let Some(dev) = device {
-        return load_for_device(spec, flags, dev, quiet);
+        return load_for_device(spec, flags, dev, quiet, false);
     }
     for (flag, v) in [
         ("--erase-block", &flags.erase_block),
@@ -177,11 +177,18 @@ fn load(
     }
 }
 
+/// The spec file at `spec` planned for the block device `dev` it is written to (`write SPEC
+/// DEVICE`): as with `--device`, and a left-out `image.size` is the device's size.
+pub(super) fn load_for(spec: &Path, dev: &Path, quiet: bool) -> anyhow::Result<SpecFile> {
+    load_for_device(Some(spec), &LayoutFlags::default(), dev, quiet, true)
+}
+
 fn load_for_device(
     spec: Option<&Path>,
     flags: &LayoutFlags,
     dev: &Path,
     quiet: bool,
+    whole_device: bool,
 ) -> anyhow::Result<SpecFile> {
     if spec.is_some() && flags.any() {
         bail!("give either a spec file or layout flags, not both");
@@ -198,6 +205,7 @@ fn load_for_device(
     let values = DeviceValues {
         erase_block_bytes: rec.erase_block_bytes,
         sector_bytes: rec.sector_bytes,
+        size_bytes: whole_device.then_some(probed.probe.size_bytes),
     };
     let (sf, taken) = match spec {
         Some(p) => SpecFile::load_for_device(p, &values)?,
@@ -246,6 +254,13 @@ fn load_for_device(
             dev.display(),
             format_size(rec.erase_block_bytes),
             probed.erase_origin()
+        ));
+    }
+    if taken.size {
+        say(format!(
+            "image size {}: the size of {}",
+            format_size(probed.probe.size_bytes),
+            dev.display()
         ));
     }
     let lbs = probed.probe.logical_block_bytes;

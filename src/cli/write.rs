@@ -146,10 +146,18 @@ pub fn run(a: &WriteArgs) -> anyhow::Result<ExitCode> {
 
     let is_spec = a.source.extension().is_some_and(|e| e == "toml");
     let mut input = if is_spec {
-        let mut sf = match SpecFile::load(&a.source) {
-            Ok(s) => s,
-            Err(e) => return Ok(fail(EXIT_REFUSED, &e.to_string())),
+        // To a block device, the spec is planned for it as `build --device` does (an
+        // `erase-block`/`sector-size` that is "auto" or left out takes the device's value),
+        // and a left-out `image.size` is the device's, so "fill" fills the card.
+        let loaded = match &info {
+            Some(_) => super::plan::load_for(&a.source, &a.target, a.quiet || a.json),
+            None => SpecFile::load(&a.source).map_err(anyhow::Error::from),
         };
+        let mut sf = match loaded {
+            Ok(s) => s,
+            Err(e) => return Ok(fail(EXIT_REFUSED, &super::one_line(&e))),
+        };
+
         // A regular file as the target may sit inside a contents tree: leave it out.
         sf.outputs.push(a.target.clone());
         let work = std::env::temp_dir().join(format!("blockwise-write-{}", std::process::id()));

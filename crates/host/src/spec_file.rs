@@ -45,8 +45,9 @@ impl SpecFile {
     }
 
     /// Reads a TOML spec file for `device`: `image.erase-block` and `image.sector-size` that
-    /// are `"auto"` or left out take the device's values; values the spec gives stay. Returns
-    /// the spec and, per key, whether the device's value was taken.
+    /// are `"auto"` or left out take the device's values, and so does a left-out
+    /// `image.size` when `device` gives one; values the spec gives stay. Returns the spec
+    /// and, per key, whether the device's value was taken.
     pub fn load_for_device(path: &Path, device: &DeviceValues) -> Result<(Self, Taken), Error> {
         let text = fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
         let Ok(mut table) = text.parse::<toml::Table>() else {
@@ -69,6 +70,12 @@ impl SpecFile {
                 })?;
                 image.insert("erase-block".into(), toml::Value::Integer(v));
                 taken.erase_block = true;
+            }
+            if let (Some(size), false) = (device.size_bytes, image.contains_key("size")) {
+                let v = i64::try_from(size)
+                    .map_err(|_| SpecError::new("image.size", "the device is larger than 8 EiB"))?;
+                image.insert("size".into(), toml::Value::Integer(v));
+                taken.size = true;
             }
             if is_auto(image.get("sector-size")) {
                 match device.sector_bytes {
@@ -130,6 +137,9 @@ pub struct DeviceValues {
     pub erase_block_bytes: u64,
     /// The logical sector size, when it is 512 or 4096.
     pub sector_bytes: Option<u64>,
+    /// The device's size, taken for an `image.size` the spec leaves out (`write SPEC
+    /// DEVICE`: the image is the device); `None` keeps the spec's default size.
+    pub size_bytes: Option<u64>,
 }
 
 /// Which `[image]` keys took the device's value.
@@ -139,6 +149,8 @@ pub struct Taken {
     pub erase_block: bool,
     /// `image.sector-size` was `"auto"` or absent.
     pub sector_size: bool,
+    /// `image.size` was absent and the device's size was given.
+    pub size: bool,
 }
 
 /// A key that may say `"auto"`.
@@ -205,6 +217,7 @@ mod tests {
     const DEV: DeviceValues = DeviceValues {
         erase_block_bytes: 8 << 20,
         sector_bytes: Some(4096),
+        size_bytes: None,
     };
 
     #[test]
@@ -245,7 +258,8 @@ mod tests {
             taken,
             Taken {
                 erase_block: true,
-                sector_size: true
+                sector_size: true,
+                size: false
             }
         );
         // No [image] table at all.
@@ -274,5 +288,27 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.spec_error().unwrap().key, "image.size");
+    }
+
+    /// With the device's size (`write SPEC DEVICE`), a left-out `image.size` is the device's,
+    /// so `"fill"` fills it; a given size stays.
+    #[test]
+    fn a_device_size_is_taken_only_when_the_spec_has_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let dev = DeviceValues {
+            size_bytes: Some(64 << 20),
+            ..DEV
+        };
+        let part = "[[partition]]\nfs = \"none\"\nsize = \"fill\"\n";
+        let (sf, taken) = SpecFile::load_for_device(&spec_at(dir.path(), part), &dev).unwrap();
+        assert_eq!(sf.spec.image.size, Some(64 << 20));
+        assert!(taken.size);
+        let (sf, taken) = SpecFile::load_for_device(
+            &spec_at(dir.path(), &format!("[image]\nsize = \"32MiB\"\n{part}")),
+            &dev,
+        )
+        .unwrap();
+        assert_eq!(sf.spec.image.size, Some(32 << 20));
+        assert!(!taken.size);
     }
 }
