@@ -20,8 +20,12 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 pub(super) const EXIT_REFUSED: u8 = 2;
 /// Exit code: the device failed mid-way.
 const EXIT_DEVICE: u8 = 3;
-/// Exit code: interrupted (SIGINT/SIGTERM).
-const EXIT_INTERRUPTED: u8 = 130;
+/// Exit code: interrupted, 128 + the signal (130 for SIGINT, 143 SIGTERM, 129 SIGHUP).
+fn exit_interrupted() -> u8 {
+    blockwise_flash::cancelling_signal()
+        .and_then(|s| u8::try_from(128 + s).ok())
+        .unwrap_or(130)
+}
 
 /// Arguments of `blockwise write`.
 #[derive(Debug, clap::Args)]
@@ -304,7 +308,7 @@ fn report(a: &WriteArgs, result: Result<Outcome, Error>, direct: bool) -> ExitCo
             "blockwise: interrupted at offset {} after {} bytes; synced; block 0 was not written, so the target holds no valid image",
             out.offset_reached, s.bytes_written
         );
-        return ExitCode::from(EXIT_INTERRUPTED);
+        return ExitCode::from(exit_interrupted());
     }
     ExitCode::SUCCESS
 }

@@ -25,7 +25,7 @@
 //! block carries a `// SAFETY:` comment.
 //!
 //! ```
-//! use std::sync::atomic::AtomicBool;
+//! use std::sync::atomic::{AtomicBool, AtomicUsize};
 //! use blockwise_flash::{write, FaultDevice, MemSource, Options};
 //!
 //! let image: Vec<u8> = (0..65536u32).map(|i| (i % 251) as u8).collect();
@@ -55,7 +55,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Arc;
 
 pub use bench::{
@@ -85,16 +85,35 @@ pub use source::{
 pub use target::{DirectMode, Target, TargetKind};
 pub use writer::{write, Event, Options, Outcome, Rates, Stats};
 
-/// A flag that SIGINT (and SIGTERM) set instead of killing the process: pass it to [`write`]
-/// as `cancel`, so an interrupted write finishes its chunk, syncs and reports. A second
-/// signal while the flag is set ends the process at once with exit code 130.
+/// The number of the signal that set [`cancel_on_signals`]'s flag, 0 while none did.
+static CANCELLED_BY: std::sync::OnceLock<Arc<AtomicUsize>> = std::sync::OnceLock::new();
+
+/// A flag that SIGINT, SIGTERM and SIGHUP (a closed terminal) set instead of killing the
+/// process: pass it to [`write`] as `cancel`, so an interrupted write finishes its chunk,
+/// syncs and reports; [`cancelling_signal`] then says which signal it was. A second signal
+/// while the flag is set ends the process at once with exit code 128 + that signal.
 pub fn cancel_on_signals() -> std::io::Result<Arc<AtomicBool>> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let flag = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    let which = CANCELLED_BY.get_or_init(|| Arc::new(AtomicUsize::new(0)));
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
         // Registered first, so it sees the flag before this signal's own handler sets it.
-        signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&flag))?;
+        signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(&flag))?;
     }
-    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&flag))?;
-    signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&flag))?;
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
+        signal_hook::flag::register(sig, Arc::clone(&flag))?;
+        if let Ok(n) = usize::try_from(sig) {
+            signal_hook::flag::register_usize(sig, Arc::clone(which), n)?;
+        }
+    }
     Ok(flag)
+}
+
+/// The signal that set [`cancel_on_signals`]'s flag (SIGINT, SIGTERM or SIGHUP), if one did.
+#[must_use]
+pub fn cancelling_signal() -> Option<i32> {
+    let n = CANCELLED_BY
+        .get()?
+        .load(std::sync::atomic::Ordering::Relaxed);
+    i32::try_from(n).ok().filter(|&n| n != 0)
 }
