@@ -227,56 +227,14 @@ fn load_for_device(
             (SpecFile::new(f.to_spec()?, PathBuf::from(".")), taken)
         }
     };
-    let image = &sf.spec.image;
-    let say = |msg: String| {
-        if !quiet {
-            eprintln!("blockwise: {msg}");
+    let prefix = if spec.is_some() { "image." } else { "--" };
+    let notes = probed.device_notes(&sf.spec.image, taken, prefix);
+    if !quiet {
+        for n in &notes.notes {
+            eprintln!("blockwise: {n}");
         }
-    };
-    let key = |k: &str| {
-        if spec.is_some() {
-            format!("image.{k}")
-        } else {
-            format!("--{k}")
-        }
-    };
-    if taken.erase_block {
-        say(format!(
-            "erase block {}: {}",
-            format_size(image.erase_block),
-            probed.erase_origin()
-        ));
-    } else {
-        say(format!(
-            "erase block {}: from {} ({} suggests {}: {})",
-            format_size(image.erase_block),
-            key("erase-block"),
-            dev.display(),
-            format_size(rec.erase_block_bytes),
-            probed.erase_origin()
-        ));
-    }
-    if taken.size {
-        say(format!(
-            "image size {}: the size of {}",
-            format_size(probed.probe.size_bytes),
-            dev.display()
-        ));
-    }
-    let lbs = probed.probe.logical_block_bytes;
-    let sector = image.sector_size.bytes_u64();
-    if taken.sector_size {
-        say(format!(
-            "sector size {sector}: from {}",
-            probed.probe.attr("queue/logical_block_size").display()
-        ));
-    } else {
-        say(format!("sector size {sector}: from {}", key("sector-size")));
-        if sector != lbs {
-            say(format!(
-                "warning: {} has {lbs}-byte logical blocks; a table written in {sector}-byte sectors will not be read correctly from it",
-                dev.display()
-            ));
+        for w in &notes.warnings {
+            eprintln!("blockwise: warning: {w}");
         }
     }
     Ok(sf)

@@ -136,8 +136,14 @@ struct Loaded {
 }
 
 /// A copy of a dict spec with `os.PathLike` values (`"contents": pathlib.Path(...)`) turned into
-/// strings; lists and tuples are copied as lists. Deeper than any spec nests is left as is.
-fn fspath_values<'py>(obj: &Bound<'py, PyAny>, depth: usize) -> PyResult<Bound<'py, PyAny>> {
+/// strings; lists and tuples are copied as lists. With `drop_none`, keys whose value is `None`
+/// are left out (TOML has no null; for the spec's optional keys a left-out key means what
+/// `None` does). Deeper than any spec nests is left as is.
+fn fspath_values<'py>(
+    obj: &Bound<'py, PyAny>,
+    depth: usize,
+    drop_none: bool,
+) -> PyResult<Bound<'py, PyAny>> {
     let py = obj.py();
     if depth > 16 {
         return Ok(obj.clone());
@@ -146,14 +152,17 @@ fn fspath_values<'py>(obj: &Bound<'py, PyAny>, depth: usize) -> PyResult<Bound<'
         let out = PyDict::new(py);
         for item in d.items()?.iter() {
             let (k, v): (Bound<'py, PyAny>, Bound<'py, PyAny>) = item.extract()?;
-            out.set_item(k, fspath_values(&v, depth + 1)?)?;
+            if drop_none && v.is_none() {
+                continue;
+            }
+            out.set_item(k, fspath_values(&v, depth + 1, drop_none)?)?;
         }
         return Ok(out.into_any());
     }
     if obj.downcast::<PyList>().is_ok() || obj.downcast::<PyTuple>().is_ok() {
         let mut items = Vec::new();
         for v in obj.try_iter()? {
-            items.push(fspath_values(&v?, depth + 1)?);
+            items.push(fspath_values(&v?, depth + 1, drop_none)?);
         }
         return Ok(PyList::new(py, items)?.into_any());
     }
@@ -161,6 +170,14 @@ fn fspath_values<'py>(obj: &Bound<'py, PyAny>, depth: usize) -> PyResult<Bound<'
         return py.import("os")?.getattr("fsdecode")?.call1((obj,));
     }
     Ok(obj.clone())
+}
+
+/// A spec dict (the TOML's keys, `os.PathLike` values for paths) parsed and validated; the
+/// outer error is Python's (a `__fspath__` that raised).
+fn dict_spec(map: &Bound<'_, PyMapping>) -> PyResult<Result<Spec, blockwise_image::SpecError>> {
+    let plain = fspath_values(map.as_any(), 0, false)?;
+    let mut de = pythonize::Depythonizer::from_object(&plain);
+    Ok(Spec::from_deserializer(&mut de, |e| e.to_string()))
 }
 
 /// `spec` as a dict (the TOML's keys), a TOML string or an `os.PathLike` to a spec file.
@@ -182,9 +199,7 @@ fn load_spec(
         });
     }
     if let Ok(map) = spec.downcast::<PyMapping>() {
-        let plain = fspath_values(map.as_any(), 0)?;
-        let mut de = pythonize::Depythonizer::from_object(&plain);
-        let parsed = Spec::from_deserializer(&mut de, |e| e.to_string()).map_err(spec_err)?;
+        let parsed = dict_spec(map)?.map_err(spec_err)?;
         return Ok(Loaded {
             file: SpecFile::new(parsed, base()),
             source: "<dict>".into(),
@@ -566,6 +581,8 @@ enum WriteFailure {
     Inspect(std::io::Error),
     /// Creating the work directory of a spec build failed.
     WorkDir(PathBuf, std::io::Error),
+    /// Probing the block device a spec is planned for failed.
+    Probe(blockwise_flash::ProbeError),
     /// The writer (or the target's opening) failed or refused.
     Flash(blockwise_flash::Error),
     /// Stopped by a progress callback or Ctrl-C.
@@ -646,8 +663,99 @@ impl WriteProgress<'_> {
 
 /// What `write` is given as its source.
 enum WriteSource {
-    Spec(SpecFile),
+    Spec(WriteSpec),
     Image(PathBuf),
+}
+
+/// A spec source of `write`, loaded once the target is known: for a block device it is
+/// planned for the device as the CLI's `write SPEC DEVICE` does
+/// ([`blockwise_host::take_device_values`]), for a regular file it is used as written.
+enum WriteSpec {
+    /// A spec file; `base_dir` replaces its directory when given.
+    File {
+        path: PathBuf,
+        base_dir: Option<PathBuf>,
+    },
+    /// A spec dict, parsed as `plan`/`build` parse it (for a regular file), and as a TOML
+    /// table without its `None` values (for a device), or why it has no TOML form.
+    Dict {
+        parsed: Result<Spec, blockwise_image::SpecError>,
+        table: Result<toml::Table, String>,
+        base_dir: PathBuf,
+    },
+}
+
+impl WriteSpec {
+    /// The spec for `target`, and when it is a block device (`is_device`) the lines saying
+    /// where the values taken from it came from. The device is probed as the CLI's `write`
+    /// probes it (erase-block estimate included, 2 s of reads at most).
+    fn load(
+        &self,
+        target: &Path,
+        is_device: bool,
+    ) -> Result<(SpecFile, blockwise_host::DeviceNotes), WriteFailure> {
+        let host = WriteFailure::Host;
+        if !is_device {
+            let sf = match self {
+                WriteSpec::File { path, base_dir } => {
+                    let mut sf = SpecFile::load(path).map_err(host)?;
+                    if let Some(b) = base_dir {
+                        sf.base_dir.clone_from(b);
+                    }
+                    sf
+                }
+                WriteSpec::Dict {
+                    parsed, base_dir, ..
+                } => SpecFile::new(
+                    parsed.clone().map_err(|e| host(e.into()))?,
+                    base_dir.clone(),
+                ),
+            };
+            return Ok((sf, blockwise_host::DeviceNotes::default()));
+        }
+        let opts = blockwise_host::ProbeOptions::default();
+        let probed = blockwise_host::probe_device(target, &opts).map_err(WriteFailure::Probe)?;
+        let values = blockwise_host::DeviceValues {
+            erase_block_bytes: probed.rec.erase_block_bytes,
+            sector_bytes: probed.rec.sector_bytes,
+            size_bytes: Some(probed.probe.size_bytes),
+        };
+        let (sf, taken) = match self {
+            WriteSpec::File { path, base_dir } => {
+                let (mut sf, taken) = SpecFile::load_for_device(path, &values).map_err(host)?;
+                if let Some(b) = base_dir {
+                    sf.base_dir.clone_from(b);
+                }
+                (sf, taken)
+            }
+            WriteSpec::Dict {
+                parsed,
+                table,
+                base_dir,
+            } => match table {
+                Ok(t) => SpecFile::from_table_for_device(t.clone(), &values, base_dir.clone())
+                    .map_err(host)?,
+                // No TOML form (an int beyond i64, a None in a list …): the dict's parse
+                // error names the key, unless it is about a key the device would fill.
+                Err(why) => {
+                    let e = match parsed {
+                        Err(e)
+                            if !matches!(
+                                e.key.as_str(),
+                                "image.erase-block" | "image.sector-size"
+                            ) =>
+                        {
+                            e.clone()
+                        }
+                        _ => blockwise_image::SpecError::new("(dict)", why.clone()),
+                    };
+                    return Err(host(e.into()));
+                }
+            },
+        };
+        let notes = probed.device_notes(&sf.spec.image, taken, "image.");
+        Ok((sf, notes))
+    }
 }
 
 /// What `write` needs besides the source, collected while the GIL is held.
@@ -680,9 +788,11 @@ impl Drop for WorkDir {
     }
 }
 
-/// The CLI's `write` steps, in its order: inspect and check the target, build or open the
-/// source, the size and confirmation checks, open, the read-only check, write. Runs without
-/// the GIL. Returns the outcome, whether O_DIRECT was used, and warnings to show.
+/// The CLI's `write` steps, in its order: inspect and check the target, load a spec source
+/// (planned for a block device target) and build it, or open an image source, the size and
+/// confirmation checks, open, the read-only check, write. Runs without the GIL. Returns the
+/// outcome (a spec's planning notes first in its notes), whether O_DIRECT was used, and
+/// warnings to show.
 fn write_steps(
     src: &mut WriteSource,
     a: &WriteArgs,
@@ -699,15 +809,20 @@ fn write_steps(
         blockwise_flash::check(info, a.partition_ok)?;
     }
     let mut warnings = Vec::new();
+    let mut planned = Vec::new();
     let mut work = None;
     let built;
     let mut opened;
     let mut spec_source;
     let source: &mut dyn Source = match src {
-        WriteSource::Spec(sf) => {
+        WriteSource::Spec(spec) => {
+            let (mut sf, notes) = spec.load(&a.target, info.is_some())?;
+            planned = notes.notes;
+            warnings.extend(notes.warnings);
             let dir = WorkDir::new().map_err(|e| WriteFailure::WorkDir(std::env::temp_dir(), e))?;
             let dir = work.insert(dir);
-            built = build_with_progress(sf, &dir.0, build_progress).map_err(WriteFailure::Host)?;
+            built =
+                build_with_progress(&mut sf, &dir.0, build_progress).map_err(WriteFailure::Host)?;
             warnings.extend(built.warnings.iter().cloned());
             spec_source = MapSource::new(
                 built.image.reader(&built.content),
@@ -754,10 +869,12 @@ fn write_steps(
         }
         .into());
     }
-    let outcome = blockwise_flash::write(&mut target, source, &a.opts, progress.cancel, &mut |e| {
-        progress.event(e)
-    })
-    .map_err(WriteFailure::Flash)?;
+    let mut outcome =
+        blockwise_flash::write(&mut target, source, &a.opts, progress.cancel, &mut |e| {
+            progress.event(e)
+        })
+        .map_err(WriteFailure::Flash)?;
+    outcome.notes.splice(0..0, planned);
     Ok((outcome, target.is_direct(), warnings))
 }
 
@@ -785,6 +902,7 @@ fn write_error(
             let message = format!("{}: {io}", dir.display());
             os_error_msg(&dir, message, io.raw_os_error())
         }
+        WriteFailure::Probe(e) => probe_error(py, &e),
         WriteFailure::Open(e) => {
             let message = e.to_string();
             match &e {
@@ -819,7 +937,10 @@ fn write_error(
 
 /// Writes an image file (raw or .xz/.gz/.zst/.bz2, with a bmap beside it or given), a spec
 /// file (`.toml`) or a spec dict to a block device or regular file, as the CLI's
-/// `write --json` prints it.
+/// `write --json` prints it. A spec written to a block device is planned for it as the CLI's
+/// `write SPEC DEVICE` plans it ("auto" or left-out `erase-block`/`sector-size` and a
+/// left-out `size` take the device's values; a dict's `None` values count as left out), and
+/// the lines the CLI prints about that come first in `notes`.
 #[pyfunction]
 #[pyo3(signature = (
     source, target, verify=true, progress=None, *, yes=false, partition_ok=false, bmap=None,
@@ -848,9 +969,23 @@ fn write(
     if chunk == 0 {
         return Err(spec_error(py, "chunk", "chunk: must not be 0".into()));
     }
-    let (mut src, source_path, source_name) = if source.downcast::<PyMapping>().is_ok() {
-        let Loaded { file, source } = load_spec(py, source, base_dir)?;
-        (WriteSource::Spec(file), PathBuf::from(&source), source)
+    let (mut src, source_path, source_name) = if let Ok(map) = source.downcast::<PyMapping>() {
+        // Both forms now, while the GIL is held; which one is used depends on the target.
+        let parsed = dict_spec(map)?;
+        let plain = fspath_values(map.as_any(), 0, true)?;
+        let table = pythonize::depythonize::<toml::Table>(&plain).map_err(|e| {
+            format!("a value has no TOML form ({e}), which planning for a device needs")
+        });
+        let spec = WriteSpec::Dict {
+            parsed,
+            table,
+            base_dir: base_dir.unwrap_or_else(|| PathBuf::from(".")),
+        };
+        (
+            WriteSource::Spec(spec),
+            PathBuf::from("<dict>"),
+            "<dict>".to_string(),
+        )
     } else {
         let path: PathBuf = source.extract().map_err(|_| {
             pyo3::exceptions::PyTypeError::new_err(format!(
@@ -867,11 +1002,11 @@ fn write(
         }
         let name = path.display().to_string();
         if path.extension().is_some_and(|e| e == "toml") {
-            let mut file = SpecFile::load(&path).map_err(|e| host_error(py, e, None))?;
-            if let Some(b) = base_dir {
-                file.base_dir = b;
-            }
-            (WriteSource::Spec(file), path, name)
+            let spec = WriteSpec::File {
+                path: path.clone(),
+                base_dir,
+            };
+            (WriteSource::Spec(spec), path, name)
         } else {
             (WriteSource::Image(path.clone()), path, name)
         }

@@ -1,13 +1,15 @@
-"""write: an image to a regular file and to loop devices, a spec dict as source, the safety
-refusals (too small, read-only, partition, non-removable without yes), progress and
-cancelling, OS errors."""
+"""write: an image to a regular file and to loop devices, a spec dict as source, a spec planned
+for the device it is written to, the safety refusals (too small, read-only, partition,
+non-removable without yes), progress and cancelling, OS errors."""
 
 from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import pathlib
+import re
 import shutil
 import signal
 import subprocess
@@ -16,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import loop, need_root_losetup
+from conftest import loop, need_root_losetup, need_tool
 
 import blockwise
 
@@ -319,3 +321,108 @@ def test_partition_needs_partition_ok(image: pathlib.Path, tmp_path: pathlib.Pat
         with pytest.raises(blockwise.UnsafeTargetError) as e:
             blockwise.write(image, part, yes=True)
         assert "partition" in str(e.value)
+
+
+# --- a spec planned for the device it is written to -------------------------------------
+
+# erase-block "auto", no image.size, one partition filling the rest: written to a block device
+# it takes the device's erase block, sector size and size, as `blockwise write SPEC DEVICE`.
+AUTO_TOML = """\
+[image]
+erase-block = "auto"
+table = "gpt"
+[[partition]]
+fs = "fat"
+size = "fill"
+"""
+AUTO: dict[str, Any] = {
+    "image": {"erase-block": "auto", "table": "gpt"},
+    "partition": [{"fs": "fat", "size": "fill"}],
+}
+# The same, with None for keys it leaves out: None is a left-out key (TOML has no null).
+AUTO_NONES: dict[str, Any] = {
+    "image": {"erase-block": "auto", "table": "gpt", "size": None, "sector-size": None},
+    "partition": [{"fs": "fat", "size": "fill", "label": None}],
+}
+
+
+def auto_source(kind: str, tmp_path: pathlib.Path) -> dict[str, Any] | pathlib.Path:
+    if kind == "file":
+        spec = tmp_path / "auto.toml"
+        spec.write_text(AUTO_TOML)
+        return spec
+    return AUTO if kind == "dict" else AUTO_NONES
+
+
+@pytest.mark.parametrize("kind", ["dict", "dict with None", "file"])
+def test_auto_spec_to_a_regular_file_is_a_spec_error(kind: str, tmp_path: pathlib.Path) -> None:
+    target = tmp_path / "plain.img"
+    with pytest.raises(blockwise.SpecError) as e:
+        blockwise.write(auto_source(kind, tmp_path), target)
+    assert e.value.key == "image.erase-block", str(e.value)
+    assert "auto" in str(e.value)
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("sector", [512, 4096])
+@pytest.mark.parametrize("kind", ["dict", "dict with None", "file"])
+def test_spec_to_a_device_is_planned_for_it(
+    kind: str, sector: int, tmp_path: pathlib.Path
+) -> None:
+    need_root_losetup()
+    sfdisk = need_tool("sfdisk")
+    size = 96 << 20
+    source = auto_source(kind, tmp_path)
+    with loop(backing(tmp_path, size), "-b", str(sector)) as dev:
+        r = blockwise.write(source, dev, yes=True)
+        table = json.loads(
+            subprocess.run(
+                [sfdisk, "--json", dev], capture_output=True, text=True, check=True
+            ).stdout
+        )["partitiontable"]
+        notes = r["notes"]
+        m = re.match(r"erase block (\d+) (KiB|MiB): ", notes[0])
+        assert m, notes
+        erase = int(m.group(1)) << (10 if m.group(2) == "KiB" else 20)
+        report = blockwise.verify(dev, erase_block=erase)
+    # What the CLI prints on stderr, first in the notes; the erase block is the probe's
+    # (sysfs, a read-timing estimate or the 4 MiB default: a loop device gives none).
+    assert notes[1] == f"image size 96 MiB: the size of {dev}", notes
+    assert re.fullmatch(rf"sector size {sector}: from /sys/.*/queue/logical_block_size", notes[2])
+    assert r["image_bytes"] == size and r["verified"] is True
+    assert r["source"] == ("<dict>" if kind != "file" else str(source))
+    assert table["label"] == "gpt" and table["sectorsize"] == sector, table
+    (part,) = table["partitions"]
+    start, end = part["start"] * sector, (part["start"] + part["size"]) * sector
+    # Aligned, and filling the device up to its last erase block before the GPT tail.
+    assert start % erase == 0 and end % erase == 0, table
+    assert size - 2 * erase < end <= size, table
+    assert report["aligned"] is True, report["findings"]
+    assert report["size_bytes"] == size
+
+
+def test_a_dict_value_toml_cannot_hold_is_a_spec_error_for_a_device(tmp_path: pathlib.Path) -> None:
+    need_root_losetup()
+    spec = {
+        "image": {"erase-block": "auto", "size": 2**63},
+        "partition": [{"fs": "fat", "size": "fill"}],
+    }
+    with loop(backing(tmp_path, 32 << 20)) as dev:
+        with pytest.raises(blockwise.SpecError) as e:
+            blockwise.write(spec, dev, yes=True)
+        assert e.value.key == "(dict)" and "TOML" in str(e.value), str(e.value)
+        assert read_at(dev, 0, 512) == b"\xee" * 512
+
+
+def test_spec_sector_size_other_than_the_devices_warns(tmp_path: pathlib.Path) -> None:
+    need_root_losetup()
+    spec = {
+        "image": {"size": "16MiB", "erase-block": "1MiB", "sector-size": 512},
+        "partition": [{"fs": "fat", "size": "fill"}],
+    }
+    with loop(backing(tmp_path, 32 << 20), "-b", "4096") as dev:
+        with pytest.warns(RuntimeWarning, match="4096-byte logical blocks"):
+            r = blockwise.write(spec, dev, yes=True, verify=False)
+    assert r["notes"][0].startswith("erase block 1 MiB: from image.erase-block"), r["notes"]
+    assert "sector size 512: from image.sector-size" in r["notes"]
+    assert r["image_bytes"] == 16 << 20

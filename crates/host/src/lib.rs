@@ -2,6 +2,8 @@
 //! by the CLI, the Python package and the device writer.
 //!
 //! - [`SpecFile`]: a spec read from disk, relative paths resolved against its directory;
+//!   for a device, [`take_device_values`] fills `"auto"` and left-out `[image]` keys with
+//!   its values and [`Probed::device_notes`] says where each came from;
 //! - [`tree_from_dir`] and [`HostContent`]: content directories scanned into
 //!   [`blockwise_geometry::Tree`]s, file data read on demand;
 //! - [`build`] / [`plan_file`]: a spec file planned and assembled into an
@@ -43,10 +45,10 @@ pub use content::HostContent;
 pub use error::Error;
 pub use output::{check_output_path, remove_stale_temps, write_image_file, WriteStats};
 pub use probe::{
-    estimate_budget, layout, probe_device, probe_report, LayoutError, ProbeOptions, ProbeReport,
-    Probed, MAX_ESTIMATE_SECONDS,
+    estimate_budget, layout, probe_device, probe_report, DeviceNotes, LayoutError, ProbeOptions,
+    ProbeReport, Probed, MAX_ESTIMATE_SECONDS,
 };
 pub use progress::{Phase, Progress};
 pub use source::FileSource;
-pub use spec_file::{resolve_timestamp, DeviceValues, SpecFile, Taken};
+pub use spec_file::{resolve_timestamp, take_device_values, DeviceValues, SpecFile, Taken};
 pub use tree::tree_from_dir;

@@ -12,10 +12,10 @@ use blockwise_flash::{
     estimate_erase_block, DirectReader, Estimate, EstimateOptions, Probe, ProbeError,
     Recommendation, Transport, ValueSource,
 };
-use blockwise_geometry::SectorSize;
+use blockwise_geometry::{format_size, ImageSpec, SectorSize};
 use blockwise_verify::{verify, Options, Report};
 
-use crate::FileSource;
+use crate::{FileSource, Taken};
 
 /// The longest read-timing estimate a caller may ask for, in seconds.
 pub const MAX_ESTIMATE_SECONDS: f64 = 600.0;
@@ -192,6 +192,67 @@ impl Probed {
             ),
         }
     }
+
+    /// What planning a spec for this device took from it, in the words `plan`/`build
+    /// --device` and `write SPEC DEVICE` print and Python's `write` returns: `image` is the
+    /// spec's `[image]` after [`take_device_values`](crate::take_device_values), `taken`
+    /// what that took, and `key_prefix` how the spec's own keys are named (`"image."` for a
+    /// spec, `"--"` for the CLI's layout flags).
+    #[must_use]
+    pub fn device_notes(&self, image: &ImageSpec, taken: Taken, key_prefix: &str) -> DeviceNotes {
+        let dev = self.probe.path.display();
+        let mut out = DeviceNotes::default();
+        if taken.erase_block {
+            out.notes.push(format!(
+                "erase block {}: {}",
+                format_size(image.erase_block),
+                self.erase_origin()
+            ));
+        } else {
+            out.notes.push(format!(
+                "erase block {}: from {key_prefix}erase-block ({dev} suggests {}: {})",
+                format_size(image.erase_block),
+                format_size(self.rec.erase_block_bytes),
+                self.erase_origin()
+            ));
+        }
+        if taken.size {
+            out.notes.push(format!(
+                "image size {}: the size of {dev}",
+                format_size(self.probe.size_bytes)
+            ));
+        }
+        let lbs = self.probe.logical_block_bytes;
+        let sector = image.sector_size.bytes_u64();
+        if taken.sector_size {
+            out.notes.push(format!(
+                "sector size {sector}: from {}",
+                self.probe.attr("queue/logical_block_size").display()
+            ));
+        } else {
+            out.notes.push(format!(
+                "sector size {sector}: from {key_prefix}sector-size"
+            ));
+            if sector != lbs {
+                out.warnings.push(format!(
+                    "{dev} has {lbs}-byte logical blocks; a table written in {sector}-byte sectors will not be read correctly from it"
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// Where the values a spec was planned with came from, when planned for a device
+/// ([`Probed::device_notes`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceNotes {
+    /// One line per value: `erase block 4 MiB: from /sys/…/preferred_erase_size`,
+    /// `image size 96 MiB: the size of /dev/sdb`, `sector size 512: from image.sector-size`.
+    pub notes: Vec<String>,
+    /// What the device will not read as planned: a sector size other than its logical
+    /// block size.
+    pub warnings: Vec<String>,
 }
 
 /// Why the layout of a probed device could not be analysed. Not a failure of the probe: it
@@ -282,6 +343,87 @@ fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A 96 MiB loop device with `lbs`-byte logical blocks and no erase block, probed
+    /// without an estimate: the 4 MiB default.
+    fn loop_device(lbs: u64) -> Probed {
+        let probe = Probe {
+            path: "/dev/loop7".into(),
+            name: "loop7".into(),
+            disk: "loop7".into(),
+            dev: "7:7".into(),
+            sysfs: "/sys/class/block/loop7".into(),
+            partition_start_bytes: None,
+            size_bytes: 96 << 20,
+            logical_block_bytes: lbs,
+            physical_block_bytes: lbs,
+            minimum_io_raw: lbs,
+            optimal_io_raw: 0,
+            optimal_io_bytes: None,
+            discard_granularity_bytes: 0,
+            discard_max_bytes: 0,
+            preferred_erase_bytes: None,
+            alignment_offset_bytes: 0,
+            removable: false,
+            rotational: false,
+            read_only: false,
+            vendor: String::new(),
+            model: String::new(),
+            serial: String::new(),
+            transport: Transport::Loop,
+            device_type: String::new(),
+            partitions: Vec::new(),
+            notes: Vec::new(),
+        };
+        Probed::new(
+            Path::new("/dev/loop7"),
+            probe,
+            &ProbeOptions::default().estimate(false),
+        )
+    }
+
+    /// The lines `write SPEC DEVICE` prints (and Python's `write` returns): what was taken
+    /// says where from, what the spec gave says so, a sector size that is not the device's
+    /// is a warning.
+    #[test]
+    fn device_notes_say_where_each_value_came_from() {
+        let image = |erase: u64, sector: u64| ImageSpec {
+            erase_block: erase,
+            sector_size: SectorSize::from_bytes(sector).unwrap(),
+            ..ImageSpec::default()
+        };
+        let all = Taken {
+            erase_block: true,
+            sector_size: true,
+            size: true,
+        };
+        let n = loop_device(4096).device_notes(&image(4 << 20, 4096), all, "image.");
+        assert_eq!(
+            n.notes,
+            [
+                "erase block 4 MiB: the default: /dev/loop7 gives no erase block (no preferred_erase_size)",
+                "image size 96 MiB: the size of /dev/loop7",
+                "sector size 4096: from /sys/class/block/loop7/queue/logical_block_size",
+            ]
+        );
+        assert!(n.warnings.is_empty());
+        let n = loop_device(4096).device_notes(&image(1 << 20, 512), Taken::default(), "--");
+        assert_eq!(
+            n.notes,
+            [
+                "erase block 1 MiB: from --erase-block (/dev/loop7 suggests 4 MiB: the default: /dev/loop7 gives no erase block (no preferred_erase_size))",
+                "sector size 512: from --sector-size",
+            ]
+        );
+        assert_eq!(
+            n.warnings,
+            ["/dev/loop7 has 4096-byte logical blocks; a table written in 512-byte sectors will not be read correctly from it"]
+        );
+        // The spec's own sector size, when it is the device's, is no warning.
+        let n = loop_device(512).device_notes(&image(4 << 20, 512), Taken::default(), "image.");
+        assert_eq!(n.notes[1], "sector size 512: from image.sector-size");
+        assert!(n.warnings.is_empty());
+    }
 
     #[test]
     fn estimate_budget_is_0_to_600_seconds() {

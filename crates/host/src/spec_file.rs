@@ -50,55 +50,24 @@ impl SpecFile {
     /// and, per key, whether the device's value was taken.
     pub fn load_for_device(path: &Path, device: &DeviceValues) -> Result<(Self, Taken), Error> {
         let text = fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        let Ok(mut table) = text.parse::<toml::Table>() else {
+        let Ok(table) = text.parse::<toml::Table>() else {
             // Not TOML: the usual error, naming the file.
             return Self::load(path).map(|s| (s, Taken::default()));
         };
-        let image = table
-            .entry("image")
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        let mut taken = Taken::default();
-        if let toml::Value::Table(image) = image {
-            let is_auto = |v: Option<&toml::Value>| match v {
-                None => true,
-                Some(toml::Value::String(s)) => s.eq_ignore_ascii_case("auto"),
-                Some(_) => false,
-            };
-            if is_auto(image.get("erase-block")) {
-                let v = i64::try_from(device.erase_block_bytes).map_err(|_| {
-                    SpecError::new("image.erase-block", "the device's erase block is too large")
-                })?;
-                image.insert("erase-block".into(), toml::Value::Integer(v));
-                taken.erase_block = true;
-            }
-            if let (Some(size), false) = (device.size_bytes, image.contains_key("size")) {
-                let v = i64::try_from(size)
-                    .map_err(|_| SpecError::new("image.size", "the device is larger than 8 EiB"))?;
-                image.insert("size".into(), toml::Value::Integer(v));
-                taken.size = true;
-            }
-            if is_auto(image.get("sector-size")) {
-                match device.sector_bytes {
-                    Some(b) => {
-                        image.insert(
-                            "sector-size".into(),
-                            toml::Value::Integer(i64::from(u16::try_from(b).unwrap_or(512))),
-                        );
-                        taken.sector_size = true;
-                    }
-                    None if image.contains_key("sector-size") => {
-                        return Err(SpecError::new(
-                            "image.sector-size",
-                            "\"auto\": the device's logical block size is neither 512 nor 4096",
-                        )
-                        .into())
-                    }
-                    None => {}
-                }
-            }
-        }
+        Self::from_table_for_device(table, device, base_dir_of(path))
+    }
+
+    /// A spec given as a TOML table (a parsed spec file, or a spec dict of the Python
+    /// package converted to TOML) planned for `device`: [`take_device_values`], then parsed
+    /// and validated as a file is, with relative paths resolved against `base_dir`.
+    pub fn from_table_for_device(
+        mut table: toml::Table,
+        device: &DeviceValues,
+        base_dir: PathBuf,
+    ) -> Result<(Self, Taken), Error> {
+        let taken = take_device_values(&mut table, device)?;
         let spec = Spec::from_deserializer(toml::Value::Table(table), |e| e.message().to_string())?;
-        Ok((SpecFile::new(spec, base_dir_of(path)), taken))
+        Ok((SpecFile::new(spec, base_dir), taken))
     }
 
     /// A spec built in code, with relative paths resolved against `base_dir`.
@@ -128,6 +97,73 @@ fn base_dir_of(path: &Path) -> PathBuf {
     } else {
         base_dir
     }
+}
+
+/// Takes `device`'s values into the `[image]` table of a spec's TOML `table` (added when the
+/// spec has none): `erase-block` and `sector-size` that are `"auto"` (any case) or left out
+/// become the device's, and so does a left-out `size` when `device` gives one; values the
+/// spec gives stay. Returns, per key, whether the device's value was taken. An `image` that
+/// is not a table is left for the spec's parser to reject.
+///
+/// The step [`SpecFile::load_for_device`] and [`SpecFile::from_table_for_device`] share, so
+/// the CLI's `write SPEC DEVICE` and the Python package's `write(spec, device)` plan alike.
+///
+/// ```
+/// use blockwise_host::{take_device_values, DeviceValues};
+/// let mut table: toml::Table = "[image]\nerase-block = \"auto\"\n".parse().unwrap();
+/// let device = DeviceValues { erase_block_bytes: 8 << 20, sector_bytes: Some(512), size_bytes: None };
+/// let taken = take_device_values(&mut table, &device).unwrap();
+/// assert!(taken.erase_block && taken.sector_size && !taken.size);
+/// assert_eq!(table["image"]["erase-block"].as_integer(), Some(8 << 20));
+/// ```
+pub fn take_device_values(
+    table: &mut toml::Table,
+    device: &DeviceValues,
+) -> Result<Taken, SpecError> {
+    let image = table
+        .entry("image")
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    let mut taken = Taken::default();
+    let toml::Value::Table(image) = image else {
+        return Ok(taken);
+    };
+    let is_auto = |v: Option<&toml::Value>| match v {
+        None => true,
+        Some(toml::Value::String(s)) => s.eq_ignore_ascii_case("auto"),
+        Some(_) => false,
+    };
+    if is_auto(image.get("erase-block")) {
+        let v = i64::try_from(device.erase_block_bytes).map_err(|_| {
+            SpecError::new("image.erase-block", "the device's erase block is too large")
+        })?;
+        image.insert("erase-block".into(), toml::Value::Integer(v));
+        taken.erase_block = true;
+    }
+    if let (Some(size), false) = (device.size_bytes, image.contains_key("size")) {
+        let v = i64::try_from(size)
+            .map_err(|_| SpecError::new("image.size", "the device is larger than 8 EiB"))?;
+        image.insert("size".into(), toml::Value::Integer(v));
+        taken.size = true;
+    }
+    if is_auto(image.get("sector-size")) {
+        match device.sector_bytes {
+            Some(b) => {
+                image.insert(
+                    "sector-size".into(),
+                    toml::Value::Integer(i64::from(u16::try_from(b).unwrap_or(512))),
+                );
+                taken.sector_size = true;
+            }
+            None if image.contains_key("sector-size") => {
+                return Err(SpecError::new(
+                    "image.sector-size",
+                    "\"auto\": the device's logical block size is neither 512 nor 4096",
+                ))
+            }
+            None => {}
+        }
+    }
+    Ok(taken)
 }
 
 /// The `[image]` values a device gives (`plan`/`build --device`, from a probe).
@@ -310,5 +346,124 @@ mod tests {
         .unwrap();
         assert_eq!(sf.spec.image.size, Some(32 << 20));
         assert!(!taken.size);
+    }
+    /// The table-level step alone: what it writes into `[image]` and what it reports taken.
+    #[test]
+    fn take_device_values_fills_auto_and_absent_keys() {
+        let dev = DeviceValues {
+            size_bytes: Some(96 << 20),
+            ..DEV
+        };
+        // (spec table, device, [image] afterwards, taken)
+        let check = |text: &str, dev: &DeviceValues, image: &str, want: Taken| {
+            let mut table: toml::Table = text.parse().unwrap();
+            let taken = take_device_values(&mut table, dev).unwrap();
+            let image: toml::Table = image.parse().unwrap();
+            assert_eq!(table["image"], toml::Value::Table(image), "{text}");
+            assert_eq!(taken, want, "{text}");
+        };
+        let all = Taken {
+            erase_block: true,
+            sector_size: true,
+            size: true,
+        };
+        // No [image] at all: one is added with every value.
+        check(
+            "",
+            &dev,
+            "erase-block = 8388608\nsector-size = 4096\nsize = 100663296\n",
+            all,
+        );
+        // "auto" in any case is taken; other keys stay.
+        check(
+            "[image]\nerase-block = \"Auto\"\nsector-size = \"auto\"\ntable = \"gpt\"\n",
+            &dev,
+            "erase-block = 8388608\nsector-size = 4096\nsize = 100663296\ntable = \"gpt\"\n",
+            all,
+        );
+        // Given values stay, whatever their form.
+        check(
+            "[image]\nerase-block = \"1MiB\"\nsector-size = 512\nsize = \"32MiB\"\n",
+            &dev,
+            "erase-block = \"1MiB\"\nsector-size = 512\nsize = \"32MiB\"\n",
+            Taken::default(),
+        );
+        // Without a device size, a left-out size stays left out.
+        check(
+            "[image]\nerase-block = \"auto\"\n",
+            &DEV,
+            "erase-block = 8388608\nsector-size = 4096\n",
+            Taken {
+                erase_block: true,
+                sector_size: true,
+                size: false,
+            },
+        );
+        // A device whose logical blocks are neither 512 nor 4096: a left-out sector size
+        // stays left out (the default), "auto" is an error naming the key.
+        let odd = DeviceValues {
+            sector_bytes: None,
+            ..dev
+        };
+        check(
+            "[image]\nsize = 1024\n",
+            &odd,
+            "size = 1024\nerase-block = 8388608\n",
+            Taken {
+                erase_block: true,
+                ..Taken::default()
+            },
+        );
+        let mut table: toml::Table = "[image]\nsector-size = \"auto\"\n".parse().unwrap();
+        let e = take_device_values(&mut table, &odd).unwrap_err();
+        assert_eq!(e.key, "image.sector-size");
+        // Values TOML cannot hold name their key.
+        let huge = DeviceValues {
+            erase_block_bytes: u64::MAX,
+            ..dev
+        };
+        let e = take_device_values(&mut toml::Table::new(), &huge).unwrap_err();
+        assert_eq!(e.key, "image.erase-block");
+        let huge = DeviceValues {
+            size_bytes: Some(u64::MAX),
+            ..dev
+        };
+        let e = take_device_values(&mut toml::Table::new(), &huge).unwrap_err();
+        assert_eq!(e.key, "image.size");
+        // An `image` that is not a table is left to the parser.
+        let mut table: toml::Table = "image = 3\n".parse().unwrap();
+        assert_eq!(
+            take_device_values(&mut table, &dev).unwrap(),
+            Taken::default()
+        );
+        assert_eq!(table["image"], toml::Value::Integer(3));
+    }
+
+    /// A table (as a Python dict gives it) planned for a device is the same spec as the file
+    /// with the same text, with relative paths against the given directory.
+    #[test]
+    fn a_table_for_a_device_is_the_file_for_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let dev = DeviceValues {
+            size_bytes: Some(96 << 20),
+            ..DEV
+        };
+        let text = "[image]\nerase-block = \"auto\"\ntable = \"gpt\"\n[[partition]]\nfs = \"fat\"\nsize = \"fill\"\n";
+        let (from_file, taken_file) =
+            SpecFile::load_for_device(&spec_at(dir.path(), text), &dev).unwrap();
+        let (from_table, taken_table) =
+            SpecFile::from_table_for_device(text.parse().unwrap(), &dev, "/base".into()).unwrap();
+        assert_eq!(from_table.spec, from_file.spec);
+        assert_eq!(taken_table, taken_file);
+        assert_eq!(from_table.base_dir, PathBuf::from("/base"));
+        assert_eq!(from_table.spec.image.size, Some(96 << 20));
+        // Spec errors after the step still name their key.
+        let e = SpecFile::from_table_for_device(
+            "[image]\ntable = \"zip\"\n".parse().unwrap(),
+            &dev,
+            "/base".into(),
+        )
+        .unwrap_err();
+        assert_eq!(e.spec_error().unwrap().key, "image.table");
     }
 }

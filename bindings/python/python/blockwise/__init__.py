@@ -12,7 +12,8 @@ directory, or against ``base_dir=``/the current directory for dicts and strings)
 
 ``write(source, target)`` flashes an image file, a spec file or a spec dict to a block device
 or regular file (``blockwise write --json``); a non-removable disk needs ``yes=True`` and a
-partition ``partition_ok=True``.
+partition ``partition_ok=True``. A spec written to a block device is planned for it
+(``erase-block = "auto"``, a left-out size: the device's), saying how in ``notes``.
 
 ``probe(device)`` says what the kernel knows about a stick or card, the alignment of what is on
 it, and the erase block and sector size to put in the spec (``blockwise probe --json``; reads

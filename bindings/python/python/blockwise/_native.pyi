@@ -82,6 +82,12 @@ def write(
     """Writes an image file (raw, .xz, .gz, .zst or .bz2), a spec file (``.toml``) or a spec
     dict to a block device or regular file, as ``blockwise write --json`` prints it.
 
+    A spec written to a block device is planned for it as ``blockwise write SPEC DEVICE``
+    does: ``image.erase-block``/``image.sector-size`` that are ``"auto"`` or left out take the
+    device's values and a left-out ``image.size`` is its size (a dict's ``None`` values count
+    as left out); the lines the CLI prints about it come first in ``notes``. To a regular
+    file the spec is used as written (``"auto"`` raises :class:`SpecError`).
+
     ``progress(done, total)`` is called with bytes written; an exception it raises (or
     Ctrl-C) stops the write after the current chunk, with block 0 unwritten, and is
     re-raised.
