@@ -817,6 +817,8 @@ fn write_steps(
     let source: &mut dyn Source = match src {
         WriteSource::Spec(spec) => {
             let (mut sf, notes) = spec.load(&a.target, info.is_some())?;
+            // A regular file as the target may sit inside a contents tree: leave it out.
+            sf.outputs.push(a.target.clone());
             planned = notes.notes;
             warnings.extend(notes.warnings);
             let dir = WorkDir::new().map_err(|e| WriteFailure::WorkDir(std::env::temp_dir(), e))?;

@@ -426,3 +426,19 @@ def test_spec_sector_size_other_than_the_devices_warns(tmp_path: pathlib.Path) -
     assert r["notes"][0].startswith("erase block 1 MiB: from image.erase-block"), r["notes"]
     assert "sector size 512: from image.sector-size" in r["notes"]
     assert r["image_bytes"] == 16 << 20
+
+
+def test_a_file_target_inside_the_contents_is_left_out(tmp_path: pathlib.Path) -> None:
+    """Writing a spec to a regular file inside its own contents tree: the second write does
+    not copy the first one's output into the image (a warning says so)."""
+    (tmp_path / "a.txt").write_text("a\n")
+    spec = {
+        "image": {"size": "32MiB", "table": "none", "timestamp": 1700000000},
+        "partition": [{"fs": "ext4", "size": "fill", "contents": tmp_path}],
+    }
+    target = tmp_path / "w.img"
+    blockwise.write(spec, target, verify=False)
+    first = target.read_bytes()
+    with pytest.warns(RuntimeWarning, match="w.img: left out of the image"):
+        blockwise.write(spec, target, verify=False)
+    assert target.read_bytes() == first
