@@ -283,18 +283,24 @@ fn probe_on_512_and_4096_byte_loop_devices_reports_the_sysfs_values() {
             assert_eq!(kernel, want);
         }
 
-        // No erase block from the kernel: the estimate ran and found no boundary on a loop
-        // device; the recommendation is the default, with the device's sector size.
+        // No erase block from the kernel: the estimate ran. A loop device has no boundary;
+        // timing noise on a busy machine may show a weak step now and then, which is
+        // reported but too weak to plan with. The recommendation is the default, with the
+        // device's sector size.
         assert_eq!(j["preferred_erase_bytes"], Value::Null);
         let e = &j["estimate"];
-        assert_eq!(e["erase_block_bytes"], Value::Null, "{e}");
-        assert!(
-            e["summary"]
-                .as_str()
-                .unwrap()
-                .starts_with("no clear boundary"),
-            "{e}"
-        );
+        if e["erase_block_bytes"].is_null() {
+            assert!(
+                e["summary"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("no clear boundary"),
+                "{e}"
+            );
+        } else {
+            eprintln!("NOTE: a weak step from timing noise: {e}");
+            assert!(e["confidence"].as_f64().unwrap() < 0.5, "{e}");
+        }
         assert!(e["reads"].as_u64().unwrap() > 0);
         let r = &j["recommendation"];
         assert_eq!(r["erase_block_bytes"], 4 * MIB);
@@ -309,7 +315,6 @@ fn probe_on_512_and_4096_byte_loop_devices_reports_the_sysfs_values() {
         let h = probe(&dev, &["--estimate-seconds", "0.5"]);
         assert!(h.status.success(), "{}", output_text(&h));
         let text = String::from_utf8_lossy(&h.stdout);
-        assert!(text.contains("no clear boundary"), "{text}");
         assert!(text.contains("erase-block = \"4MiB\""), "{text}");
         assert!(text.contains(&format!("sector-size = {sector}")), "{text}");
         assert!(text.contains("# erase block: the 4 MiB default"), "{text}");

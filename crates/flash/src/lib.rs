@@ -75,7 +75,7 @@ pub use fault::{Fault, FaultDevice};
 pub use json::write_json;
 pub use probe::{
     probe, probe_in, probe_sysfs, Probe, ProbeError, Recommendation, Source as ValueSource,
-    SysPartition, Transport, DEFAULT_ERASE_BLOCK,
+    SysPartition, Transport, DEFAULT_ERASE_BLOCK, MIN_USED_CONFIDENCE,
 };
 pub use safety::{check, inspect, parse_mountinfo, sysfs_of, DeviceInfo};
 pub use source::{

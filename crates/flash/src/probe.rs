@@ -381,6 +381,10 @@ fn usb_serial(disk_dir: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// The least confidence (0–1, "medium") a read-timing estimate needs to be planned with;
+/// a weaker one is reported by `probe` but the default is recommended.
+pub const MIN_USED_CONFIDENCE: f64 = 0.5;
+
 /// Where a recommended value comes from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Source {
@@ -426,8 +430,9 @@ impl Probe {
     }
 
     /// The erase block and sector size to plan with: `preferred_erase_size` when the kernel
-    /// gives a usable one, else a clear read-timing `estimate`, else the 4 MiB default
-    /// (raised to the optimal I/O size when that is a larger power of two).
+    /// gives a usable one, else a read-timing `estimate` of at least medium confidence
+    /// ([`MIN_USED_CONFIDENCE`]), else the 4 MiB default (raised to the optimal I/O size
+    /// when that is a larger power of two).
     #[must_use]
     pub fn recommend(&self, estimate: Option<&crate::Estimate>) -> Recommendation {
         let mut skipped = Vec::new();
@@ -453,6 +458,17 @@ impl Probe {
         let pick = pick.or_else(|| {
             let e = estimate?;
             let bytes = e.erase_block_bytes()?;
+            if e.confidence < MIN_USED_CONFIDENCE {
+                // A low-confidence step is what timing noise (a busy machine, a cached
+                // loop device) produces now and then: reported, not planned with.
+                skipped.push(format!(
+                    "the read-timing estimate ({}, {} confidence {:.2}) is too weak to plan with",
+                    fmt_size(bytes),
+                    e.confidence_label(),
+                    e.confidence
+                ));
+                return None;
+            }
             Some((
                 bytes,
                 Source::Estimate {
@@ -771,6 +787,42 @@ mod tests {
         );
         assert_eq!(r.sector_bytes, Some(4096));
         assert_eq!(r.spec_lines(), "erase-block = \"4MiB\"\nsector-size = 4096");
+    }
+
+    /// A read-timing estimate is planned with from medium confidence up; a weaker one (what
+    /// noise on a busy machine gives now and then) leaves the default, and says why.
+    #[test]
+    fn weak_estimates_are_reported_not_used() {
+        let s = FakeSys::new();
+        let q = queue("512", "512", "512", "0");
+        s.disk(
+            "usb1/1-1/host0/target0",
+            "sdb",
+            "8:16",
+            &attrs(&q, &[("size", "100")]),
+        );
+        let p = s.probe(8, 16);
+        let est = |confidence: f64| crate::Estimate {
+            erase_block: Some(16 << 20),
+            confidence,
+            summary: String::new(),
+            sizes: Vec::new(),
+            reads: 0,
+            rounds: 0,
+            measured: std::time::Duration::ZERO,
+        };
+        let r = p.recommend(Some(&est(0.27)));
+        assert_eq!(r.erase_block_bytes, DEFAULT_ERASE_BLOCK);
+        assert_eq!(r.erase_block_source, Source::Default);
+        assert!(
+            r.erase_block_reason
+                .contains("estimate (16 MiB, low confidence 0.27) is too weak"),
+            "{}",
+            r.erase_block_reason
+        );
+        let r = p.recommend(Some(&est(0.6)));
+        assert_eq!(r.erase_block_bytes, 16 << 20);
+        assert_eq!(r.erase_block_source, Source::Estimate { confidence: 0.6 });
     }
 
     #[test]
