@@ -138,7 +138,16 @@ with open(sys.argv[1], "w") as f:
     for i in range(200):
         f.write('[[partition]]\nfs = "none"\nsize = "1MiB"\n')
 EOF
-for e in edge1 edge2 edge3 edge4; do put spec_toml "$T/$e.toml" "$e.toml"; done
+# Whole floats are byte counts (up to 2^53); entry path components are at most 255 bytes.
+python3 - "$T/edge5.toml" <<'EOF'
+import sys
+with open(sys.argv[1], "w") as f:
+    f.write('[image]\nsize = 67108864.0\nerase-block = 1048576.0\n')
+    f.write('[[partition]]\nfs = "fat16"\nsize = 9007199254740992.0\n')
+    f.write('[[partition]]\nfs = "ext4"\nsize = 1.5e7\ncontents = "root/"\n')
+    f.write('[[partition.entry]]\npath = "/%s/%s"\nkind = "dir"\n' % ("a" * 255, "b" * 256))
+EOF
+for e in edge1 edge2 edge3 edge4 edge5; do put spec_toml "$T/$e.toml" "$e.toml"; done
 python3 - "$C/spec_toml" "$C/spec_json" <<'EOF'
 import json, os, sys, tomllib
 src, dst = sys.argv[1], sys.argv[2]
@@ -152,6 +161,7 @@ for name in sorted(os.listdir(src)):
         json.dump(value, f)
 EOF
 printf '{"image":{"size":1e300},"partition":[{"fs":"fat32","size":-1}]}' >"$C/spec_json/numbers.json"
+printf '{"image":{"size":16777216.0,"erase-block":-0.0},"partition":[{"fs":"fat12","size":1e308},{"fs":"none","size":4096.5}]}' >"$C/spec_json/floats.json"
 printf '{"image":{"size":"1GiB"},"partition":[{"fs":"ext4","size":"fill","entry":[{"path":"/a","kind":"dir","mode":"0755"}]}]}' >"$C/spec_json/entry.json"
 
 # Built images (when the CLI is there): MBR+FAT+ext4, GPT.
