@@ -4,7 +4,7 @@
 //! (`python/blockwise`) re-exports it, adds the stubs and `python -m blockwise`.
 //!
 //! The GIL is released while files are scanned, written or read; progress callbacks and
-//! signal checks (Ctrl-C) take it back briefly, at most every [`POLL`].
+//! signal checks (Ctrl-C) take it back briefly, at most every `POLL` (50 ms).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

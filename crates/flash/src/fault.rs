@@ -4,7 +4,7 @@ use std::io;
 
 use crate::Device;
 
-/// A fault to inject when a write reaches [`FaultDevice::fault_at`].
+/// A fault to inject when a write reaches the offset given to [`FaultDevice::with_fault`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
     /// The write fails with EIO.

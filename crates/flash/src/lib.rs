@@ -8,7 +8,7 @@
 //!   streamed ([`Stream`]: xz, gzip, zstd, bzip2), a bmaptool block map with its checksums
 //!   checked on the fly ([`Checked`]), or a built spec ([`MapSource`] over
 //!   `ImageMap::reader`), see [`open_image`];
-//! - [`write`]: mapped ranges in chunk-aligned pieces, reading overlapped with writing (a
+//! - [`write()`]: mapped ranges in chunk-aligned pieces, reading overlapped with writing (a
 //!   second thread), block 0 and the GPT headers last, stale GPT headers cleared, fdatasync,
 //!   BLKRRPART, read-back verify, [`Stats`], cancellation through an `AtomicBool`;
 //! - [`inspect`] and [`check`]: the refusals (mounted, swap, holders, `/`, read-only,
@@ -89,7 +89,7 @@ pub use writer::{write, Event, Options, Outcome, Rates, Stats};
 static CANCELLED_BY: std::sync::OnceLock<Arc<AtomicUsize>> = std::sync::OnceLock::new();
 
 /// A flag that SIGINT, SIGTERM and SIGHUP (a closed terminal) set instead of killing the
-/// process: pass it to [`write`] as `cancel`, so an interrupted write finishes its chunk,
+/// process: pass it to [`write()`] as `cancel`, so an interrupted write finishes its chunk,
 /// syncs and reports; [`cancelling_signal`] then says which signal it was. A second signal
 /// while the flag is set ends the process at once with exit code 128 + that signal.
 pub fn cancel_on_signals() -> std::io::Result<Arc<AtomicBool>> {

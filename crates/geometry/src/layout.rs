@@ -478,7 +478,7 @@ pub fn check_erase_block(bytes: u64) -> Result<(), String> {
 }
 
 impl Layout {
-    /// Cross-key checks of the disk and the partitions' places (also run by [`crate::plan`]).
+    /// Cross-key checks of the disk and the partitions' places (also run by [`crate::plan()`]).
     pub fn validate(&self) -> Result<(), LayoutError> {
         let img = &self.image;
         let eb = img.erase_block;

@@ -141,10 +141,10 @@ finding_codes! {
     FatFsinfo = "fat-fsinfo",
     /// `fat-backup-boot-differs`: The backup boot sector differs from the boot sector.
     FatBackupBootDiffers = "fat-backup-boot-differs",
-    /// `fat-entry0-media`: FAT[0] does not hold the BPB media byte (rest ones).
+    /// `fat-entry0-media`: FAT\[0\] does not hold the BPB media byte (rest ones).
     #[serde(rename = "fat-entry0-media")]
     FatEntry0Media = "fat-entry0-media",
-    /// `fat-entry1-eoc`: FAT[1] is not an end-of-chain mark.
+    /// `fat-entry1-eoc`: FAT\[1\] is not an end-of-chain mark.
     #[serde(rename = "fat-entry1-eoc")]
     FatEntry1Eoc = "fat-entry1-eoc",
     /// `fat-table-not-aligned`: The first FAT does not start on the erase block.

@@ -526,7 +526,7 @@ pub fn parse_fat(sector: &[u8]) -> Result<FatVolume, FatError> {
     })
 }
 
-/// FAT[0] and FAT[1] from the first bytes of a FAT (FAT32 entries without their top 4
+/// FAT\[0\] and FAT\[1\] from the first bytes of a FAT (FAT32 entries without their top 4
 /// bits); zeros for bytes missing.
 #[must_use]
 pub fn reserved_entries(layout: FatType, fat: &[u8]) -> (u32, u32) {
