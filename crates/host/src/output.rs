@@ -274,7 +274,9 @@ fn write_pieces(
 }
 
 /// Copies content ranges into the output: `copy_file_range` until the kernel refuses once,
-/// then `pread`/`pwrite` through one reused buffer.
+/// then `pread`/`pwrite` through one reused buffer. An error `copy_file_range` cannot pin on
+/// one side (EIO, EBADF, …) retries that range with `pread`/`pwrite`, which say whether the
+/// source (bad input, [`Error::Io`]) or the output ([`Error::Write`]) failed.
 #[derive(Default)]
 struct Copier {
     fallback: bool,
@@ -296,7 +298,8 @@ impl Copier {
     ) -> Result<u64, Error> {
         let mut done = 0u64;
         let mut kernel = 0u64;
-        while done < r.len && !self.fallback {
+        let mut slow = self.fallback;
+        while done < r.len && !slow {
             let mut soff = r.offset + done;
             let mut doff = at + done;
             let want = usize::try_from((r.len - done).min(1 << 30)).unwrap_or(1 << 30);
@@ -310,9 +313,13 @@ impl Copier {
                 }
                 Err(Errno::XDEV | Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP | Errno::PERM) => {
                     self.fallback = true;
+                    slow = true;
                 }
                 Err(Errno::INTR) => {}
-                Err(e) => return Err(Error::write(out_path, e.into())),
+                Err(e @ (Errno::NOSPC | Errno::DQUOT | Errno::FBIG | Errno::ROFS)) => {
+                    return Err(Error::write(out_path, e.into()));
+                }
+                Err(_) => slow = true,
             }
         }
         if done < r.len && self.buf.is_empty() {
@@ -443,5 +450,48 @@ mod tests {
         // Not cancelled: written.
         write_image_file(&img, &content, &out, None, &mut ()).unwrap();
         assert_eq!(fs::metadata(&out).unwrap().len(), 1 << 20);
+    }
+
+    /// A read error is the source's (bad input), a write error the output's, although one
+    /// `copy_file_range` call does both: an fd opened the wrong way round makes each fail.
+    #[test]
+    fn copy_errors_name_the_side_that_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let src_path = dir.path().join("src.bin");
+        fs::write(&src_path, vec![7u8; 3 << 20]).unwrap();
+        let mut content = HostContent::default();
+        let id = content.add(src_path.clone(), &fs::metadata(&src_path).unwrap());
+        let r = ContentRef {
+            content: id,
+            offset: 0,
+            len: 3 << 20,
+        };
+        let out_path = dir.path().join("out.img");
+        let out = File::create(&out_path).unwrap();
+
+        // Source not readable (opened write-only): an input error naming the source.
+        let unreadable = fs::OpenOptions::new().write(true).open(&src_path).unwrap();
+        let err = Copier::default()
+            .copy(&unreadable, r, &out, 0, &content, &out_path, &mut ())
+            .unwrap_err();
+        assert!(!err.is_write_failure(), "{err}");
+        assert!(err.to_string().contains("src.bin"), "{err}");
+
+        // Output not writable (opened read-only): a write failure naming the output.
+        let src = File::open(&src_path).unwrap();
+        let read_only = File::open(&out_path).unwrap();
+        let err = Copier::default()
+            .copy(&src, r, &read_only, 0, &content, &out_path, &mut ())
+            .unwrap_err();
+        assert!(err.is_write_failure(), "{err}");
+        assert!(err.to_string().contains("out.img"), "{err}");
+
+        // Both right: copied, and the kernel path still used for the next range.
+        let mut copier = Copier::default();
+        copier
+            .copy(&src, r, &out, 0, &content, &out_path, &mut ())
+            .unwrap();
+        assert!(!copier.fallback);
+        assert_eq!(fs::read(&out_path).unwrap(), vec![7u8; 3 << 20]);
     }
 }
