@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use blockwise_geometry::{parse_size, BlockSource, SectorSize};
-use blockwise_host::{build_with_progress, plan_file, FileSource, Phase, Progress, SpecFile};
+use blockwise_host::{
+    build_with_progress, explain_auto, plan_file, FileSource, Phase, Progress, SpecFile,
+};
 use blockwise_image::{ErrorKind, Spec};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyOSError, PyValueError};
@@ -177,7 +179,34 @@ fn fspath_values<'py>(
 fn dict_spec(map: &Bound<'_, PyMapping>) -> PyResult<Result<Spec, blockwise_image::SpecError>> {
     let plain = fspath_values(map.as_any(), 0, false)?;
     let mut de = pythonize::Depythonizer::from_object(&plain);
-    Ok(Spec::from_deserializer(&mut de, |e| e.to_string()))
+    Ok(
+        Spec::from_deserializer(&mut de, |e| e.to_string()).map_err(|mut e| {
+            explain_auto(&mut e, AUTO_HOW, |name| {
+                map.get_item("image")
+                    .and_then(|image| image.get_item(name))
+                    .and_then(|v| v.extract::<String>())
+                    .is_ok_and(|v| v.eq_ignore_ascii_case("auto"))
+            });
+            e
+        }),
+    )
+}
+
+/// How a Python caller gives the device an `"auto"` key needs (see `explain_auto`).
+const AUTO_HOW: &str = "write the spec to the device (blockwise.write(spec, \"/dev/sdX\"))";
+
+/// `Spec::from_toml`, with the reason for an `"auto"` key saying how to give the device.
+fn toml_spec(text: &str) -> Result<Spec, blockwise_image::SpecError> {
+    Spec::from_toml(text).map_err(|mut e| {
+        let table = text.parse::<toml::Table>().ok();
+        explain_auto(&mut e, AUTO_HOW, |name| {
+            table
+                .as_ref()
+                .and_then(|t| t.get("image")?.get(name)?.as_str())
+                .is_some_and(|v| v.eq_ignore_ascii_case("auto"))
+        });
+        e
+    })
 }
 
 /// `spec` as a dict (the TOML's keys), a TOML string or an `os.PathLike` to a spec file.
@@ -192,7 +221,7 @@ fn load_spec(
         spec_error(py, &e.key, message)
     };
     if let Ok(text) = spec.downcast::<PyString>() {
-        let parsed = Spec::from_toml(&text.to_cow()?).map_err(spec_err)?;
+        let parsed = toml_spec(&text.to_cow()?).map_err(spec_err)?;
         return Ok(Loaded {
             file: SpecFile::new(parsed, base()),
             source: "<toml>".into(),
@@ -221,7 +250,8 @@ fn load_spec(
             Some(2), // ENOENT
         ));
     }
-    let mut file = SpecFile::load(&path).map_err(|e| host_error(py, e, None))?;
+    let mut file =
+        SpecFile::load_with_auto_hint(&path, AUTO_HOW).map_err(|e| host_error(py, e, None))?;
     if let Some(b) = base_dir {
         file.base_dir = b;
     }
@@ -698,7 +728,7 @@ impl WriteSpec {
         if !is_device {
             let sf = match self {
                 WriteSpec::File { path, base_dir } => {
-                    let mut sf = SpecFile::load(path).map_err(host)?;
+                    let mut sf = SpecFile::load_with_auto_hint(path, AUTO_HOW).map_err(host)?;
                     if let Some(b) = base_dir {
                         sf.base_dir.clone_from(b);
                     }

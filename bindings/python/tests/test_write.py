@@ -360,8 +360,22 @@ def test_auto_spec_to_a_regular_file_is_a_spec_error(kind: str, tmp_path: pathli
     with pytest.raises(blockwise.SpecError) as e:
         blockwise.write(auto_source(kind, tmp_path), target)
     assert e.value.key == "image.erase-block", str(e.value)
-    assert "auto" in str(e.value)
+    # The same reason for a dict and a file: "auto" needs the device, and how to give it.
+    assert "from a probe of the device" in str(e.value)
+    assert "blockwise.write(spec" in str(e.value)
     assert not target.exists()
+
+
+@pytest.mark.parametrize("kind", ["dict", "toml", "file"])
+def test_auto_spec_planned_without_a_device_says_how_to_give_one(
+    kind: str, tmp_path: pathlib.Path
+) -> None:
+    spec: Any = {"dict": AUTO, "toml": AUTO_TOML}.get(kind) or auto_source("file", tmp_path)
+    with pytest.raises(blockwise.SpecError) as e:
+        blockwise.plan(spec)
+    assert e.value.key == "image.erase-block", str(e.value)
+    assert "from a probe of the device" in str(e.value)
+    assert "blockwise.write(spec" in str(e.value)
 
 
 @pytest.mark.parametrize("sector", [512, 4096])

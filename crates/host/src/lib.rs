@@ -50,5 +50,7 @@ pub use probe::{
 };
 pub use progress::{Phase, Progress};
 pub use source::FileSource;
-pub use spec_file::{resolve_timestamp, take_device_values, DeviceValues, SpecFile, Taken};
+pub use spec_file::{
+    explain_auto, resolve_timestamp, take_device_values, DeviceValues, SpecFile, Taken,
+};
 pub use tree::tree_from_dir;

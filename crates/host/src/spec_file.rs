@@ -27,17 +27,25 @@ impl SpecFile {
     /// "auto"`) is an error here naming the key: it needs a device, see
     /// [`SpecFile::load_for_device`].
     pub fn load(path: &Path) -> Result<Self, Error> {
+        Self::load_with_auto_hint(path, "give the device (--device /dev/sdX)")
+    }
+
+    /// [`SpecFile::load`], saying `how` to give the device when a key is `"auto"` (see
+    /// [`explain_auto`]): the Python bindings name their own call.
+    pub fn load_with_auto_hint(path: &Path, how: &str) -> Result<Self, Error> {
         let text = fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
         // A syntax error has no key: name the file instead (`spec.toml: TOML parse error …`).
         let spec = Spec::from_toml(&text).map_err(|mut e| {
             if e.key == "(toml)" {
                 e.key = path.display().to_string();
-            } else if let Some(key) = auto_key(&text, &e.key) {
-                e.reason = format!(
-                    "\"auto\" takes the {} from a probe of the device the image is for: give the device (--device /dev/sdX), or a value such as {}",
-                    key.what(),
-                    key.example()
-                );
+            } else {
+                let table = text.parse::<toml::Table>().ok();
+                explain_auto(&mut e, how, |name| {
+                    table
+                        .as_ref()
+                        .and_then(|t| t.get("image")?.get(name))
+                        .is_some_and(|v| matches!(v, toml::Value::String(s) if s.eq_ignore_ascii_case("auto")))
+                });
             }
             e
         })?;
@@ -211,18 +219,27 @@ impl AutoKey {
     }
 }
 
-/// When the spec error is about `image.erase-block`/`image.sector-size` and that key says
-/// `"auto"`, which key it is.
-fn auto_key(text: &str, key: &str) -> Option<AutoKey> {
-    let (name, which) = match key {
+/// For a spec error on `image.erase-block` or `image.sector-size` whose value is `"auto"`
+/// (`value_is_auto` answers for the key's name in `[image]`, `"erase-block"` or
+/// `"sector-size"`), replaces the reason with one saying that `"auto"` needs the device the
+/// image is for, and `how` to give it (`"give the device (--device /dev/sdX)"`); other
+/// errors stay as they are. The CLI and the Python bindings (spec files and dicts) share it.
+pub fn explain_auto(
+    e: &mut blockwise_image::SpecError,
+    how: &str,
+    value_is_auto: impl FnOnce(&str) -> bool,
+) {
+    let (name, key) = match e.key.as_str() {
         "image.erase-block" => ("erase-block", AutoKey::EraseBlock),
         "image.sector-size" => ("sector-size", AutoKey::SectorSize),
-        _ => return None,
+        _ => return,
     };
-    let table = text.parse::<toml::Table>().ok()?;
-    match table.get("image")?.get(name)? {
-        toml::Value::String(s) if s.eq_ignore_ascii_case("auto") => Some(which),
-        _ => None,
+    if value_is_auto(name) {
+        e.reason = format!(
+            "\"auto\" takes the {} from a probe of the device the image is for: {how}, or a value such as {}",
+            key.what(),
+            key.example()
+        );
     }
 }
 
@@ -273,6 +290,15 @@ mod tests {
             let se = e.spec_error().unwrap();
             assert_eq!(se.key, key);
             assert!(se.reason.contains("--device"), "{e}");
+            // Another caller's hint; a key that is not "auto" keeps its own reason.
+            let e = SpecFile::load_with_auto_hint(&spec_at(dir.path(), text), "call it so")
+                .unwrap_err();
+            assert!(e.to_string().contains(": call it so, or a value"), "{e}");
+            let wrong = text
+                .replace("\"auto\"", "\"x\"")
+                .replace("\"AUTO\"", "\"x\"");
+            let e = SpecFile::load(&spec_at(dir.path(), &wrong)).unwrap_err();
+            assert!(!e.to_string().contains("probe"), "{e}");
         }
     }
 
