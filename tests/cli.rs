@@ -593,5 +593,29 @@ fn plan_findings_match_verify_of_the_build() {
             .map(key)
             .collect();
         assert_eq!(planned, found, "case {n}");
+        // The human plan lists them as human verify does: "SEVERITY code: message".
+        let o = blockwise!().run(["plan".as_ref(), spec.as_os_str()]);
+        let human = String::from_utf8_lossy(&o.stdout);
+        let o = blockwise!().run([
+            "verify".as_ref(),
+            img.as_os_str(),
+            "--erase-block".as_ref(),
+            e.as_ref(),
+        ]);
+        let verify_human = String::from_utf8_lossy(&o.stdout);
+        for (severity, code, _, message) in &planned {
+            let line = format!("{severity:<7} {code}: {message}");
+            assert!(human.contains(&line), "case {n}: {line} in\n{human}");
+            assert!(
+                verify_human.contains(&line),
+                "case {n}: {line} in\n{verify_human}"
+            );
+        }
+        if planned.is_empty() {
+            assert!(
+                !human.contains("error ") && !human.contains("\nwarning "),
+                "{human}"
+            );
+        }
     }
 }

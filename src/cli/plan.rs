@@ -392,6 +392,14 @@ pub fn human_plan(plan: &Plan) -> String {
             let _ = writeln!(s, "warning: {n}");
         }
     }
+    // What `verify` will say about the built image (the JSON's `findings`), in its format.
+    let findings = blockwise_verify::plan_findings(plan);
+    if !findings.is_empty() {
+        let _ = writeln!(s);
+        for f in &findings {
+            let _ = writeln!(s, "{:<7} {}: {}", f.severity.as_str(), f.code, f.message);
+        }
+    }
     let _ = writeln!(
         s,
         "\n{}",
