@@ -20,12 +20,6 @@ use super::write::{fail, inspect_and_check, open_target, EXIT_REFUSED};
 
 /// Exit code: the device failed mid-way.
 const EXIT_DEVICE: u8 = 3;
-/// Exit code: interrupted, 128 + the signal (130 for SIGINT, 143 SIGTERM, 129 SIGHUP).
-fn exit_interrupted() -> u8 {
-    blockwise_flash::cancelling_signal()
-        .and_then(|s| u8::try_from(128 + s).ok())
-        .unwrap_or(130)
-}
 
 /// The region of a regular-file target when `--size` is not given.
 const DEFAULT_FILE_REGION: u64 = 256 << 20;
@@ -218,7 +212,7 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<ExitCode> {
     }
     if report.interrupted {
         eprintln!("blockwise: interrupted; the cases not run are marked skipped");
-        return Ok(ExitCode::from(exit_interrupted()));
+        return Ok(ExitCode::from(super::exit_interrupted()));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -97,6 +97,14 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
     }
 }
 
+/// Exit code of work a signal stopped (through [`blockwise_flash::cancel_on_signals`]):
+/// 128 + the signal, 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP.
+pub(crate) fn exit_interrupted() -> u8 {
+    blockwise_flash::cancelling_signal()
+        .and_then(|s| u8::try_from(128 + s).ok())
+        .unwrap_or(130)
+}
+
 /// Under a file-size limit (`ulimit -f`, RLIMIT_FSIZE) the kernel sends SIGXFSZ to a process
 /// that writes or extends a file past it, and its default action kills the process: a build
 /// would die by signal and leave its temp file. With a handler installed (it only records

@@ -468,7 +468,7 @@ fn stopped(
             "blockwise: interrupted by signal {sig}: stopped, temp files removed, {} untouched",
             output.display()
         ));
-        return Ok(ExitCode::from(u8::try_from(128 + sig).unwrap_or(130)));
+        return Ok(ExitCode::from(super::exit_interrupted()));
     }
     match context {
         Some(c) => Err(anyhow::Error::new(e).context(c)),

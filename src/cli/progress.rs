@@ -3,7 +3,7 @@
 //! `--quiet`.
 
 use std::io::IsTerminal as _;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,25 +14,11 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 pub struct Bar {
     bar: ProgressBar,
     files: u64,
-    /// The signal (SIGINT, SIGTERM, SIGHUP) that asked the work to stop, 0 while none did.
-    signal: Arc<AtomicUsize>,
-}
-
-/// Makes SIGINT, SIGTERM and SIGHUP set `signal` (to their number) instead of killing the
-/// process, so that a build can stop, remove its temp file and exit 128 + the signal. A
-/// second signal while one is pending ends the process at once.
-fn catch_signals(signal: &Arc<AtomicUsize>) {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    for sig in [SIGINT, SIGTERM, SIGHUP] {
-        let Ok(n) = usize::try_from(sig) else {
-            continue;
-        };
-        let pending = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let _ =
-            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(&pending));
-        let _ = signal_hook::flag::register(sig, pending);
-        let _ = signal_hook::flag::register_usize(sig, Arc::clone(signal), n);
-    }
+    /// Set by SIGINT, SIGTERM or SIGHUP instead of killing the process
+    /// ([`blockwise_flash::cancel_on_signals`], as `write` and `bench` use it), so that a build
+    /// can stop, remove its temp file and exit 128 + the signal. A second signal while one is
+    /// pending ends the process at once.
+    cancel: Arc<AtomicBool>,
 }
 
 impl Bar {
@@ -44,18 +30,22 @@ impl Bar {
             ProgressDrawTarget::hidden()
         };
         let bar = ProgressBar::with_draw_target(None, target);
-        let signal = Arc::new(AtomicUsize::new(0));
-        catch_signals(&signal);
+        let cancel = blockwise_flash::cancel_on_signals()
+            .unwrap_or_else(|_| Arc::new(AtomicBool::new(false)));
         Bar {
             bar,
             files: 0,
-            signal,
+            cancel,
         }
     }
 
     /// The signal that stopped the work, if one did.
-    pub fn signal(&self) -> Option<usize> {
-        Some(self.signal.load(Ordering::Relaxed)).filter(|&s| s != 0)
+    pub fn signal(&self) -> Option<i32> {
+        if self.cancel.load(Ordering::Relaxed) {
+            blockwise_flash::cancelling_signal()
+        } else {
+            None
+        }
     }
 
     /// Prints a line above the bar (or plainly when it is hidden).

@@ -20,12 +20,6 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 pub(super) const EXIT_REFUSED: u8 = 2;
 /// Exit code: the device failed mid-way.
 const EXIT_DEVICE: u8 = 3;
-/// Exit code: interrupted, 128 + the signal (130 for SIGINT, 143 SIGTERM, 129 SIGHUP).
-fn exit_interrupted() -> u8 {
-    blockwise_flash::cancelling_signal()
-        .and_then(|s| u8::try_from(128 + s).ok())
-        .unwrap_or(130)
-}
 
 /// Arguments of `blockwise write`.
 #[derive(Debug, clap::Args)]
@@ -308,7 +302,7 @@ fn report(a: &WriteArgs, result: Result<Outcome, Error>, direct: bool) -> ExitCo
             "blockwise: interrupted at offset {} after {} bytes; synced; block 0 was not written, so the target holds no valid image",
             out.offset_reached, s.bytes_written
         );
-        return ExitCode::from(exit_interrupted());
+        return ExitCode::from(super::exit_interrupted());
     }
     ExitCode::SUCCESS
 }

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use blockwise_geometry::{parse_size, BlockSource, SectorSize};
 use blockwise_host::{
-    build_with_progress, explain_auto, plan_file, FileSource, Phase, Progress, SpecFile,
+    build_with_progress, explain_auto, explain_auto_toml, plan_file, FileSource, Phase, Progress,
+    SpecFile,
 };
 use blockwise_image::{ErrorKind, Spec};
 use pyo3::create_exception;
@@ -198,13 +199,7 @@ const AUTO_HOW: &str = "write the spec to the device (blockwise.write(spec, \"/d
 /// `Spec::from_toml`, with the reason for an `"auto"` key saying how to give the device.
 fn toml_spec(text: &str) -> Result<Spec, blockwise_image::SpecError> {
     Spec::from_toml(text).map_err(|mut e| {
-        let table = text.parse::<toml::Table>().ok();
-        explain_auto(&mut e, AUTO_HOW, |name| {
-            table
-                .as_ref()
-                .and_then(|t| t.get("image")?.get(name)?.as_str())
-                .is_some_and(|v| v.eq_ignore_ascii_case("auto"))
-        });
+        explain_auto_toml(&mut e, AUTO_HOW, text);
         e
     })
 }

@@ -51,6 +51,7 @@ pub use probe::{
 pub use progress::{Phase, Progress};
 pub use source::FileSource;
 pub use spec_file::{
-    explain_auto, resolve_timestamp, take_device_values, DeviceValues, SpecFile, Taken,
+    explain_auto, explain_auto_toml, resolve_timestamp, take_device_values, DeviceValues, SpecFile,
+    Taken,
 };
 pub use tree::tree_from_dir;

@@ -469,9 +469,11 @@ mod tests {
         let out_path = dir.path().join("out.img");
         let out = File::create(&out_path).unwrap();
 
+        // One copier throughout: an error on one range does not give up the kernel path.
+        let mut copier = Copier::default();
         // Source not readable (opened write-only): an input error naming the source.
         let unreadable = fs::OpenOptions::new().write(true).open(&src_path).unwrap();
-        let err = Copier::default()
+        let err = copier
             .copy(&unreadable, r, &out, 0, &content, &out_path, &mut ())
             .unwrap_err();
         assert!(!err.is_write_failure(), "{err}");
@@ -480,14 +482,13 @@ mod tests {
         // Output not writable (opened read-only): a write failure naming the output.
         let src = File::open(&src_path).unwrap();
         let read_only = File::open(&out_path).unwrap();
-        let err = Copier::default()
+        let err = copier
             .copy(&src, r, &read_only, 0, &content, &out_path, &mut ())
             .unwrap_err();
         assert!(err.is_write_failure(), "{err}");
         assert!(err.to_string().contains("out.img"), "{err}");
 
         // Both right: copied, and the kernel path still used for the next range.
-        let mut copier = Copier::default();
         copier
             .copy(&src, r, &out, 0, &content, &out_path, &mut ())
             .unwrap();

@@ -39,13 +39,7 @@ impl SpecFile {
             if e.key == "(toml)" {
                 e.key = path.display().to_string();
             } else {
-                let table = text.parse::<toml::Table>().ok();
-                explain_auto(&mut e, how, |name| {
-                    table
-                        .as_ref()
-                        .and_then(|t| t.get("image")?.get(name))
-                        .is_some_and(|v| matches!(v, toml::Value::String(s) if s.eq_ignore_ascii_case("auto")))
-                });
+                explain_auto_toml(&mut e, how, &text);
             }
             e
         })?;
@@ -241,6 +235,17 @@ pub fn explain_auto(
             key.example()
         );
     }
+}
+
+/// [`explain_auto`] for a spec given as TOML `text` (parsed again only when the error is on
+/// one of the two keys).
+pub fn explain_auto_toml(e: &mut blockwise_image::SpecError, how: &str, text: &str) {
+    explain_auto(e, how, |name| {
+        text.parse::<toml::Table>()
+            .ok()
+            .and_then(|t| t.get("image")?.get(name)?.as_str().map(str::to_owned))
+            .is_some_and(|v| v.eq_ignore_ascii_case("auto"))
+    });
 }
 
 /// The file-creation time: spec `timestamp`, else `SOURCE_DATE_EPOCH`, else 0.
