@@ -59,7 +59,7 @@ pub(super) fn allocate(geo: &mut Geometry, inodes: &mut [Ino]) -> Result<(), Err
         .iter()
         .map(|r| {
             let d: u64 = r.want.iter().map(|w| w.1).sum();
-            d + tree_blocks_for(r.want.len() as u64, bs) + u64::from(!r.attrs.is_empty())
+            d + tree_blocks_for(r.want.len() as u64, bs) + u64::from(!r.attrs().is_empty())
         })
         .sum();
     let free = geo.used.free_total();
@@ -82,9 +82,9 @@ pub(super) fn allocate(geo: &mut Geometry, inodes: &mut [Ino]) -> Result<(), Err
         block_bytes: bs,
     };
     for r in inodes {
-        if !r.attrs.is_empty() {
+        if !r.attrs().is_empty() {
             let b = al.alloc(&mut geo.used, 1, 1).ok_or_else(|| nospace(bs))?;
-            r.xattr_block = Some(b[0].0);
+            r.rare_mut().xattr_block = Some(b[0].0);
         }
         let want = core::mem::take(&mut r.want);
         for (l, n) in want {
@@ -100,8 +100,9 @@ pub(super) fn allocate(geo: &mut Geometry, inodes: &mut [Ino]) -> Result<(), Err
         let tb = tree_blocks_for(r.extents.len() as u64, bs);
         if tb > 0 {
             let runs = al.alloc(&mut geo.used, tb, 1).ok_or_else(|| nospace(bs))?;
+            let tree = &mut r.rare_mut().tree_blocks;
             for (p, len) in runs {
-                r.tree_blocks.extend(p..p + len);
+                tree.extend(p..p + len);
             }
         }
     }

@@ -66,13 +66,13 @@ impl Prepared {
                 }
                 _ => {}
             }
-            if !r.tree_blocks.is_empty() {
+            if !r.tree_blocks().is_empty() {
                 for (nr, b) in self.extent_tree(r).1 {
                     put(sink, nr * bs, &b)?;
                 }
             }
-            if let Some(x) = r.xattr_block {
-                let b = xattr::build_block(bs as usize, &r.attrs, x, self.csum());
+            if let Some(x) = r.xattr_block() {
+                let b = xattr::build_block(bs as usize, r.attrs(), x, self.csum());
                 put(sink, x * bs, &b)?;
             }
         }

@@ -135,7 +135,7 @@ impl Prepared {
             fill_node(&mut root, ROOT_ENTRIES, 0, &leaves);
             return (root, blocks);
         }
-        let mut tb = r.tree_blocks.iter().copied();
+        let mut tb = r.tree_blocks().iter().copied();
         // Leaves.
         let mut level: Vec<(u64, u64)> = Vec::new();
         for chunk in r.extents.chunks(per) {

@@ -25,8 +25,9 @@ pub(super) enum Body {
     Dir(Vec<u8>),
     /// A slow symlink's target (one block).
     SlowLink(Vec<u8>),
-    /// `i_block` verbatim (fast symlinks, devices).
-    Raw([u8; N_BLOCKS * 4]),
+    /// `i_block` verbatim (fast symlinks, devices); boxed, so that every other inode's
+    /// record stays small.
+    Raw(Box<[u8; N_BLOCKS * 4]>),
     /// Journal: extents only, superblock written separately.
     Journal,
     /// Nothing (fifos, sockets, empty files).
@@ -50,11 +51,21 @@ pub(super) struct Ino {
     pub want: Vec<(u64, u64)>,
     /// `(logical, len ≤ 32768, physical)`.
     pub extents: Vec<(u64, u64, u64)>,
+    /// What few inodes have (extent tree blocks, extended attributes), boxed: one record per
+    /// file is kept until the inode tables are written, so its size is memory per file.
+    pub rare: Option<Box<Rare>>,
+}
+
+/// The parts of an [`Ino`] most inodes do without.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Rare {
+    /// Blocks of the extent tree (more extents than `i_block` holds).
     pub tree_blocks: Vec<u64>,
     /// Extended attributes in the inode (after the fixed fields).
     pub inode_attrs: Vec<Attr>,
     /// Extended attributes in the xattr block (none: no block).
     pub attrs: Vec<Attr>,
+    /// The xattr block, once allocated.
     pub xattr_block: Option<u64>,
 }
 
@@ -73,16 +84,33 @@ impl Ino {
             body: Body::None,
             want: Vec::new(),
             extents: Vec::new(),
-            tree_blocks: Vec::new(),
-            inode_attrs: Vec::new(),
-            attrs: Vec::new(),
-            xattr_block: None,
+            rare: None,
         }
+    }
+    /// The rare parts, made on first use.
+    pub fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
+    }
+    /// Blocks of the extent tree (none for up to four extents).
+    pub fn tree_blocks(&self) -> &[u64] {
+        self.rare.as_ref().map_or(&[], |x| &x.tree_blocks)
+    }
+    /// Extended attributes stored in the inode.
+    pub fn inode_attrs(&self) -> &[Attr] {
+        self.rare.as_ref().map_or(&[], |x| &x.inode_attrs)
+    }
+    /// Extended attributes stored in the xattr block.
+    pub fn attrs(&self) -> &[Attr] {
+        self.rare.as_ref().map_or(&[], |x| &x.attrs)
+    }
+    /// The xattr block, once allocated.
+    pub fn xattr_block(&self) -> Option<u64> {
+        self.rare.as_ref().and_then(|x| x.xattr_block)
     }
     pub fn data_blocks(&self) -> u64 {
         self.extents.iter().map(|e| e.1).sum::<u64>()
-            + self.tree_blocks.len() as u64
-            + u64::from(self.xattr_block.is_some())
+            + self.tree_blocks().len() as u64
+            + u64::from(self.xattr_block().is_some())
     }
 }
 
@@ -105,11 +133,11 @@ impl Prepared {
         raw.i_blocks_lo.set(sectors as u32);
         raw.i_flags.set(r.flags.bits());
         match &r.body {
-            Body::Raw(b) => raw.i_block = *b,
+            Body::Raw(b) => raw.i_block = **b,
             _ if r.flags.contains(InodeFlags::EXTENTS) => raw.i_block = self.extent_tree(r).0,
             _ => {}
         }
-        if let Some(x) = r.xattr_block {
+        if let Some(x) = r.xattr_block() {
             raw.i_file_acl_lo.set(x as u32);
             raw.l_i_file_acl_high.set((x >> 32) as u16);
         }
@@ -131,8 +159,8 @@ impl Prepared {
         let mut b = vec![0u8; isz];
         let n = isz.min(INODE_RAW);
         b[..n].copy_from_slice(&raw.as_bytes()[..n]);
-        if extra && !r.inode_attrs.is_empty() {
-            xattr::write_in_inode(&mut b[INODE_RAW..], &r.inode_attrs);
+        if extra && !r.inode_attrs().is_empty() {
+            xattr::write_in_inode(&mut b[INODE_RAW..], r.inode_attrs());
         }
         if let Some(seed) = self.csum() {
             let c = crc32c_raw(inode_seed(seed, r.ino, 0), &b);
@@ -174,5 +202,15 @@ impl Prepared {
             put(sink, g.loc[grp as usize].inode_table * bs, &table)?;
         }
         Ok(dirs_per_group)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// One record per file lives until the inode tables are written: its size is memory per
+    /// file (200,000 files: 27 MB at 136 bytes, 50 MB at the 248 it was before `Rare`).
+    #[test]
+    fn an_inode_record_stays_small() {
+        assert!(core::mem::size_of::<super::Ino>() <= 136);
     }
 }

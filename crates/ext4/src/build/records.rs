@@ -29,7 +29,7 @@ pub(super) struct Records<'a> {
 impl Records<'_> {
     /// Every inode to write (lost+found, the journal, the tree's nodes), sorted by number.
     pub fn build(&self, ts: i64) -> Result<Vec<Ino>, Error> {
-        let mut inodes: Vec<Ino> = Vec::new();
+        let mut inodes: Vec<Ino> = Vec::with_capacity(self.num.order.len() + 2);
         if self.num.adds_lost_found() {
             inodes.push(self.lost_found(ts)?);
         }
@@ -132,7 +132,7 @@ impl Records<'_> {
                 if t.len() < N_BLOCKS * 4 {
                     let mut b = [0u8; N_BLOCKS * 4];
                     b[..t.len()].copy_from_slice(t);
-                    r.body = Body::Raw(b);
+                    r.body = Body::Raw(Box::new(b));
                 } else {
                     r.body = Body::SlowLink(t.to_vec());
                     r.want = vec![(0, 1)];
@@ -141,11 +141,11 @@ impl Records<'_> {
             }
             NodeKind::CharDev { major, minor } => {
                 r.mode = S_IFCHR | perm;
-                r.body = Body::Raw(dev_iblock(*major, *minor));
+                r.body = Body::Raw(Box::new(dev_iblock(*major, *minor)));
             }
             NodeKind::BlockDev { major, minor } => {
                 r.mode = S_IFBLK | perm;
-                r.body = Body::Raw(dev_iblock(*major, *minor));
+                r.body = Body::Raw(Box::new(dev_iblock(*major, *minor)));
             }
             NodeKind::Fifo => r.mode = S_IFIFO | perm,
             NodeKind::Socket => r.mode = S_IFSOCK | perm,
@@ -250,8 +250,11 @@ impl Records<'_> {
                 block_bytes: geo.bs,
             }
         })?;
-        r.inode_attrs = inode;
-        r.attrs = block;
+        if !inode.is_empty() || !block.is_empty() {
+            let rare = r.rare_mut();
+            rare.inode_attrs = inode;
+            rare.attrs = block;
+        }
         Ok(())
     }
 }
