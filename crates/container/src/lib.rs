@@ -1,0 +1,27 @@
+//! What an input is, decided by its bytes, and the containers images travel in.
+//!
+//! DESIGN.md, "Formats beyond FAT and ext4": this crate is the only place that decides what
+//! an input is; `write`, `verify`, Python and the page ask it. It is pure (no OS I/O) and
+//! builds for `wasm32-unknown-unknown`, so the page reads what the CLI reads.
+//!
+//! - [`recognise`]: an input's first bytes → a partition table, a filesystem, a container
+//!   blockwise decodes (xz, gzip, zstd, bzip2, lz4, zip, Android sparse), or a format it
+//!   names and refuses (tar, qcow2, VMDK, VHD/VHDX, VDI).
+//! - [`decode`]: containers as [`BlockSource`](blockwise_geometry::BlockSource)s, with random
+//!   access where the format allows it (sparse chunk map, zstd seek table, xz index).
+//! - [`encode`]: an [`ImageMap`](blockwise_geometry::ImageMap) written as Android sparse,
+//!   seekable zstd or multi-block xz, straight from the map.
+
+// Every parser here takes hostile bytes: no indexing, unchecked arithmetic, `as`, unwrap or
+// panic. Escapes go through `#[expect(.., reason = "…")]`.
+#![deny(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::as_conversions,
+    clippy::unwrap_used,
+    clippy::panic
+)]
+
+pub mod decode;
+pub mod encode;
+pub mod recognise;
