@@ -242,9 +242,15 @@ pub fn write<S: BlockSink + ?Sized>(
     let fields: [(&'static str, bool); 8] = [
         ("sector_bytes", expect.sector_bytes == plan.sector_bytes),
         ("cluster_bytes", expect.cluster_bytes == plan.cluster_bytes),
-        ("fat_start_bytes", expect.fat_start_bytes == plan.fat_start_bytes),
+        (
+            "fat_start_bytes",
+            expect.fat_start_bytes == plan.fat_start_bytes,
+        ),
         ("fat_sectors", expect.fat_sectors == plan.fat_sectors),
-        ("heap_start_bytes", expect.heap_start_bytes == plan.heap_start_bytes),
+        (
+            "heap_start_bytes",
+            expect.heap_start_bytes == plan.heap_start_bytes,
+        ),
         ("cluster_count", expect.cluster_count == plan.cluster_count),
         ("label", expect.label == plan.label),
         ("volume_serial", expect.volume_serial == plan.volume_serial),

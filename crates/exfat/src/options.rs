@@ -68,7 +68,9 @@ impl ExfatOptions {
             if !b.is_power_of_two() || b < s {
                 return Err(Invalid::new(
                     Field::Boundary,
-                    format!("{b}: the boundary unit is a power of two of at least one {s}-byte sector"),
+                    format!(
+                        "{b}: the boundary unit is a power of two of at least one {s}-byte sector"
+                    ),
                 ));
             }
             if b < erase_block {
@@ -100,7 +102,9 @@ pub fn validate_label(label: &str) -> Result<Option<String>, Invalid> {
     if units == 0 || units > 11 || label.chars().any(char::is_control) {
         return Err(Invalid::new(
             Field::Label,
-            format!("{label:?} is not an exFAT label: 1 to 11 UTF-16 characters, no control characters"),
+            format!(
+                "{label:?} is not an exFAT label: 1 to 11 UTF-16 characters, no control characters"
+            ),
         ));
     }
     Ok(Some(label.trim_end().to_string()).filter(|s| !s.is_empty()))
@@ -185,7 +189,12 @@ mod tests {
     fn deserialises_with_spec_keys() {
         let o: ExfatOptions =
             serde_json::from_str(r#"{"cluster": "128KiB", "boundary": "16MiB"}"#).unwrap();
-        assert_eq!(o, ExfatOptions::default().cluster(128 << 10).boundary(16 << 20));
+        assert_eq!(
+            o,
+            ExfatOptions::default()
+                .cluster(128 << 10)
+                .boundary(16 << 20)
+        );
         let e = serde_json::from_str::<ExfatOptions>(r#"{"clustr": 1}"#).unwrap_err();
         assert!(e.to_string().contains("unknown field `clustr`"), "{e}");
     }

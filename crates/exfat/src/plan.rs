@@ -87,12 +87,23 @@ fn invalid(field: Field, reason: impl Into<String>) -> Error {
 /// first sector is `p` (mod the boundary `b`), `spc` sectors per cluster, `s`-byte sectors.
 /// With `unit` the FAT length is a multiple of `unit` sectors and ends at the heap (so it
 /// starts on the erase block too); without, it is as short as it can be, at sector 24.
-fn place(v: u64, p: u64, b: u64, unit: Option<u64>, spc: u64, s: u64) -> Option<(u64, u64, u64, u64)> {
+fn place(
+    v: u64,
+    p: u64,
+    b: u64,
+    unit: Option<u64>,
+    spc: u64,
+    s: u64,
+) -> Option<(u64, u64, u64, u64)> {
     let mut f = unit.unwrap_or(1);
     for _ in 0..64 {
         let base = p.checked_add(MIN_FAT_OFFSET)?.checked_add(f)?;
         let heap = base.div_ceil(b).checked_mul(b)?.checked_sub(p)?;
-        let fat_off = if unit.is_some() { heap - f } else { MIN_FAT_OFFSET };
+        let fat_off = if unit.is_some() {
+            heap - f
+        } else {
+            MIN_FAT_OFFSET
+        };
         if heap >= v {
             return None;
         }
@@ -204,9 +215,9 @@ pub(crate) fn plan_layout(req: &ExfatRequest) -> Result<(Layout, ExfatPlan), Err
     for _ in 0..16 {
         let spc = cluster / s;
         let aligned = place(v, p % b, b, Some(unit), spc, s);
-        let got = aligned.map(|x| (x, true)).or_else(|| {
-            place(v, p % b, b, None, spc, s).map(|x| (x, false))
-        });
+        let got = aligned
+            .map(|x| (x, true))
+            .or_else(|| place(v, p % b, b, None, spc, s).map(|x| (x, false)));
         match got {
             Some(((_, _, heap, clusters), _))
                 if !forced && clusters == MAX_CLUSTERS && (v - heap) / spc > MAX_CLUSTERS =>
@@ -256,7 +267,10 @@ pub(crate) fn plan_layout(req: &ExfatRequest) -> Result<(Layout, ExfatPlan), Err
         root_cluster: 2 + meta_clusters,
     };
     notes.push(if forced {
-        format!("Clusters of {} as requested (exfat.cluster).", format_size(cluster))
+        format!(
+            "Clusters of {} as requested (exfat.cluster).",
+            format_size(cluster)
+        )
     } else if sda_exfat_params(vol_bytes).is_some() {
         format!(
             "Clusters of {}: the SD Association's size for a {} volume.",
@@ -311,10 +325,13 @@ pub(crate) fn plan_layout(req: &ExfatRequest) -> Result<(Layout, ExfatPlan), Err
             "derived from the seed"
         },
         match guid {
-            Some(g) => format!("volume GUID {g} as given (fs-uuid), in a volume GUID entry of the root directory (fsck.exfat before exfatprogs 1.2.1 does not know that entry and offers to delete it)"),
-            None => "no volume GUID entry (optional, like mkfs.exfat without -U; fs-uuid adds one)".to_string(),
+            Some(g) => format!("volume GUID {g} as given (fs-uuid), in a volume GUID entry of the root directory"),
+            None => "no volume GUID entry (it is optional, and mkfs.exfat writes none without -U; fs-uuid adds one)".to_string(),
         }
     ));
+    if guid.is_some() {
+        notes.push("warning: the volume GUID entry is valid exFAT (Windows and Linux read it), but exfat-fuse 1.3 refuses to mount a volume that has one and fsck.exfat before exfatprogs 1.2.1 offers to delete it; leave fs-uuid out for those readers.".into());
+    }
     let mut plan = ExfatPlan {
         kind: "exfat",
         label,

@@ -370,9 +370,9 @@ pub fn name_hash(upcased: &[u16]) -> u16 {
 /// `TableChecksum` of the up-case table (§7.2.2): the boot checksum's rule over every byte.
 #[must_use]
 pub fn table_checksum(table: &[u8]) -> u32 {
-    table
-        .iter()
-        .fold(0u32, |sum, &b| sum.rotate_right(1).wrapping_add(u32::from(b)))
+    table.iter().fold(0u32, |sum, &b| {
+        sum.rotate_right(1).wrapping_add(u32::from(b))
+    })
 }
 
 #[cfg(test)]

@@ -149,7 +149,11 @@ mod tests {
         assert!(mapped > 1000, "{mapped}");
         // The mandatory first 128 entries (§7.2.5.2): a–z to A–Z, the rest themselves.
         for c in 0u16..128 {
-            let want = if (0x61..=0x7a).contains(&c) { c - 32 } else { c };
+            let want = if (0x61..=0x7a).contains(&c) {
+                c - 32
+            } else {
+                c
+            };
             assert_eq!(full[usize::from(c)], want);
         }
     }

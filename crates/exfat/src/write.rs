@@ -58,7 +58,11 @@ struct Dir {
 /// Something that owns a cluster run in the heap, in allocation (= write) order.
 enum Item {
     Dir(usize),
-    File { node: NodeId, first: u64, clusters: u64 },
+    File {
+        node: NodeId,
+        first: u64,
+        clusters: u64,
+    },
 }
 
 /// Coalesces writes at increasing offsets into large chunks.
@@ -148,9 +152,9 @@ enum Placing {
 }
 
 fn entry_time(tree: &Tree, id: NodeId) -> FatTime {
-    tree.nodes
-        .get(id)
-        .map_or(fat_time(0, 0), |n| fat_time(n.meta.mtime, n.meta.mtime_nsec))
+    tree.nodes.get(id).map_or(fat_time(0, 0), |n| {
+        fat_time(n.meta.mtime, n.meta.mtime_nsec)
+    })
 }
 
 /// Entries of one child's set: File, Stream Extension and one File Name per 15 units.
@@ -159,7 +163,12 @@ fn set_len(name_units: usize) -> u64 {
 }
 
 /// Pass 1: every directory's entries, breadth-first (index 0 = root).
-fn scan(tree: &Tree, root_extra: u64, upcase: &[u16], warnings: &mut Vec<Warning>) -> Result<Vec<Dir>, Error> {
+fn scan(
+    tree: &Tree,
+    root_extra: u64,
+    upcase: &[u16],
+    warnings: &mut Vec<Warning>,
+) -> Result<Vec<Dir>, Error> {
     let mut dirs = vec![Dir {
         node: 0,
         entries: Vec::new(),
@@ -252,7 +261,11 @@ fn scan(tree: &Tree, root_extra: u64, upcase: &[u16], warnings: &mut Vec<Warning
             folded.insert(key, c);
             slots += set_len(name.len());
             // No write bit for anyone: read-only, as Windows shows it and Linux maps it back.
-            let read_only = if node.meta.mode & 0o222 == 0 { attr::READ_ONLY } else { 0 };
+            let read_only = if node.meta.mode & 0o222 == 0 {
+                attr::READ_ONLY
+            } else {
+                0
+            };
             if attributes == attr::DIRECTORY {
                 dirs.push(Dir {
                     node: c,
@@ -385,7 +398,10 @@ fn fat_prefix(layout: &Layout, root_clusters: u64) -> Vec<u8> {
     let cb = layout.cluster_bytes;
     let runs = [
         (2, layout.bitmap_bytes.div_ceil(cb)),
-        (2 + layout.bitmap_bytes.div_ceil(cb), layout.upcase_bytes.div_ceil(cb)),
+        (
+            2 + layout.bitmap_bytes.div_ceil(cb),
+            layout.upcase_bytes.div_ceil(cb),
+        ),
         (layout.root_cluster, root_clusters),
     ];
     let end = usize::try_from(layout.root_cluster + root_clusters).unwrap_or(0);
@@ -605,14 +621,21 @@ pub(crate) fn write_volume<S: BlockSink + ?Sized>(
     out.bytes(0, &region)?;
     out.bytes(BOOT_REGION_SECTORS * s, &region)?;
     let fat_off = layout.fat_offset * s;
-    out.zeros(2 * BOOT_REGION_SECTORS * s, fat_off - 2 * BOOT_REGION_SECTORS * s)?;
+    out.zeros(
+        2 * BOOT_REGION_SECTORS * s,
+        fat_off - 2 * BOOT_REGION_SECTORS * s,
+    )?;
 
     // The FAT, and the gap to the heap (none when the FAT ends there).
     let root_clusters = dirs.first().map_or(1, |d| d.clusters);
     let prefix = fat_prefix(layout, root_clusters);
     let fat_bytes = layout.fat_length * s;
     let p = prefix
-        .get(..usize::try_from(fat_bytes).unwrap_or(usize::MAX).min(prefix.len()))
+        .get(
+            ..usize::try_from(fat_bytes)
+                .unwrap_or(usize::MAX)
+                .min(prefix.len()),
+        )
         .unwrap_or_default();
     out.bytes(fat_off, p)?;
     let heap = layout.heap_offset * s;
@@ -627,7 +650,10 @@ pub(crate) fn write_volume<S: BlockSink + ?Sized>(
     }
     let bitmap_clusters = layout.bitmap_bytes.div_ceil(cb);
     out.bytes(heap, &bitmap)?;
-    out.zeros(heap + layout.bitmap_bytes, bitmap_clusters * cb - layout.bitmap_bytes)?;
+    out.zeros(
+        heap + layout.bitmap_bytes,
+        bitmap_clusters * cb - layout.bitmap_bytes,
+    )?;
     let up_off = layout.cluster_offset(2 + bitmap_clusters);
     out.bytes(up_off, upcase_bytes)?;
     out.zeros(
@@ -643,7 +669,10 @@ pub(crate) fn write_volume<S: BlockSink + ?Sized>(
                 let off = layout.cluster_offset(d.first);
                 let bytes = v.dir_bytes(*i);
                 out.bytes(off, &bytes)?;
-                out.zeros(off + bytes.len() as u64, d.clusters * cb - bytes.len() as u64)?;
+                out.zeros(
+                    off + bytes.len() as u64,
+                    d.clusters * cb - bytes.len() as u64,
+                )?;
             }
             Item::File {
                 node,

@@ -57,7 +57,10 @@ fn random_tree(seed: u64, content: &mut Vec<Vec<u8>>) -> Tree {
             .map(|_| alphabet[usize::try_from(rng.next_u64() % alphabet.len() as u64).unwrap()])
             .collect();
         name = format!("{}{i}", name.trim());
-        let m = meta(1_600_000_000 + i64::try_from(rng.next_u64() % 100_000_000).unwrap(), 0o644);
+        let m = meta(
+            1_600_000_000 + i64::try_from(rng.next_u64() % 100_000_000).unwrap(),
+            0o644,
+        );
         if rng.next_u64() % 5 == 0 {
             if let Some(id) = t.add(parent, &name, dir(), m) {
                 dirs.push(id);
@@ -83,7 +86,9 @@ fn random_tree(seed: u64, content: &mut Vec<Vec<u8>>) -> Tree {
     // A deep tree.
     let mut cur = 0;
     for d in 0..40 {
-        cur = t.add(cur, format!("deep{d}"), dir(), meta(1_700_000_000, 0o755)).unwrap();
+        cur = t
+            .add(cur, format!("deep{d}"), dir(), meta(1_700_000_000, 0o755))
+            .unwrap();
     }
     let h = content.len() as u64;
     content.push(b"bottom".to_vec());
@@ -112,22 +117,28 @@ fn random_trees_are_clean_and_read_back() {
         if !(have("mount.exfat-fuse") && have_loop()) {
             continue;
         }
-        with_exfat_fuse(&path, 0, size, &dir.path().join(format!("m{seed}")), |mnt| {
-            let got = mounted_files(mnt);
-            let want = blockwise_test_kit::tree_files(&tree, &content);
-            let got_names: Vec<&String> = got.keys().collect();
-            let want_names: Vec<&String> = want.keys().collect();
-            assert_eq!(got_names, want_names, "names");
-            for (path, data) in &want {
-                // exfat-fuse maps no attribute to modes (the read-only attribute is checked
-                // by the crate's unit tests and by verify).
-                let (g, mtime, _) = &got[path];
-                assert_eq!(g, data, "{path}");
-                let id = tree.lookup(path).unwrap();
-                let m = &tree.nodes[id].meta;
-                // exFAT keeps 2 s + 10 ms increments: seconds survive exactly.
-                assert_eq!(*mtime, m.mtime, "{path} mtime");
-            }
-        });
+        with_exfat_fuse(
+            &path,
+            0,
+            size,
+            &dir.path().join(format!("m{seed}")),
+            |mnt| {
+                let got = mounted_files(mnt);
+                let want = blockwise_test_kit::tree_files(&tree, &content);
+                let got_names: Vec<&String> = got.keys().collect();
+                let want_names: Vec<&String> = want.keys().collect();
+                assert_eq!(got_names, want_names, "names");
+                for (path, data) in &want {
+                    // exfat-fuse maps no attribute to modes (the read-only attribute is checked
+                    // by the crate's unit tests and by verify).
+                    let (g, mtime, _) = &got[path];
+                    assert_eq!(g, data, "{path}");
+                    let id = tree.lookup(path).unwrap();
+                    let m = &tree.nodes[id].meta;
+                    // exFAT keeps 2 s + 10 ms increments: seconds survive exactly.
+                    assert_eq!(*mtime, m.mtime, "{path} mtime");
+                }
+            },
+        );
     }
 }

@@ -321,7 +321,9 @@ pub fn assemble_with_raw<S: BlockSink + ?Sized>(
                 let report = blockwise_exfat::write(&mut sub, &req, xp, tree, content, timestamp)
                     .map_err(|e| exfat_failure(si, e))?;
                 let owners = spec.partitions.get(si).is_some_and(|ps| {
-                    ps.entries.iter().any(|e| e.uid.is_some() || e.gid.is_some())
+                    ps.entries
+                        .iter()
+                        .any(|e| e.uid.is_some() || e.gid.is_some())
                 });
                 if owners {
                     warnings.push(format!("partition[{index}]: owners (uid/gid) of [[partition.entry]] ignored: exFAT stores no owners (modes only as the read-only attribute)"));

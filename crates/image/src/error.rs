@@ -108,8 +108,8 @@ impl PartitionError {
     /// The kind of failure.
     #[must_use]
     pub fn kind(&self) -> ErrorKind {
-        use blockwise_ext4::Error as X;
         use blockwise_exfat::Error as XF;
+        use blockwise_ext4::Error as X;
         use blockwise_fat::Error as F;
         match self {
             PartitionError::Fat(F::Unsupported { .. })

@@ -33,8 +33,7 @@ pub mod swap;
 
 pub use assemble::{
     assemble, assemble_sparse, assemble_with_raw, exfat_request, ext4_request, fat_request,
-    plan_full, Fill,
-    RawFill,
+    plan_full, Fill, RawFill,
 };
 pub use entries::apply_entries;
 pub use error::{Error, ErrorKind, PartitionError};

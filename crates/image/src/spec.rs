@@ -564,7 +564,8 @@ impl PartitionSpec {
                 ),
             ));
         }
-        if self.fs_uuid.is_some() && !matches!(self.fs, FsKind::Ext4 | FsKind::Swap | FsKind::Exfat) {
+        if self.fs_uuid.is_some() && !matches!(self.fs, FsKind::Ext4 | FsKind::Swap | FsKind::Exfat)
+        {
             return Err(SpecError::new(
                 k("fs-uuid"),
                 if self.fs.is_fat() {

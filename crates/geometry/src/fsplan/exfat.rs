@@ -91,10 +91,22 @@ mod tests {
     #[test]
     fn sda_table() {
         // SDXC 64 GB and 128 GB (decimal): 128 KiB clusters, 16 MiB boundary unit.
-        assert_eq!(sda_exfat_params(64_000_000_000), Some((128 * KIB, 16 * MIB)));
-        assert_eq!(sda_exfat_params(128_000_000_000), Some((128 * KIB, 16 * MIB)));
-        assert_eq!(sda_exfat_params(256_000_000_000), Some((256 * KIB, 32 * MIB)));
-        assert_eq!(sda_exfat_params(1_000_000_000_000), Some((512 * KIB, 64 * MIB)));
+        assert_eq!(
+            sda_exfat_params(64_000_000_000),
+            Some((128 * KIB, 16 * MIB))
+        );
+        assert_eq!(
+            sda_exfat_params(128_000_000_000),
+            Some((128 * KIB, 16 * MIB))
+        );
+        assert_eq!(
+            sda_exfat_params(256_000_000_000),
+            Some((256 * KIB, 32 * MIB))
+        );
+        assert_eq!(
+            sda_exfat_params(1_000_000_000_000),
+            Some((512 * KIB, 64 * MIB))
+        );
         assert_eq!(sda_exfat_params(32 * GIB), Some((32 * KIB, 4 * MIB)));
         assert_eq!(sda_exfat_params(4 * MIB), Some((8 * KIB, 8 * KIB)));
         assert_eq!(sda_exfat_params(2049 * GIB), None);

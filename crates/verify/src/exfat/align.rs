@@ -93,9 +93,15 @@ mod tests {
                 .collect()
         };
         assert!(codes(24 << 20, 32 << 20, 128 << 10).is_empty());
-        assert_eq!(codes(1 << 20, 32 << 20, 128 << 10), ["exfat-fat-not-aligned"]);
+        assert_eq!(
+            codes(1 << 20, 32 << 20, 128 << 10),
+            ["exfat-fat-not-aligned"]
+        );
         // mkfs.exfat's default: heap at 3 MiB past a 1 MiB partition start.
-        assert_eq!(codes(2 << 20, 4 << 20 | 64 << 10, 32 << 10), ["exfat-heap-not-aligned"]);
+        assert_eq!(
+            codes(2 << 20, 4 << 20 | 64 << 10, 32 << 10),
+            ["exfat-heap-not-aligned"]
+        );
         assert_eq!(
             codes(2 << 20, (4 << 20) + 4096, 32 << 10),
             ["exfat-heap-not-aligned", "exfat-cluster-straddles"]

@@ -3,7 +3,9 @@
 //! alignment of the FAT and the cluster heap to the page and the erase block.
 
 use blockwise_exfat::raw::{table_checksum, FAT_EOC, FAT_MEDIA};
-use blockwise_geometry::{format_size, BlockSource, ExfatPlan, FsKind, FsPlan, Guid, OtherFs, PartitionPlan};
+use blockwise_geometry::{
+    format_size, BlockSource, ExfatPlan, FsKind, FsPlan, Guid, OtherFs, PartitionPlan,
+};
 
 use crate::num::div;
 use crate::{exfat, read_clamped, FindingCode, Severity, Verifier};
@@ -36,11 +38,19 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             }
         };
         let name = "exFAT";
-        self.add_issues(i, name, vol.issues.iter().map(|x| (x.code(), x.is_error(), x)));
+        self.add_issues(
+            i,
+            name,
+            vol.issues.iter().map(|x| (x.code(), x.is_error(), x)),
+        );
         let s = vol.sector_bytes;
         let e = self.e;
         // Both boot regions: 24 sectors, at most 96 KiB.
-        let regions = read_clamped(self.src, base, usize::try_from(s.saturating_mul(24)).unwrap_or(0))?;
+        let regions = read_clamped(
+            self.src,
+            base,
+            usize::try_from(s.saturating_mul(24)).unwrap_or(0),
+        )?;
         let main_len = usize::try_from(s.saturating_mul(12)).unwrap_or(usize::MAX);
         let main = regions.get(..main_len).unwrap_or_default();
         let backup = regions.get(main_len..).unwrap_or_default();

@@ -90,7 +90,9 @@ pub enum ExfatError {
         value: u8,
     },
     /// FatOffset inside the boot regions.
-    #[error("FatOffset (offset 0x50) is {value}: the FAT would overlap the boot regions (at least 24)")]
+    #[error(
+        "FatOffset (offset 0x50) is {value}: the FAT would overlap the boot regions (at least 24)"
+    )]
     FatOffset {
         /// Value found.
         value: u32,
@@ -160,7 +162,9 @@ pub enum ExfatIssue {
         minor: u8,
     },
     /// Bytes 11–63 (where FAT keeps its BPB) are not zero.
-    #[error("MustBeZero (offsets 0x0B–0x3F) is not all zero: FAT drivers may take the volume for FAT")]
+    #[error(
+        "MustBeZero (offsets 0x0B–0x3F) is not all zero: FAT drivers may take the volume for FAT"
+    )]
     MustBeZero,
     /// The volume is smaller than 1 MiB.
     #[error("VolumeLength is {bytes} bytes; exFAT volumes are at least 1 MiB")]
@@ -341,9 +345,14 @@ pub fn check_region(region: &[u8], sector: u64) -> Result<(), RegionProblem> {
     let body = region.get(..body_len).ok_or(RegionProblem::Truncated)?;
     let sums = region.get(body_len..end).ok_or(RegionProblem::Truncated)?;
     let computed = boot_checksum(body);
-    let mut words = sums
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes([c.first().copied().unwrap_or(0), c.get(1).copied().unwrap_or(0), c.get(2).copied().unwrap_or(0), c.get(3).copied().unwrap_or(0)]));
+    let mut words = sums.chunks_exact(4).map(|c| {
+        u32::from_le_bytes([
+            c.first().copied().unwrap_or(0),
+            c.get(1).copied().unwrap_or(0),
+            c.get(2).copied().unwrap_or(0),
+            c.get(3).copied().unwrap_or(0),
+        ])
+    });
     let found = words.next().unwrap_or(0);
     if found != computed || words.any(|w| w != computed) {
         return Err(RegionProblem::Checksum { computed, found });
@@ -407,7 +416,10 @@ pub fn parse_root(dir: &[u8]) -> RootInfo {
                     let n = usize::from(l.character_count.min(11));
                     let units: Vec<u16> = l.volume_label.iter().take(n).map(|u| u.get()).collect();
                     let text = String::from_utf16_lossy(&units);
-                    let clean: String = text.chars().map(|c| if c.is_control() { '?' } else { c }).collect();
+                    let clean: String = text
+                        .chars()
+                        .map(|c| if c.is_control() { '?' } else { c })
+                        .collect();
                     info.label = Some(clean).filter(|s| !s.is_empty());
                 }
             }
@@ -458,7 +470,10 @@ mod tests {
     #[test]
     fn golden() {
         let v = parse_exfat(&sector()).unwrap();
-        assert_eq!((v.cluster_bytes, v.heap_offset, v.clusters), (128 << 10, 32768, 488_312));
+        assert_eq!(
+            (v.cluster_bytes, v.heap_offset, v.clusters),
+            (128 << 10, 32768, 488_312)
+        );
         assert!(v.issues.is_empty(), "{:?}", v.issues);
     }
 
@@ -466,15 +481,28 @@ mod tests {
     fn negative_fields() {
         check(|b| b[3] = b'X', Err(ExfatError::NotExfat));
         check(|b| b[0x6c] = 13, Err(ExfatError::SectorShift { value: 13 }));
-        check(|b| b[0x6d] = 17, Err(ExfatError::ClusterShift { value: 17 }));
+        check(
+            |b| b[0x6d] = 17,
+            Err(ExfatError::ClusterShift { value: 17 }),
+        );
         check(|b| b[0x6e] = 0, Err(ExfatError::FatCount { value: 0 }));
-        check(|b| b[0x50..0x54].fill(0), Err(ExfatError::FatOffset { value: 0 }));
+        check(
+            |b| b[0x50..0x54].fill(0),
+            Err(ExfatError::FatOffset { value: 0 }),
+        );
         check(
             |b| b[0x58..0x5c].copy_from_slice(&100u32.to_le_bytes()),
-            Err(ExfatError::HeapOffset { heap: 100, fat_end: 32768, fats: 1 }),
+            Err(ExfatError::HeapOffset {
+                heap: 100,
+                fat_end: 32768,
+                fats: 1,
+            }),
         );
         check(|b| b[0x5c..0x60].fill(0), Err(ExfatError::NoClusters));
-        assert_eq!(parse_exfat(&[0u8; 10]), Err(ExfatError::Truncated { len: 10 }));
+        assert_eq!(
+            parse_exfat(&[0u8; 10]),
+            Err(ExfatError::Truncated { len: 10 })
+        );
         let mut b = sector();
         b[0x5c..0x60].copy_from_slice(&u32::MAX.to_le_bytes());
         let v = parse_exfat(&b).unwrap();
