@@ -132,7 +132,7 @@ fn default_cluster(bytes: u64) -> u64 {
 /// reproduces.
 pub(crate) fn plan_layout(req: &ExfatRequest) -> Result<(Layout, ExfatPlan), Error> {
     let e = req.erase_block_bytes;
-    if !e.is_power_of_two() || e < 512 || e > 1 << 40 {
+    if !e.is_power_of_two() || !(512..=1 << 40).contains(&e) {
         return Err(invalid(
             Field::EraseBlock,
             format!("{e}: the erase block must be a power of two from 512 bytes to 1 TiB"),
@@ -366,7 +366,7 @@ fn too_small(req: &ExfatRequest, boundary: u64, cluster: u64) -> Error {
     let (_, up) = upcase_tables();
     let works = |v: u64| {
         place(v, p, b, None, spc, s).is_some_and(|(_, _, _, c)| {
-            c >= c.div_ceil(8).div_ceil(cluster) + (up.len() as u64).div_ceil(cluster) + 1
+            c > c.div_ceil(8).div_ceil(cluster) + (up.len() as u64).div_ceil(cluster)
         })
     };
     let (mut lo, mut hi) = (req.partition_size_bytes / s, u64::MAX / s / 2);
@@ -390,4 +390,149 @@ fn too_small(req: &ExfatRequest, boundary: u64, cluster: u64) -> Error {
             format_size(lo.saturating_mul(s))
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ExfatOptions;
+    use blockwise_geometry::SectorSize;
+    use proptest::prelude::*;
+
+    fn req(start: u64, size: u64, disk: u64, e: u64) -> ExfatRequest {
+        ExfatRequest {
+            partition_start_bytes: start,
+            partition_size_bytes: size,
+            disk_bytes: disk,
+            device_sector: SectorSize::S512,
+            erase_block_bytes: e,
+            options: ExfatOptions::default(),
+            label: None,
+            seed: 1,
+        }
+    }
+
+    /// (FatOffset, FatLength, ClusterHeapOffset, ClusterCount, cluster bytes)
+    fn check(r: &ExfatRequest, want: (u64, u64, u64, u64, u64)) {
+        let (l, p) = plan_layout(r).unwrap();
+        assert_eq!(
+            (
+                l.fat_offset,
+                l.fat_length,
+                l.heap_offset,
+                l.clusters,
+                l.cluster_bytes
+            ),
+            want,
+            "{r:?}"
+        );
+        assert!(p.aligned);
+        assert_eq!(p.heap_start_bytes % r.erase_block_bytes, 0);
+    }
+
+    #[test]
+    fn factory_64gb_card() {
+        // A 64 GB SDXC card as it comes from the factory (exfatprogs pull request 149):
+        // 125,073,408 sectors, the partition at sector 32768 (one 16 MiB BU) to the end,
+        // FAT at BU/2 and BU/2 long, heap at one BU, 128 KiB clusters, 488,312 of them.
+        let card = 125_073_408 * 512;
+        let r = req(32768 * 512, 125_040_640 * 512, card, 4 << 20);
+        check(&r, (16384, 16384, 32768, 488_312, 128 << 10));
+        let p = plan_layout(&r).unwrap().1;
+        assert!(
+            p.notes.iter().any(|n| n.contains("factory")),
+            "{:?}",
+            p.notes
+        );
+        assert_eq!(p.boundary_bytes, Some(16 << 20));
+    }
+
+    #[test]
+    fn sd_rows_by_capacity() {
+        let gb = 1_000_000_000u64;
+        // 128 GB: still 16 MiB / 128 KiB; 256 GB: 32 MiB / 256 KiB; 1 TB: 64 MiB / 512 KiB.
+        for (cap, bu, c) in [
+            (128 * gb, 16u64 << 20, 128u64 << 10),
+            (256 * gb, 32 << 20, 256 << 10),
+            (1000 * gb, 64 << 20, 512 << 10),
+        ] {
+            let size = cap / (4 << 20) * (4 << 20) - bu;
+            let (l, p) = plan_layout(&req(bu, size, cap, 4 << 20)).unwrap();
+            assert_eq!(p.boundary_bytes, Some(bu), "{cap}");
+            assert_eq!(l.cluster_bytes, c, "{cap}");
+            assert_eq!(
+                (l.fat_offset * 512, l.heap_offset * 512),
+                (bu / 2, bu),
+                "{cap}"
+            );
+        }
+        // An erase block larger than the BU: the heap goes on the erase block instead.
+        let (l, p) = plan_layout(&req(32 << 20, 60 * gb, 64 * gb, 32 << 20)).unwrap();
+        assert_eq!(p.boundary_bytes, Some(32 << 20));
+        // The FAT gets one 32 MiB erase block of its own before the heap.
+        assert_eq!((32 << 20) + l.heap_offset * 512, 96 << 20);
+        // A partition off the BU: the heap still lands on it, measured from the disk start.
+        let (_, p) = plan_layout(&req(4 << 20, 60 * gb, 64 * gb, 4 << 20)).unwrap();
+        assert_eq!(p.heap_start_bytes % (16 << 20), 0);
+        assert_eq!(p.fat_start_bytes % (4 << 20), 0);
+    }
+
+    #[test]
+    fn options_and_errors() {
+        let mut r = req(1 << 20, 1 << 30, 1 << 30, 1 << 20);
+        r.options = ExfatOptions::default().cluster(4096).boundary(8 << 20);
+        let (l, p) = plan_layout(&r).unwrap();
+        assert_eq!(l.cluster_bytes, 4096);
+        assert_eq!(p.heap_start_bytes % (8 << 20), 0);
+        assert!(p.notes.iter().any(|n| n.contains("exfat.boundary")));
+        // Too small for the heap on a 4 MiB boundary.
+        let e = plan_layout(&req(4 << 20, 1 << 20, 1 << 30, 4 << 20)).unwrap_err();
+        assert!(e.to_string().contains("at least"), "{e}");
+        let e = plan_layout(&req(4 << 20, 512 << 10, 1 << 30, 4 << 20)).unwrap_err();
+        assert!(e.to_string().contains("at least 1 MiB"), "{e}");
+        // Small: the FAT cannot have erase blocks of its own, the heap stays aligned.
+        let (_, p) = plan_layout(&req(4 << 20, 6 << 20, 1 << 30, 4 << 20)).unwrap();
+        assert_eq!(p.heap_start_bytes % (4 << 20), 0);
+        assert!(
+            p.notes.iter().any(|n| n.starts_with("warning:")),
+            "{:?}",
+            p.notes
+        );
+        let mut r = req(0, 1 << 30, 1 << 30, 4 << 20);
+        r.label = Some("much too long".into());
+        assert!(matches!(plan_layout(&r), Err(Error::Invalid(i)) if i.field == Field::Label));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        #[test]
+        fn random_requests_plan_aligned_or_fail_clearly(
+            e_shift in 12u32..28,
+            start_units in 0u64..(1 << 22),
+            size_shift in 20u32..44,
+            size_frac in any::<u64>(),
+            cluster_shift in prop::option::of(9u32..26),
+            boundary_shift in prop::option::of(12u32..30),
+        ) {
+            let e = 1u64 << e_shift;
+            let size = (1u64 << size_shift) + size_frac % (1u64 << size_shift);
+            let start = start_units * 512;
+            let mut r = req(start, size, start + size, e);
+            r.options.cluster = cluster_shift.map(|s| 1u64 << s);
+            r.options.boundary = boundary_shift.map(|s| 1u64 << s);
+            match plan_layout(&r) {
+                Ok((l, p)) => {
+                    prop_assert!(p.aligned);
+                    prop_assert_eq!(p.heap_start_bytes % e, 0);
+                    prop_assert!(l.fat_offset >= 24);
+                    prop_assert!(l.fat_offset + l.fat_length <= l.heap_offset);
+                    prop_assert!((l.clusters + 2) * 4 <= l.fat_length * 512);
+                    prop_assert!(l.heap_offset + l.clusters * l.sectors_per_cluster() <= l.volume_sectors);
+                    prop_assert!(l.clusters <= MAX_CLUSTERS);
+                    prop_assert!(l.root_cluster < l.clusters + 2);
+                }
+                Err(err) => prop_assert!(err.to_string().len() > 20),
+            }
+        }
+    }
 }

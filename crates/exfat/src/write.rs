@@ -339,11 +339,9 @@ fn allocate(dirs: &mut [Dir], layout: &Layout) -> Result<(Vec<Item>, u64), Error
 fn boot_region(layout: &Layout, plan: &ExfatPlan, used: u64, erase_block: u64) -> Vec<u8> {
     let s = usize::try_from(layout.sector_bytes).unwrap_or(512);
     let mut region = vec![0u8; s * 12];
-    let percent = if layout.clusters == 0 {
-        0xFF
-    } else {
-        u8::try_from(used * 100 / layout.clusters).unwrap_or(100)
-    };
+    let percent = (used * 100)
+        .checked_div(layout.clusters)
+        .map_or(0xFF, |p| u8::try_from(p).unwrap_or(100));
     let mut code = [0u8; 390];
     // Boot code: "int 0x18" (try the next boot device), then halt in a loop.
     code[..4].copy_from_slice(&[0xCD, 0x18, 0xEB, 0xFE]);
