@@ -509,3 +509,77 @@ mod tests {
         assert_eq!(v.issues[0].code(), FindingCode::ExfatClusterCount);
     }
 }
+
+#[cfg(test)]
+#[expect(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::arithmetic_side_effects,
+    clippy::as_conversions,
+    reason = "tests"
+)]
+mod hostile {
+    use blockwise_exfat::{plan, write, ExfatOptions, ExfatRequest};
+    use blockwise_geometry::{BlockSource, Meta, NodeKind, SectorSize, SparseImage, Tree};
+    use proptest::prelude::*;
+
+    use crate::{verify_bytes, Options};
+
+    /// An 8 MiB exFAT volume with a few files, as bytes.
+    fn volume() -> Vec<u8> {
+        let req = ExfatRequest {
+            partition_start_bytes: 0,
+            partition_size_bytes: 8 << 20,
+            disk_bytes: 8 << 20,
+            device_sector: SectorSize::S512,
+            erase_block_bytes: 1 << 20,
+            options: ExfatOptions::default(),
+            label: Some("FUZZ".into()),
+            seed: 1,
+        };
+        let p = plan(&req).unwrap();
+        let mut t = Tree::default();
+        let content: Vec<Vec<u8>> = vec![vec![7; 5000]];
+        for k in 0..20 {
+            let f = NodeKind::File {
+                size: 5000,
+                content: 0,
+                data_ranges: None,
+                link: None,
+            };
+            t.add(0, format!("file {k}"), f, Meta::default()).unwrap();
+        }
+        let mut img = SparseImage::new(8 << 20);
+        write(&mut img, &req, &p, &t, &content, 0).unwrap();
+        let mut b = vec![0u8; 8 << 20];
+        img.read_at(0, &mut b).unwrap();
+        b
+    }
+
+    #[test]
+    fn built_volume_verifies_clean() {
+        let r = verify_bytes(&volume(), &Options::new("x").erase_block(1 << 20));
+        assert!(r.findings.is_empty(), "{:?}", r.findings);
+        assert!(r.aligned);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        /// Flipped bytes in the boot region, the FAT and the first clusters never panic.
+        #[test]
+        fn flipped_bytes_never_panic(flips in prop::collection::vec((0usize..(3 << 20), any::<u8>()), 1..40), cut in prop::option::of(0usize..(8 << 20))) {
+            thread_local!(static VOL: Vec<u8> = volume());
+            let mut b = VOL.with(Clone::clone);
+            for (at, v) in flips {
+                // Most flips in the boot sector, where every field matters.
+                let at = if v % 2 == 0 { at % 512 } else { at };
+                b[at] ^= v | 1;
+            }
+            if let Some(c) = cut {
+                b.truncate(c);
+            }
+            let r = verify_bytes(&b, &Options::new("x").erase_block(1 << 20));
+            let _ = r.to_human();
+        }
+    }
+}
