@@ -537,3 +537,37 @@ fn OsStr(s: &str) -> &std::ffi::OsStr {
 
 #[allow(dead_code)]
 fn unused(_: PathBuf) {}
+
+/// `plan --json` lists the exFAT alignment findings `verify --json` gives the built image: a
+/// volume too small to give the FAT an erase block of its own, a start off the erase block.
+#[test]
+fn exfat_plan_findings_match_verify() {
+    let dir = tempdir!();
+    let cases = [
+        "[image]\nerase-block = \"4MiB\"\n[[partition]]\nfs = \"exfat\"\nsize = \"6MiB\"\n",
+        "[image]\nerase-block = \"4MiB\"\n[[partition]]\nfs = \"exfat\"\nsize = \"64MiB\"\nstart = \"1MiB\"\n",
+        "[image]\nerase-block = \"1MiB\"\ntable = \"gpt\"\n[[partition]]\nfs = \"exfat\"\nsize = \"300MiB\"\nexfat = { boundary = \"8MiB\", cluster = \"4KiB\" }\n",
+    ];
+    for (k, text) in cases.iter().enumerate() {
+        let spec = write_file(dir.path(), &format!("f{k}.toml"), text);
+        let planned = plan_json(&spec);
+        let img = dir.path().join(format!("f{k}.img"));
+        blockwise!().build(&spec, &img);
+        let e = planned["erase_block_bytes"].as_u64().unwrap();
+        let (report, _) = verify_json(&img, e);
+        assert_eq!(
+            planned["findings"], report["findings"],
+            "case {k}: {report:#}"
+        );
+        assert_same_json(&planned["partitions"], &report["partitions"], "findings");
+        if k == 0 {
+            let codes: Vec<&str> = report["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f["code"].as_str().unwrap())
+                .collect();
+            assert_eq!(codes, ["exfat-fat-not-aligned"], "{report:#}");
+        }
+    }
+}
