@@ -1,5 +1,5 @@
 //! The up-case table (§7.2): which UTF-16 unit each unit compares as, for case-insensitive
-//! names. It is generated from Unicode data, not copied: [`MAPPINGS`] holds the BMP's simple
+//! names. It is generated from Unicode data, not copied: `MAPPINGS` holds the BMP's simple
 //! upper-case mappings that round-trip (`u` is the upper case of `c` and `c` the lower case
 //! of `u`), taken from Rust's Unicode 17.0 tables and frozen here so that an image does not
 //! change with the compiler (`print_mappings` below regenerates them; a test checks each
@@ -115,7 +115,7 @@ pub fn upcase_name(table: &[u16], name: &[u16]) -> Vec<u16> {
 }
 
 /// The mapping of one unit by the running compiler's Unicode tables, under the rule of
-/// [`MAPPINGS`] (single, round-tripping, in the BMP).
+/// `MAPPINGS` (single, round-tripping, in the BMP).
 #[must_use]
 pub fn std_mapping(c: u16) -> Option<u16> {
     let ch = char::from_u32(u32::from(c))?;

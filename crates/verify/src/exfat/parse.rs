@@ -511,13 +511,7 @@ mod tests {
 }
 
 #[cfg(test)]
-#[expect(
-    clippy::indexing_slicing,
-    clippy::unwrap_used,
-    clippy::arithmetic_side_effects,
-    clippy::as_conversions,
-    reason = "tests"
-)]
+#[expect(clippy::indexing_slicing, clippy::unwrap_used, reason = "tests")]
 mod hostile {
     use blockwise_exfat::{plan, write, ExfatOptions, ExfatRequest};
     use blockwise_geometry::{BlockSource, Meta, NodeKind, SectorSize, SparseImage, Tree};
