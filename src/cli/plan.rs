@@ -383,6 +383,18 @@ pub fn human_plan(plan: &Plan) -> String {
                     let _ = writeln!(s, "  - {n}");
                 }
             }
+            Some(FsPlan::Exfat(x)) => {
+                let _ = writeln!(
+                    s,
+                    "\npartition {} exfat: {} B sectors, {} clusters of {}, FAT of {} sectors at {} ({}), cluster heap at {} ({})",
+                    p.index, x.sector_bytes, x.cluster_count, format_size(u64::from(x.cluster_bytes)),
+                    x.fat_sectors, x.fat_start_bytes, format_size(x.fat_start_bytes),
+                    x.heap_start_bytes, format_size(x.heap_start_bytes)
+                );
+                for n in &x.notes {
+                    let _ = writeln!(s, "  - {n}");
+                }
+            }
             _ => {}
         }
     }

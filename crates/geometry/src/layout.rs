@@ -68,6 +68,8 @@ pub enum FsKind {
     Fat(Option<FatType>),
     /// ext4.
     Ext4,
+    /// exFAT (`blockwise-exfat`).
+    Exfat,
     /// Linux swap: a `mkswap`-style header (label, UUID), the rest left empty.
     Swap,
     /// A file copied verbatim (`source`).
@@ -78,7 +80,7 @@ pub enum FsKind {
 
 impl FsKind {
     /// The spellings `fs` accepts, for messages.
-    pub const CHOICES: &'static str = "fat12, fat16, fat32, fat, ext4, swap, raw, none";
+    pub const CHOICES: &'static str = "fat12, fat16, fat32, fat, exfat, ext4, swap, raw, none";
 
     /// The spec spelling.
     #[must_use]
@@ -87,6 +89,7 @@ impl FsKind {
             FsKind::Fat(None) => "fat",
             FsKind::Fat(Some(t)) => t.name(),
             FsKind::Ext4 => "ext4",
+            FsKind::Exfat => "exfat",
             FsKind::Swap => "swap",
             FsKind::Raw => "raw",
             FsKind::None => "none",
@@ -106,6 +109,7 @@ impl FsKind {
         Some(match lower.as_str() {
             "fat" | "vfat" => FsKind::Fat(None),
             "ext4" => FsKind::Ext4,
+            "exfat" => FsKind::Exfat,
             "swap" => FsKind::Swap,
             "raw" => FsKind::Raw,
             "none" => FsKind::None,

@@ -116,7 +116,7 @@ fn load_trees(
     let mut content = HostContent::default();
     let mut trees: Vec<Option<Tree>> = Vec::new();
     for (i, p) in spec.partitions.iter().enumerate() {
-        let wants_tree = p.fs.is_fat() || p.fs == FsKind::Ext4;
+        let wants_tree = p.fs.is_fat() || matches!(p.fs, FsKind::Ext4 | FsKind::Exfat);
         if !wants_tree {
             trees.push(None);
             continue;

@@ -228,6 +228,14 @@ pub fn plan_findings(plan: &Plan) -> Vec<Finding> {
                     out.extend(ext4_inode_table(i, &x.kind, it, e));
                 }
             }
+            Some(FsPlan::Exfat(x)) => out.extend(crate::exfat::align::exfat_alignment(
+                i,
+                x.fat_start_bytes,
+                x.heap_start_bytes,
+                u64::from(x.cluster_bytes),
+                e,
+                false,
+            )),
             Some(FsPlan::Other(_)) | None => {}
         }
     }

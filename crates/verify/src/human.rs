@@ -46,6 +46,14 @@ fn fs_text(fs: Option<&FsPlan>) -> String {
                 .map(|j| format!(" journal@{j}"))
                 .unwrap_or_default()
         ),
+        Some(FsPlan::Exfat(x)) => format!(
+            "exfat{} sector {} cluster {} FAT@{} heap@{}",
+            label_text(x.label.as_deref()),
+            x.sector_bytes,
+            short_size(x.cluster_bytes.into()),
+            x.fat_start_bytes,
+            x.heap_start_bytes
+        ),
         Some(FsPlan::Other(o)) => format!("{} (not checked)", o.kind),
     }
 }

@@ -1,9 +1,11 @@
 //! The filesystem part of a plan: what the FAT and ext4 planners decide, in the same shape
 //! that `verify` reports, so that `verify(build(spec))` can be compared with `plan(spec)`.
 
+mod exfat;
 mod ext4;
 mod fat;
 
+pub use exfat::{sda_exfat_params, ExfatPlan};
 pub use ext4::Ext4Plan;
 pub use fat::{FatPlan, FatType, MAX_FAT32_CLUSTERS};
 
@@ -17,6 +19,8 @@ pub enum FsPlan {
     Fat(FatPlan),
     /// ext2/3/4.
     Ext4(Ext4Plan),
+    /// exFAT.
+    Exfat(ExfatPlan),
     /// Something recognised but not checked (swap, squashfs, …) or raw bytes.
     Other(OtherFs),
 }
