@@ -151,9 +151,12 @@ fn create_new(path: &Path, created: &mut Vec<PathBuf>) -> Result<File, Error> {
     Ok(f)
 }
 
+/// An output's directory (device, inode) and file name.
+type NamedIn = ((u64, u64), Vec<u8>);
+
 /// The identity of an output path: its file's (device, inode) when it exists, else its
 /// directory's (device, inode) and its name, so `x.img` and `./x.img` are one output.
-fn output_id(path: &Path) -> Result<(Option<DataId>, Option<((u64, u64), Vec<u8>)>), Error> {
+fn output_id(path: &Path) -> Result<(Option<DataId>, Option<NamedIn>), Error> {
     use std::os::unix::ffi::OsStrExt as _;
     use std::os::unix::fs::MetadataExt as _;
     let id = DataId::of_path(path).map_err(|e| Error::io(path, e))?;
@@ -173,7 +176,7 @@ fn output_id(path: &Path) -> Result<(Option<DataId>, Option<((u64, u64), Vec<u8>
 /// a writer of other outputs calls it with all of them.
 pub fn check_outputs(outputs: &[&Path], content: &HostContent) -> Result<(), Error> {
     let inputs = content.inputs();
-    let mut seen: Vec<(&Path, Option<DataId>, Option<((u64, u64), Vec<u8>)>)> = Vec::new();
+    let mut seen: Vec<(&Path, Option<DataId>, Option<NamedIn>)> = Vec::new();
     for &out in outputs {
         let (id, named) = output_id(out)?;
         if let Some(id) = &id {

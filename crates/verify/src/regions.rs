@@ -171,7 +171,8 @@ mod tests {
             1 << 30
         }
         fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Self::Error> {
-            self.read.set(self.read.get() + buf.len() as u64);
+            self.read
+                .set(self.read.get() + u64::try_from(buf.len()).unwrap());
             buf.fill(0);
             if offset < 512 {
                 let from = usize::try_from(offset).unwrap();
