@@ -50,7 +50,8 @@ const POLL: Duration = Duration::from_millis(50);
 
 /// A `SpecError` carrying `key`.
 fn spec_error(py: Python<'_>, key: &str, message: String) -> PyErr {
-    let err = SpecError::new_err(message);
+    // A message quotes the user's text (keys, values, paths): control characters escaped.
+    let err = SpecError::new_err(blockwise_geometry::display_str(&message));
     let _ = err.value(py).setattr("key", key);
     err
 }
@@ -102,7 +103,7 @@ fn host_error(py: Python<'_>, e: blockwise_host::Error, pending: Option<PyErr>) 
     if let Some(err) = pending {
         return err;
     }
-    let message = e.to_string();
+    let message = blockwise_geometry::display_str(&e.to_string());
     match &e {
         E::Io { path, source } | E::Write { path, source, .. } => {
             os_error(py, Some(path), message, source.raw_os_error())
@@ -952,7 +953,7 @@ fn write_error(
         }
         WriteFailure::Probe(e) => probe_error(py, &e),
         WriteFailure::Open(e) => {
-            let message = e.to_string();
+            let message = blockwise_geometry::display_str(&e.to_string());
             match &e {
                 OpenError::Io { path, source } => {
                     os_error_msg(path, message, source.raw_os_error())
@@ -961,7 +962,7 @@ fn write_error(
             }
         }
         WriteFailure::Flash(e) => {
-            let message = e.to_string();
+            let message = blockwise_geometry::display_str(&e.to_string());
             match &e {
                 F::Refused(_) => UnsafeTargetError::new_err(message),
                 F::Open { path, source } => os_error_msg(path, message, source.raw_os_error()),

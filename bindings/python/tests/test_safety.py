@@ -215,3 +215,17 @@ def test_threads_building_to_one_output_always_leave_a_complete_image(
         r = subprocess.run(cmd, capture_output=True, text=True)
         assert r.returncode == 0, f"round {rnd}: {r.stdout}{r.stderr}"
         assert leftovers(tmp_path) == [], leftovers(tmp_path)
+
+
+def test_control_characters_in_names_are_escaped_in_messages(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "evil\x1b[2J\nfake: ok").write_text("x")
+    spec = {
+        "image": {"size": "64MiB", "table": "none"},
+        "partition": [{"fs": "fat32", "size": "fill", "contents": "c"}],
+    }
+    with pytest.raises(blockwise.SpecError) as e:
+        blockwise.build(spec, tmp_path / "o.img", base_dir=tmp_path)
+    message = str(e.value)
+    assert "\x1b" not in message and "\n" not in message, repr(message)
+    assert "/evil\\x1b[2J\\x0afake: ok" in message, message
