@@ -167,7 +167,9 @@ fn r25_write_never_targets_its_own_input() {
         d.join("uboot.bin"),
         d.join("env.bin"),
     ] {
-        refused(&bw(&[&"write", &spec, &target, &"--no-verify"]), same);
+        // Refused by the build's own check (before its scan's results are used) or the
+        // write's: both name the input.
+        refused(&bw(&[&"write", &spec, &target, &"--no-verify"]), "input");
     }
     assert_eq!(shas(&inputs), before);
     assert!(!d.join("y.img").exists());
@@ -191,7 +193,7 @@ fn r25_write_never_targets_its_own_input() {
         let lo = LoopDevice::attach(&d.join("uboot.bin"), false, None);
         refused_last(
             &bw(&[&"write", &spec, &lo.path(), &"--yes", &"--no-verify"]),
-            same,
+            "input",
         );
         lo.detach();
         assert_eq!(shas(&inputs), before);

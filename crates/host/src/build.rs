@@ -1,7 +1,7 @@
 //! Building: a spec file's inputs resolved and scanned, planned, assembled into an image.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use blockwise_ext4::Ext4Backend;
 use blockwise_geometry::{FsKind, ImageMap, Meta, Plan, SizeSpec, Tree};
@@ -231,6 +231,10 @@ pub fn build_with_progress(
         let md = fs::metadata(p).map_err(|e| Error::io(p, e))?;
         content.add_input(p.clone(), &md);
     }
+    // Known outputs are checked now, before the mke2fs backend writes its temp filesystem;
+    // the writer checks its outputs again.
+    let outputs: Vec<&Path> = sf.outputs.iter().map(PathBuf::as_path).collect();
+    crate::output::check_outputs(&outputs, &content)?;
     progress.phase(Phase::Planning);
     Error::check(progress)?;
     let plan = plan_full(spec, &trees, timestamp)?;
