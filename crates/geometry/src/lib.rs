@@ -41,6 +41,9 @@ pub use layout::{
     PartKey, PartitionLayout, SizeSpec, TableKind, ERASE_BLOCK_RANGE,
 };
 pub use plan::{place_raw, plan, ExtendedPlan, GptPlan, PartitionPlan, Plan, RawPlan, TablePlan};
-pub use tree::{display_bytes, ContentError, ContentSource, Meta, Node, NodeId, NodeKind, Tree};
+pub use tree::{
+    display_bytes, display_path, display_str, ContentError, ContentSource, Meta, Node, NodeId,
+    NodeKind, Tree,
+};
 pub use types::PartType;
 pub use units::{alignment_of, format_size, parse_size, round_down, round_up, SectorSize};

@@ -2,7 +2,9 @@
 
 use core::fmt::Write as _;
 
-use blockwise_geometry::{format_size, types::gpt_type_name, DiskId, FsPlan, PartType, TableKind};
+use blockwise_geometry::{
+    display_str, format_size, types::gpt_type_name, DiskId, FsPlan, PartType, TableKind,
+};
 
 use crate::num::div;
 use crate::{partition_name, Report, Severity};
@@ -18,9 +20,12 @@ fn type_text(t: &PartType) -> String {
     }
 }
 
-/// ` "LABEL"`, or nothing.
+/// ` "LABEL"`, or nothing. A label comes from the image: control characters are shown
+/// escaped (`\xNN`), never sent to the terminal.
 fn label_text(label: Option<&str>) -> String {
-    label.map(|l| format!(" \"{l}\"")).unwrap_or_default()
+    label
+        .map(|l| format!(" \"{}\"", display_str(l)))
+        .unwrap_or_default()
 }
 
 fn fs_text(fs: Option<&FsPlan>) -> String {
@@ -64,7 +69,7 @@ pub(crate) fn render(r: &Report) -> String {
     let _ = writeln!(
         out,
         "Disk {}: {}, {} bytes, {} sectors",
-        r.source,
+        display_str(&r.source),
         format_size(r.size_bytes),
         r.size_bytes,
         div(r.size_bytes, sb)
@@ -120,7 +125,7 @@ pub(crate) fn render(r: &Report) -> String {
                 let start = div(p.start_bytes, sb);
                 let sectors = div(p.size_bytes, sb);
                 [
-                    partition_name(&r.source, p.index),
+                    display_str(&partition_name(&r.source, p.index)),
                     if p.bootable {
                         "*".into()
                     } else {
@@ -200,7 +205,13 @@ pub(crate) fn render(r: &Report) -> String {
     if !r.findings.is_empty() {
         let _ = writeln!(out);
         for f in &r.findings {
-            let _ = writeln!(out, "{:<7} {}: {}", f.severity.as_str(), f.code, f.message);
+            let _ = writeln!(
+                out,
+                "{:<7} {}: {}",
+                f.severity.as_str(),
+                f.code,
+                display_str(&f.message)
+            );
         }
     }
     let _ = writeln!(out);
