@@ -91,14 +91,18 @@ fn reason(f: &Finding) -> Reason {
     }
 }
 
-/// `a`, `a and b`, `a; b and 2 more`.
+/// The first reason, and how many more there are: one line stays readable, the rest are
+/// listed with the findings.
 fn join(reasons: &[Reason]) -> String {
-    let texts: Vec<&str> = reasons.iter().map(|r| r.text.as_str()).collect();
-    match texts.as_slice() {
+    match reasons {
         [] => String::new(),
-        [one] => (*one).to_string(),
-        [a, b] => format!("{a}; and {b}"),
-        [a, b, rest @ ..] => format!("{a}; {b}; and {} more", rest.len()),
+        [one] => one.text.clone(),
+        [first, rest @ ..] => format!(
+            "{}; and {} more problem{}",
+            first.text,
+            rest.len(),
+            if rest.len() == 1 { "" } else { "s" }
+        ),
     }
 }
 
@@ -258,7 +262,8 @@ mod tests {
             partition: None,
             text: t.into(),
         };
-        assert_eq!(join(&[r("x"), r("y")]), "x; and y");
-        assert_eq!(join(&[r("x"), r("y"), r("z")]), "x; y; and 1 more");
+        assert_eq!(join(&[r("x")]), "x");
+        assert_eq!(join(&[r("x"), r("y")]), "x; and 1 more problem");
+        assert_eq!(join(&[r("x"), r("y"), r("z")]), "x; and 2 more problems");
     }
 }
