@@ -36,6 +36,10 @@ rm -rf "$dist"
 mkdir -p "$dist"
 wasm-bindgen --target web --no-typescript --remove-name-section --remove-producers-section --out-dir "$dist/pkg" "$wasm"
 cp "$here"/www/* "$dist/"
+# The service worker's cache name carries the hash of everything it caches, so a new build
+# replaces the cache of the last one.
+hash=$(cd "$dist" && find . -type f ! -name sw.js -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+sed -i "s/__BUILD_HASH__/$hash/" "$dist/sw.js"
 
 out="$dist/pkg/blockwise_wasm_bg.wasm"
 raw=$(wc -c < "$out")
