@@ -708,7 +708,7 @@ await step('Build: peak renderer memory for a 1 GiB build stays under 1.5 × the
     rendererPeakBytes: peak,
     ratio: Math.round((peak / content) * 1000) / 1000,
     browserProcessPeakBytes: browserPeak,
-    renderers: renderers.length,
+    rendererPeaksMiB: renderers.map((x) => Math.round(x.hwmKiB / 1024)),
     buildMs: Math.round(build.ms),
     maxFrameGapMs: Math.round(frames.maxGap),
   };
@@ -754,13 +754,22 @@ await step('Trust: a blocked .wasm and a page opened from file:// are explained 
   await p.waitForFunction(() => window.__bootError, null, { timeout: 10_000 });
   const fileText = await p.textContent('#boot-status');
   assert(Date.now() - t1 < 5000 && fileText.includes('file://'), fileText);
+  assert(await p.evaluate(() => document.querySelector('#check').inert), 'the tools are not marked unusable');
+  await p.screenshot({ path: join(shots, 'error-file-url.png') });
   await ctx.close();
 });
 
-/** Every tab at `width`, screenshotted as `prefix-TAB.png`; no horizontal overflow. */
+/** Every tab, screenshotted as `prefix-TAB.png` (Check with a truncated image, Build after
+ * building a 1 GiB plan); no horizontal overflow. */
 async function everyTab(p, prefix) {
   await p.setInputFiles('#check-file', f.truncated);
   await p.waitForFunction(() => document.querySelector('#check-out .safe'));
+  await p.click('#tab-plan');
+  await p.fill('#plan-size', '1GiB');
+  await p.setInputFiles('#plan-parts .part:nth-child(1) [name=folder]', f.boot);
+  await p.waitForFunction(() => window.__folders && window.__folders[0]);
+  await p.click('#plan-build');
+  await p.waitForFunction(() => window.__lastBuild && window.__lastBuild.check, null, { timeout: 120_000 });
   for (const t of ['check', 'plan', 'build']) {
     await p.click(`#tab-${t}`);
     await p.waitForTimeout(250);
@@ -799,15 +808,22 @@ await step('Trust: all three tabs by keyboard only', async () => {
   });
   /** Presses Tab (or Shift+Tab) until `pred(active)` holds: the control is reachable by keyboard. */
   const tabTo = async (pred, what, back = false, max = 80) => {
+    if (pred(await active())) return;
     for (let i = 0; i < max; i++) {
       await p.keyboard.press(back ? 'Shift+Tab' : 'Tab');
       if (pred(await active())) return;
     }
     throw new Error(`${what} not reached by Tab (last: ${await active()})`);
   };
+  /** Opens the focused file input with `key` (Enter as a second try) and chooses `files`. */
   const choose = async (key, files) => {
-    const [chooser] = await Promise.all([p.waitForEvent('filechooser'), p.keyboard.press(key)]);
-    await chooser.setFiles(files);
+    for (const k of [key, 'Enter']) {
+      const chooser = p.waitForEvent('filechooser', { timeout: 5000 }).catch(() => null);
+      await p.keyboard.press(k);
+      const c = await chooser;
+      if (c) { await c.setFiles(files); return; }
+    }
+    throw new Error(`no file chooser opened from ${await active()}`);
   };
   // Check: tab to the file input, open it with Space.
   await tabTo((a) => a === 'button#tab-check', 'the Check tab');

@@ -584,6 +584,8 @@ function startBuild() {
   $('#build-go').disabled = true;
   $('#plan-build').disabled = true;
   $('#build-cancel').hidden = false;
+  // A keyboard user who started the build from the Plan tab lands on Cancel, not on nothing.
+  if (!$('#build').contains(document.activeElement)) $('#build-cancel').focus();
   setProgress('Starting…', 0, 0);
   const timeline = [];
   worker.onmessage = async (ev) => {
@@ -648,6 +650,7 @@ async function built(m, name, toml, fileCount, t0, timeline) {
     el('details', {}, el('summary', {}, 'Spec used (blockwise build of it gives the same bytes)'), el('pre', { id: 'build-toml' }, toml)),
   );
   window.__lastBuild = { size: image.size, ms: m.ms, timeline };
+  if (!document.activeElement || document.activeElement === document.body) imgLink.focus();
   // Check the result like any image: the page reads it back through the same verifier.
   const out = el('div', { id: 'build-check-out' });
   put($('#build-check'), el('h3', {}, `Check of ${name}`), out);
@@ -713,6 +716,7 @@ async function start() {
   $('#plan-timestamp').value = String(Math.floor(Date.now() / 1000));
   fillEraseBlocks();
   window.__ready = { initMs: performance.now() - t0 };
+  for (const s of document.querySelectorAll('main section')) s.inert = false;
   $('#boot-status').hidden = true;
   $('#version').textContent = `blockwise ${version()} — the same Rust core as the command line, as WebAssembly.`;
   planNow();

@@ -234,17 +234,28 @@ function strip(s, p, i, m, e, W, y) {
     const x = X(first + k * e);
     s.append(svg('line', { x1: x, x2: x, y1: y - 2, y2: y + 26, class: 'grid-line' }));
   }
-  const marks = regions(p).filter(([, off]) => off >= first && off <= first + span);
-  const placed = marks.map(([name, off]) => ({ x: X(off) + 3, w: name.length * TEXT_W }));
-  // Labels right of their mark, or left of it at the right edge; a second line when they meet.
-  placed.forEach((q, k) => { if (q.x + q.w > W) q.x = X(marks[k][1]) - q.w - 3; });
+  const marks = regions(p).filter(([, off]) => off >= first && off <= first + span)
+    .map(([name, off, strict]) => ({ name, x: X(off), cls: off % e === 0 ? 'mark-ok' : (strict ? 'mark-bad' : 'mark-warn') }))
+    .sort((a, b) => a.x - b.x);
+  for (const m of marks) s.append(svg('line', { x1: m.x, x2: m.x, y1: y, y2: y + 24, class: m.cls, 'stroke-width': 3, 'data-mark': m.name }));
+  // Labels right of their mark; marks too close for separate labels share one ("start, FAT,
+  // data" at sector 63), coloured by the worst of them; a second line when groups meet.
+  const worse = { 'mark-ok': 0, 'mark-warn': 1, 'mark-bad': 2 };
+  const groups = [];
+  for (const m of marks) {
+    const g = groups[groups.length - 1];
+    if (g && m.x < g.x + g.w + 4) {
+      g.names.push(m.name);
+      g.w = g.names.join(', ').length * TEXT_W;
+      if (worse[m.cls] > worse[g.cls]) g.cls = m.cls;
+    } else {
+      groups.push({ x: m.x, names: [m.name], w: m.name.length * TEXT_W, cls: m.cls });
+    }
+  }
+  const placed = groups.map((g) => ({ x: g.x + 3 + g.w > W ? g.x - g.w - 3 : g.x + 3, w: g.w }));
   const rowsOf = labelRows(placed);
-  marks.forEach(([name, off, strict], k) => {
-    const onGrid = off % e === 0;
-    const cls = onGrid ? 'mark-ok' : (strict ? 'mark-bad' : 'mark-warn');
-    const x = X(off);
-    s.append(svg('line', { x1: x, x2: x, y1: y, y2: y + 24, class: cls, 'stroke-width': 3, 'data-mark': name }));
-    s.append(svg('text', { x: placed[k].x, y: y + 11 + rowsOf[k] * 11, 'font-size': 10.5, class: cls }, name));
+  groups.forEach((g, k) => {
+    s.append(svg('text', { x: placed[k].x, y: y + 11 + Math.min(rowsOf[k], 1) * 11, 'font-size': 10.5, class: g.cls }, g.names.join(', ')));
   });
   const far = regions(p).filter(([, off]) => off > first + span)
     .map(([name, off]) => `${name} at +${fmtSize(off - p.start_bytes)}${off % e === 0 ? ' (on the grid)' : ' (off the grid)'}`);
