@@ -17,7 +17,7 @@
 // Prints measurements; screenshots go to target/wasm-screenshots (BLOCKWISE_SCREENSHOTS
 // overrides: BLOCKWISE_SCREENSHOTS=wasm/screenshots refreshes the committed ones).
 // Usage: node wasm/tests/e2e.mjs (after wasm/build.sh and `cargo build --bin blockwise`).
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { createServer } from 'node:http';
 import { closeSync, mkdtempSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync, writeSync, utimesSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -515,16 +515,21 @@ async function download(p, selector, path) {
   return d;
 }
 
+/** Runs `fn` on partition [start, start + size) of `img`: a read-only loop device where the
+ * machine allows one, else a copy of the partition. */
 function losetupOrCopy(img, start, size, fn) {
+  let dev = null;
   try {
-    const dev = run('losetup', ['-f', '--show', '-r', '--offset', String(start), '--sizelimit', String(size), img]).trim();
-    try { return fn(dev); } finally { run('losetup', ['-d', dev]); }
-  } catch (e) {
-    if (e.status === undefined && !String(e.message).includes('losetup')) throw e;
-    const part = join(work, 'part.img');
-    run('dd', [`if=${img}`, `of=${part}`, 'bs=1M', `skip=${start / 2 ** 20}`, `count=${size / 2 ** 20}`, 'status=none', 'conv=sparse']);
-    try { return fn(part); } finally { rmSync(part); }
+    dev = run('losetup', ['-f', '--show', '-r', '--offset', String(start), '--sizelimit', String(size), img]).trim();
+  } catch {
+    dev = null;
   }
+  if (dev) {
+    try { return fn(dev); } finally { run('losetup', ['-d', dev]); }
+  }
+  const part = join(work, 'part.img');
+  run('dd', [`if=${img}`, `of=${part}`, 'bs=1M', `skip=${start / 2 ** 20}`, `count=${size / 2 ** 20}`, 'status=none', 'conv=sparse']);
+  try { return fn(part); } finally { rmSync(part); }
 }
 
 await step('Build: the default Raspberry Pi plan from two folders, in a worker: fsck-clean, files intact, same bytes as `blockwise build`', async () => {
@@ -558,7 +563,10 @@ await step('Build: the default Raspberry Pi plan from two folders, in a worker: 
   run('cmp', [`${img}.bmap`, join(work, 'cli.img.bmap')]);
   const table = JSON.parse(run('sfdisk', ['--json', img])).partitiontable;
   assert(table.label === 'dos' && table.partitions.length === 2, JSON.stringify(table));
-  run('sfdisk', ['--verify', img]);
+  // sfdisk --verify exits 0 even when it finds problems: read what it says.
+  const verified = spawnSync('sfdisk', ['--verify', img], { encoding: 'utf8' });
+  const said = `${verified.stdout}${verified.stderr}`;
+  assert(verified.status === 0 && said.includes('No errors detected') && !/\d+ errors? detected/.test(said), `sfdisk --verify: ${said}`);
   const [p1, p2] = table.partitions.map((x) => [x.start * 512, x.size * 512]);
   losetupOrCopy(img, p1[0], p1[1], (dev) => {
     run('fsck.fat', ['-n', dev]);
