@@ -373,7 +373,9 @@ function fieldOf(key) {
   if (!m) return null;
   const row = rowsEl()[Number(m[1]) - 1];
   if (!row) return null;
-  const name = { size: 'psize', fs: 'fs', label: 'label', contents: 'folder' }[m[2]] || 'psize';
+  // Keys without a field of their own (ext4.stride, fat.cluster, type, …) mark the
+  // filesystem they belong to.
+  const name = { size: 'psize', start: 'psize', label: 'label', contents: 'folder' }[m[2]] || 'fs';
   return row.querySelector(`[name=${name}]`);
 }
 
