@@ -60,10 +60,12 @@ pub mod magic;
 mod num;
 mod partition;
 mod regions;
+mod safe;
 mod table;
 
 pub use crate::align::plan_findings;
 pub use crate::regions::Region;
+pub use crate::safe::{Reason, SafeToFlash, Safety};
 
 use blockwise_geometry::{
     alignment_of, BlockSource, FsKind, FsPlan, OtherFs, PartType, PartitionPlan, SectorSize,
