@@ -16,7 +16,7 @@ use crate::progress::{Phase, Progress};
 use crate::Error;
 
 /// bmap block size.
-const BMAP_BLOCK: u64 = 4096;
+pub(crate) const BMAP_BLOCK: u64 = 4096;
 /// Chunk of the read/write fallback copy and of the bmap hasher.
 const CHUNK: u64 = 1 << 20;
 
@@ -168,7 +168,7 @@ fn start_time(pid: u32) -> Option<u64> {
 
 /// `.NAME.tmp-PID-START` next to `path`: the owner's PID and start time, so a later build
 /// can tell a leftover of a killed build from a build still running.
-fn temp_path(path: &Path) -> PathBuf {
+pub(crate) fn temp_path(path: &Path) -> PathBuf {
     let (dir, name) = dir_and_name(path);
     dir.join(format!(".{name}.tmp-{}", owner_tag()))
 }
@@ -348,7 +348,7 @@ impl Copier {
 }
 
 /// The image's mapped ranges as inclusive 4 KiB block ranges (what a `.bmap` lists).
-fn bmap_ranges(img: &ImageMap) -> Vec<(u64, u64)> {
+pub(crate) fn bmap_ranges(img: &ImageMap) -> Vec<(u64, u64)> {
     let mut ranges: Vec<(u64, u64)> = Vec::new();
     for (s, e) in img.mapped_ranges() {
         let (b0, b1) = (s / BMAP_BLOCK, e.div_ceil(BMAP_BLOCK).saturating_sub(1));
@@ -391,7 +391,7 @@ fn hash_ranges(
 }
 
 /// A bmaptool 2.0 block map: 4 KiB blocks, SHA-256 per range, the file's own checksum.
-fn bmap_text(size: u64, ranges: &[(u64, u64)], hashes: &[[u8; 32]]) -> String {
+pub(crate) fn bmap_text(size: u64, ranges: &[(u64, u64)], hashes: &[[u8; 32]]) -> String {
     use std::fmt::Write as _;
     let blocks = size.div_ceil(BMAP_BLOCK);
     let mut body = String::new();

@@ -528,11 +528,13 @@ impl Encoder {
             });
         }
         match (format.levels(), options.level) {
-            (None, Some(l)) => return Err(EncodeError::InvalidOptions {
-                what: format!(
+            (None, Some(l)) => {
+                return Err(EncodeError::InvalidOptions {
+                    what: format!(
                     "level {l}: {format} images are not compressed; a level applies to zstd and xz"
                 ),
-            }),
+                })
+            }
             (Some((range, _)), Some(l)) if !range.contains(&l) => {
                 return Err(EncodeError::InvalidOptions {
                     what: format!(
