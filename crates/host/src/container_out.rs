@@ -287,10 +287,11 @@ impl Job<'_> {
         let threads = packers.len().max(1);
         let window = self.window.clamp(1, 16 << 20);
         // Windows in flight (read, packed, or waiting to be appended): enough to keep every
-        // packer busy, at most about 128 MiB of erase blocks.
-        let limit = usize::try_from((128u64 << 20) / window)
+        // packer busy with one more read ahead, at most about 64 MiB of erase blocks (the
+        // packers' own memory, e.g. an LZMA2 encoder of ~10× the dictionary, comes on top).
+        let limit = usize::try_from((64u64 << 20) / window)
             .unwrap_or(usize::MAX)
-            .clamp(threads + 1, 4 * threads + 2);
+            .clamp(threads + 1, 2 * threads + 1);
         let mut out = BufWriter::with_capacity(1 << 20, f);
         out.write_all(&enc.header()).map_err(write_err)?;
         let mut reader = Reader::new(self.img, self.content);
@@ -670,6 +671,52 @@ mod tests {
                 w.output_bytes,
                 fs::metadata(dir.path().join(name)).unwrap().len()
             );
+        }
+    }
+
+    /// Records the phases and the bytes advanced while writing.
+    #[derive(Default)]
+    struct Record {
+        total: Option<u64>,
+        advanced: u64,
+        phases: Vec<Phase>,
+    }
+
+    impl Progress for Record {
+        fn phase(&mut self, phase: Phase) {
+            if let Phase::Writing { bytes } = phase {
+                self.total = Some(bytes);
+            }
+            self.phases.push(phase);
+        }
+        fn advance(&mut self, n: u64) {
+            self.advanced += n;
+        }
+    }
+
+    /// Progress as for the raw build: writing (the mapped bytes, advanced to the end),
+    /// syncing, done.
+    #[test]
+    fn progress_counts_the_mapped_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (img, content) = map(dir.path());
+        let mapped: u64 = img.mapped_ranges().iter().map(|(s, e)| e - s).sum();
+        for name in ["out.simg", "out.img.zst", "out.img.xz"] {
+            let mut p = Record::default();
+            write_output(
+                &img,
+                &content,
+                1 << 20,
+                512,
+                &dir.path().join(name),
+                None,
+                &OutputOptions::default(),
+                &mut p,
+            )
+            .unwrap();
+            assert_eq!(p.total, Some(mapped), "{name}");
+            assert_eq!(p.advanced, mapped, "{name}");
+            assert_eq!(&p.phases[1..], &[Phase::Syncing, Phase::Done], "{name}");
         }
     }
 
