@@ -12,7 +12,10 @@ Standard library only. What it does:
    (4.1 GiB), and a Raspberry Pi OS-like boot tree;
 4. times every row (median, min and max of --runs runs, rows of a case interleaved so they
    see the same machine state) under `/usr/bin/time -v` for the peak RSS;
-5. prints the rows with the ratios and the goals of issue 14, and writes a Markdown table
+5. `--only encode` (issue 27): `build -o .simg/.img.zst/.img.xz` vs `build -o .img` then
+   img2simg / `zstd -T0` / `xz -T0`, for the RPi image from T1 at its size and grown to
+   8 GiB, and writing it as .img and as .simg onto a loop device;
+6. prints the rows with the ratios and the goals of issues 14 and 27, and writes a Markdown table
    (benches/results.md, and README.md between <!-- compare:begin --> and <!-- compare:end -->).
 
 Like with like: `blockwise build` writes a temp file, fsyncs it and renames it, so every
