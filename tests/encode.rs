@@ -536,3 +536,59 @@ fn extent_across_4gib() {
         "data chunks start at the 4 GiB block"
     );
 }
+
+/// SIGINT while a container is written: the build stops, removes its temp files and exits
+/// 130; the output does not appear (as for the raw build, tests/hostile.rs).
+#[test]
+fn an_interrupted_container_build_leaves_nothing() {
+    if !have("kill") {
+        return;
+    }
+    let dir = tempdir!();
+    std::fs::write(dir.path().join("blob.bin"), bytes(5, 48 << 20)).unwrap();
+    let spec = write_file(
+        dir.path(),
+        "slow.toml",
+        "[image]\nsize = \"256MiB\"\nerase-block = \"4MiB\"\ntable = \"mbr\"\n\
+         [[partition]]\nfs = \"raw\"\nsource = \"blob.bin\"\n",
+    );
+    for (name, level) in [("int.img.xz", "9"), ("int.img.zst", "22")] {
+        let out = dir.path().join(name);
+        let child = std::process::Command::new(blockwise!().path())
+            .args([
+                "build".as_ref(),
+                spec.as_os_str(),
+                "-o".as_ref(),
+                out.as_os_str(),
+            ])
+            .args(["-q", "--level", level, "--bmap"])
+            .arg(dir.path().join(format!("{name}.bmap")))
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let prefix = format!(".{name}.tmp-");
+        let t = std::time::Instant::now();
+        while !std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        {
+            assert!(t.elapsed().as_secs() < 120, "{name}: never began writing");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        assert!(run("kill", &["-INT", &child.id().to_string()])
+            .status
+            .success());
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(130), "{name}: {err}");
+        assert!(err.contains("temp files removed"), "{err}");
+        let left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("int.img"))
+            .collect();
+        assert!(left.is_empty(), "{name}: left behind {left:?}");
+    }
+}
