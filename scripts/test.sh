@@ -10,7 +10,9 @@ for pair in sfdisk:fdisk sgdisk:gdisk fsck.fat:dosfstools mcopy:mtools e2fsck:e2
             losetup:mount blkid:util-linux bmaptool:bmap-tools xxd:xxd xz:xz-utils bzip2:bzip2 \
             mkfs.xfs:xfsprogs zstd:zstd dmsetup:dmsetup mkfifo:coreutils python3:python3 \
             setfattr:attr setfacl:acl setcap:libcap2-bin /usr/bin/time:time \
-            fsck.exfat:exfatprogs mount.exfat-fuse:exfat-fuse; do
+            fsck.exfat:exfatprogs mount.exfat-fuse:exfat-fuse \
+            simg2img:android-sdk-libsparse-utils simg_dump:android-sdk-libsparse-utils \
+            cmp:diffutils prlimit:util-linux; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 if [ "${#need[@]}" -gt 0 ]; then

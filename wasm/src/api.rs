@@ -348,11 +348,7 @@ pub fn describe(report: &Report) -> String {
                 .and_then(|p| p.filesystem.as_ref())
                 .map_or_else(
                     || "unknown".to_string(),
-                    |f| match f {
-                        blockwise_geometry::FsPlan::Fat(x) => x.kind.to_string(),
-                        blockwise_geometry::FsPlan::Ext4(x) => x.kind.clone(),
-                        blockwise_geometry::FsPlan::Other(x) => x.kind.clone(),
-                    },
+                    blockwise_geometry::FsPlan::kind_name,
                 );
             format!("no partition table: a bare {fs} filesystem")
         }

@@ -51,6 +51,28 @@ impl Built {
     pub fn inputs(&self) -> Vec<(std::path::PathBuf, blockwise_flash::DataId)> {
         self.content.inputs()
     }
+
+    /// Writes the image to `path` in the format `options` asks for or `path`'s name says
+    /// (raw, Android sparse, seekable zstd, xz), and its block map to `bmap`, atomically;
+    /// see [`write_output`](crate::write_output).
+    pub fn write_as(
+        &self,
+        path: &Path,
+        bmap: Option<&Path>,
+        options: &crate::OutputOptions,
+        progress: &mut dyn Progress,
+    ) -> Result<crate::Written, Error> {
+        crate::write_output(
+            &self.image,
+            &self.content,
+            self.plan.erase_block_bytes,
+            self.plan.sector_bytes.bytes_u64(),
+            path,
+            bmap,
+            options,
+            progress,
+        )
+    }
 }
 
 /// Fills in sizes of raw partitions without one (the length of `source`) and checks that

@@ -12,6 +12,9 @@
 //! - [`write_image_file`] / [`Built::write`]: atomic output files (temp file, fsync, rename)
 //!   with holes kept, content copied by `copy_file_range`, sources checked for changes, and
 //!   bmaptool 2.0 block maps hashed while writing; [`Progress`] reports the phases;
+//! - [`write_output`] / [`Built::write_as`]: the same image as an Android sparse image
+//!   (`.simg`), seekable zstd (`.img.zst`) or multi-block xz (`.img.xz`), encoded straight
+//!   from the map on all cores ([`OutputFormat`], [`OutputOptions`]);
 //! - [`FileSource`]: a read-only image file or block device for `verify`, with the device's
 //!   sysfs queue limits;
 //! - [`probe_report`] / [`probe_device`]: `blockwise probe` without the terminal: a block
@@ -28,6 +31,7 @@
 //! ```
 
 mod build;
+mod container_out;
 mod content;
 mod error;
 pub mod json;
@@ -43,6 +47,7 @@ mod tree;
 pub use build::{
     build, build_with_progress, plan_file, plan_file_with_progress, resolve_inputs, Built,
 };
+pub use container_out::{write_output, OutputFormat, OutputOptions, Summary, Written};
 pub use content::HostContent;
 pub use error::Clash;
 pub use error::Error;

@@ -25,6 +25,20 @@ pub enum FsPlan {
     Other(OtherFs),
 }
 
+impl FsPlan {
+    /// The filesystem's kind as the JSON `kind` field spells it (`fat32`, `ext4`, `exfat`,
+    /// `squashfs`, …).
+    #[must_use]
+    pub fn kind_name(&self) -> String {
+        match self {
+            FsPlan::Fat(x) => x.kind.to_string(),
+            FsPlan::Ext4(x) => x.kind.clone(),
+            FsPlan::Exfat(x) => x.kind.to_string(),
+            FsPlan::Other(x) => x.kind.clone(),
+        }
+    }
+}
+
 /// A filesystem that is only named, not planned or checked.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct OtherFs {
