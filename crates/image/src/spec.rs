@@ -17,7 +17,8 @@ use blockwise_ext4::Ext4Options;
 use blockwise_fat::FatOptions;
 use blockwise_geometry::de::{from_str, opt_size, opt_uint};
 use blockwise_geometry::{
-    FsKind, Guid, ImageSpec, Layout, LayoutError, LayoutKey, PartKey, PartitionLayout, SizeSpec,
+    F2fsOptions, FsKind, GptAttributes, Guid, ImageSpec, Layout, LayoutError, LayoutKey, PartKey,
+    PartitionLayout, SizeSpec,
 };
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
@@ -243,6 +244,9 @@ pub struct PartitionSpec {
     /// ext4 options.
     #[serde(default)]
     pub ext4: Ext4Options,
+    /// F2FS options.
+    #[serde(default)]
+    pub f2fs: F2fsOptions,
     /// Metadata overrides and special files (`[[partition.entry]]`).
     #[serde(default, rename = "entry")]
     pub entries: Vec<EntrySpec>,
@@ -262,6 +266,13 @@ pub struct PartitionSpec {
     /// Listed in the partition table (genimage's `in-partition-table`); default true.
     #[serde(default = "yes")]
     pub in_partition_table: bool,
+    /// GPT attribute bits (`["read-only", "no-auto", 50]`); `legacy-bios-bootable` is
+    /// `bootable = true`.
+    #[serde(default)]
+    pub attributes: GptAttributes,
+    /// A/B slots (`["a", "b"]`): one partition per slot, names and labels suffixed.
+    #[serde(default)]
+    pub slots: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -336,29 +347,51 @@ impl PartitionSpec {
             label: None,
             fat: FatOptions::default(),
             ext4: Ext4Options::default(),
+            f2fs: F2fsOptions::default(),
             entries: Vec::new(),
             uuid: None,
             fs_uuid: None,
             volume_id: None,
             start: None,
             in_partition_table: true,
+            attributes: GptAttributes::NONE,
+            slots: Vec::new(),
         }
     }
 
-    /// What the layout planner needs of this partition.
+    /// What the layout planner needs of this partition. `attributes` naming bit 2
+    /// (`legacy-bios-bootable`) is `bootable`.
     #[must_use]
     pub fn layout(&self) -> PartitionLayout {
+        let (attributes, boot_bit) = self.attributes.split_bootable();
         PartitionLayout {
             name: self.name.clone(),
             fs: self.fs,
             size: self.size,
             type_: self.type_.clone(),
-            bootable: self.bootable,
+            bootable: self.bootable || boot_bit,
             label: self.label.clone(),
             uuid: self.uuid,
             start: self.start,
             in_table: self.in_partition_table,
+            attributes,
+            slots: self.slots.clone(),
         }
+    }
+
+    /// The filesystem label of the copy for `slot`: `label`, suffixed `_SLOT` when slotted.
+    #[must_use]
+    pub fn label_for(&self, slot: Option<&str>) -> Option<String> {
+        self.label
+            .as_deref()
+            .map(|l| blockwise_geometry::slots::with_suffix(l, slot))
+    }
+
+    /// The 0-based position of `slot` in `slots` (0 without slots).
+    #[must_use]
+    pub fn slot_position(&self, slot: Option<&str>) -> usize {
+        slot.and_then(|s| self.slots.iter().position(|x| x == s))
+            .unwrap_or(0)
     }
 }
 
@@ -554,12 +587,13 @@ impl PartitionSpec {
             return Err(SpecError::new(
                 k("contents"),
                 format!(
-                    "fs = \"{}\" has no filesystem to fill; use fat32 or ext4",
+                    "fs = \"{}\" has no filesystem to fill; use fat32, ext4 or f2fs",
                     self.fs
                 ),
             ));
         }
-        if self.fs_uuid.is_some() && !matches!(self.fs, FsKind::Ext4 | FsKind::Swap) {
+        if self.fs_uuid.is_some() && !matches!(self.fs, FsKind::Ext4 | FsKind::Swap | FsKind::F2fs)
+        {
             return Err(SpecError::new(
                 k("fs-uuid"),
                 if self.fs.is_fat() {
@@ -567,7 +601,7 @@ impl PartitionSpec {
                         .to_string()
                 } else {
                     format!(
-                        "fs = \"{}\" has no filesystem UUID to set; it applies to ext4 and swap",
+                        "fs = \"{}\" has no filesystem UUID to set; it applies to ext4, f2fs and swap",
                         self.fs
                     )
                 },
@@ -587,20 +621,61 @@ impl PartitionSpec {
                 ),
             ));
         }
+        if !self.attributes.is_empty() && img.table != blockwise_geometry::TableKind::Gpt {
+            return Err(SpecError::new(
+                k("attributes"),
+                format!(
+                    "only GPT stores partition attributes (this table is {}); use table = \"gpt\", or bootable = true for the MBR boot flag",
+                    img.table
+                ),
+            ));
+        }
+        if !self.entries.is_empty() && self.fs == FsKind::F2fs {
+            return Err(SpecError::new(
+                k("entry"),
+                "fs = \"f2fs\" is filled by sload.f2fs, which takes files, modes and times from contents and owners only from there (f2fs.preserve-owners = true); set them in the contents tree, or use fs = \"ext4\" for [[partition.entry]]",
+            ));
+        }
         if !self.entries.is_empty() && self.fs != FsKind::Ext4 {
             return Err(SpecError::new(
                 k("entry"),
                 "ownership, modes and special files need a filesystem that stores them: use fs = \"ext4\"",
             ));
         }
-        if let Some(label) = &self.label {
+        if self.fs != FsKind::F2fs && self.f2fs != F2fsOptions::default() {
+            return Err(SpecError::new(
+                k("f2fs"),
+                format!(
+                    "f2fs options apply to fs = \"f2fs\" (this partition is {})",
+                    self.fs
+                ),
+            ));
+        }
+        if let Err((key, reason)) = self.f2fs.validate() {
+            return Err(SpecError::new(k(&format!("f2fs.{key}")), reason));
+        }
+        // Every copy's label: slots add a suffix.
+        for slot in blockwise_geometry::slots::each(&self.slots) {
+            let Some(label) = self.label_for(slot) else {
+                break;
+            };
+            let label = &label;
             if self.fs.is_fat() {
                 blockwise_fat::validate_label(label).map_err(|e| fat_error(i, e))?;
             } else if self.fs == FsKind::Ext4 {
                 blockwise_ext4::validate_label(label).map_err(|e| ext4_error(i, e))?;
             } else if self.fs == FsKind::Swap {
                 crate::swap::validate_label(label).map_err(|r| SpecError::new(k("label"), r))?;
+            } else if self.fs == FsKind::F2fs {
+                blockwise_geometry::fsplan::f2fs::validate_label(label)
+                    .map_err(|r| SpecError::new(k("label"), r))?;
             }
+        }
+        if !self.slots.is_empty() && (self.fs_uuid.is_some() || self.volume_id.is_some()) {
+            return Err(SpecError::new(
+                k(if self.fs_uuid.is_some() { "fs-uuid" } else { "volume-id" }),
+                "pins one filesystem ID, but slots make several filesystems; leave it out (each slot's ID derives from image.seed)",
+            ));
         }
         self.fat
             .validate(img.sector_size.bytes(), img.erase_block)
@@ -747,6 +822,7 @@ fn table_name(parent: &str) -> &'static str {
         "raw" => "[[raw]]",
         "fat" => "fat",
         "ext4" => "ext4",
+        "f2fs" => "f2fs",
         "xattrs" => "xattrs",
         _ => "this table",
     }

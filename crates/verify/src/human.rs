@@ -46,7 +46,16 @@ fn fs_text(fs: Option<&FsPlan>) -> String {
                 .map(|j| format!(" journal@{j}"))
                 .unwrap_or_default()
         ),
-        Some(FsPlan::Other(o)) => format!("{} (not checked)", o.kind),
+        Some(FsPlan::F2fs(f)) => format!(
+            "f2fs{} section {} zone {} main@{}",
+            label_text(f.label.as_deref()),
+            short_size(f.section_bytes),
+            short_size(f.zone_bytes),
+            f.main_start_bytes
+        ),
+        Some(FsPlan::Other(o)) => {
+            format!("{}{} (not checked)", o.kind, label_text(o.label.as_deref()))
+        }
     }
 }
 
