@@ -969,6 +969,15 @@ mod tests {
             ("[image]\ntimestamp=-1\n[[partition]]\nfs=\"none\"\nsize=1", "image.timestamp"),
             ("[image]\nsize=\"1GiB\"", "partition"),
             ("bogus=1", "bogus"),
+            ("[[partition]]\nfs=\"none\"\nsize=1\nattributes=[\"read-only\"]", "partition[1].attributes"),
+            ("[image]\ntable=\"gpt\"\n[[partition]]\nfs=\"none\"\nsize=1\nattributes=[\"bogus\"]", "partition[1].attributes"),
+            ("[[partition]]\nfs=\"none\"\nsize=1\nname=\"x\"\nslots=[\"a\"]", "partition[1].slots"),
+            ("[[partition]]\nfs=\"f2fs\"\nsize=\"1MiB\"", "partition[1].size"),
+            ("[[partition]]\nfs=\"f2fs\"\nsize=\"1GiB\"\nf2fs={segments-per-section=0}", "partition[1].f2fs.segments-per-section"),
+            ("[[partition]]\nfs=\"f2fs\"\nsize=\"1GiB\"\nf2fs={sections-per-zone=2000}", "partition[1].f2fs.sections-per-zone"),
+            ("[[partition]]\nfs=\"f2fs\"\nsize=\"1GiB\"\nf2fs={segs=2}", "partition[1].f2fs.segs"),
+            ("[[partition]]\nfs=\"ext4\"\nsize=\"1GiB\"\nf2fs={segments-per-section=2}", "partition[1].f2fs"),
+            ("[[partition]]\nfs=\"f2fs\"\nsize=\"1GiB\"\n[[partition.entry]]\npath=\"/a\"\nmode=\"0600\"", "partition[1].entry"),
         ];
         let known = [
             "image.size",
@@ -1010,6 +1019,13 @@ mod tests {
             "entry[1].mode",
             "entry[1].major",
             "entry[1].kind",
+            "entry",
+            "attributes",
+            "slots",
+            "f2fs",
+            "f2fs.segments-per-section",
+            "f2fs.sections-per-zone",
+            "f2fs.segs",
         ];
         for (text, want) in cases {
             // Parsing, validation or planning: whichever refuses names the key.
@@ -1138,6 +1154,53 @@ xattrs = { "user.x" = "0x0102", "user.y" = "text" }
         );
         assert_eq!(s.partitions[0].fat.cluster, Some(4096));
         assert_eq!(s.partitions[1].size, SizeSpec::Fill);
+    }
+
+    #[test]
+    fn f2fs_needs_its_backend_and_slots_keep_their_spec_index() {
+        let spec = Spec::from_toml(
+            "[image]\ntable=\"gpt\"\nerase-block=\"4MiB\"\n[[partition]]\nname=\"sys\"\nfs=\"f2fs\"\nsize=\"256MiB\"\nlabel=\"sys\"\nslots=[\"a\",\"b\"]",
+        )
+        .unwrap();
+        let plan = crate::plan_full(&spec, &[], 0).unwrap();
+        assert_eq!(plan.partitions.len(), 2);
+        let labels: Vec<_> = plan
+            .partitions
+            .iter()
+            .map(|p| {
+                p.filesystem
+                    .as_ref()
+                    .and_then(|f| f.label())
+                    .map(str::to_string)
+            })
+            .collect();
+        assert_eq!(
+            labels,
+            [Some("sys_a".to_string()), Some("sys_b".to_string())]
+        );
+        assert!(plan.partitions.iter().all(|p| p.spec_index == 0));
+        let uuid = |i: usize| match &plan.partitions[i].filesystem {
+            Some(blockwise_geometry::FsPlan::F2fs(f)) => f.uuid.clone(),
+            _ => None,
+        };
+        assert_ne!(uuid(0), uuid(1), "each slot has its own filesystem UUID");
+        assert_eq!(plan.slots.len(), 1);
+        assert_eq!(plan.slot_copy(0, Some("b")).map(|p| p.index), Some(2));
+        // A front end without mkfs.f2fs (the browser) gets an error, never an empty partition.
+        let tree = blockwise_geometry::Tree::default();
+        let e = crate::assemble_sparse(
+            &spec,
+            &plan,
+            &[crate::Fill::Tree(&tree)],
+            &Vec::<Vec<u8>>::new(),
+            0,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("partition[1].fs: fs = \"f2fs\" is built by mkfs.f2fs"),
+            "{e}"
+        );
     }
 
     proptest! {

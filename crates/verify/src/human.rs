@@ -198,6 +198,17 @@ pub(crate) fn render(r: &Report) -> String {
             );
         }
     }
+    if !r.slots.is_empty() {
+        let _ = writeln!(out);
+        for g in &r.slots {
+            let members: Vec<String> = g
+                .partitions
+                .iter()
+                .map(|m| format!("{} = {}", m.slot, partition_name(&r.source, m.index)))
+                .collect();
+            let _ = writeln!(out, "A/B slots of {}: {}", g.name, members.join(", "));
+        }
+    }
     if !r.findings.is_empty() {
         let _ = writeln!(out);
         for f in &r.findings {

@@ -183,14 +183,15 @@ const CURSEGS: u64 = 6;
 const MIN_SEGMENTS: u64 = 9;
 
 /// The overprovision ratio mkfs.f2fs picks (`get_best_overprovision`), the same
-/// floating-point steps in the same order.
-fn best_overprovision(main_segments: u64, per_section: u64) -> f64 {
+/// floating-point steps in the same order. `main_segments` decides the candidate range,
+/// `usable` and `per_section` the reserved segments.
+fn best_overprovision(main_segments: u64, usable: u64, per_section: u64) -> f64 {
     let (mut candidate, end, diff) = if main_segments < 256 {
         (10.0_f64, 95.0_f64, 5.0_f64)
     } else {
         (0.01, 10.0, 0.01)
     };
-    let usable = main_segments as f64;
+    let usable = usable as f64;
     let per = per_section as f64;
     let (mut max_ovp, mut max_space) = (0.0_f64, 0.0_f64);
     while candidate <= end {
@@ -263,8 +264,12 @@ pub fn mkfs_layout(
     if sections == 0 {
         return Err(F2fsTooSmall::Zones);
     }
-    let per_section = main_segments.div_ceil(sections);
-    let ovp = best_overprovision(main_segments, per_section);
+    // `f2fs_get_usable_segments` as f2fs-tools builds it against Linux headers with zone
+    // capacities (blk_zone_rep v2, every current distribution): the device's segments
+    // before rounding to zones, less the metadata; per section, rounded up.
+    let usable = total_segments.saturating_sub(meta_zones * segs_per_zone);
+    let per_section = usable.div_ceil(sections);
+    let ovp = best_overprovision(main_segments, usable, per_section);
     if ovp == 0.0 {
         return Err(F2fsTooSmall::Reserved);
     }
@@ -449,6 +454,9 @@ mod tests {
         assert_eq!(l.blocks, 65536);
         assert!(mkfs_layout(64 * MIB, 2, 1).is_err());
         assert!(mkfs_layout(64 * MIB, 1, 1).is_ok());
+        // mkfs.f2fs: "Device size is not sufficient" (the reserved segments are counted per
+        // usable segment, before the zone rounding).
+        assert_eq!(mkfs_layout(100 * MIB, 2, 2), Err(F2fsTooSmall::Reserved));
     }
 
     #[test]
