@@ -928,7 +928,7 @@ fn foreign_images(dir: &Path) -> Vec<Foreign> {
                 t.lines()
                     .skip_while(|l| !l.starts_with("Data segments:"))
                     .find_map(|l| l.trim().strip_prefix("offset:"))
-                    .and_then(|x| x.trim().split_whitespace().next()?.parse().ok())
+                    .and_then(|x| x.split_whitespace().next()?.parse().ok())
             };
             assert!(payload.is_some(), "{t}");
             out.push(Foreign {

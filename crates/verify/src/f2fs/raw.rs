@@ -90,7 +90,7 @@ pub struct SuperblockRaw {
     pub encryption_level: u8,
     /// Encryption salt.
     pub encrypt_pw_salt: [u8; 16],
-    /// Additional devices (`struct f2fs_device` × 8: path[64], total_segments).
+    /// Additional devices (`struct f2fs_device` × 8: a 64-byte path and `total_segments`).
     pub devs: [u8; 544],
     /// Quota inode numbers.
     pub qf_ino: [U32; 3],
