@@ -401,6 +401,7 @@ fn f2fs_without_a_fixed_time_keeps_the_files_times_and_owners_on_request() {
     let src = dir.path().join("src");
     fs::create_dir_all(&src).unwrap();
     fs::write(src.join("old"), b"old\n").unwrap();
+    fs::set_permissions(src.join("old"), fs::Permissions::from_mode(0o640)).unwrap();
     let old = File::options().write(true).open(src.join("old")).unwrap();
     old.set_times(
         fs::FileTimes::new()
@@ -408,28 +409,58 @@ fn f2fs_without_a_fixed_time_keeps_the_files_times_and_owners_on_request() {
     )
     .unwrap();
     drop(old);
+    // As root, give the file owners a build must not invent.
+    let (uid, gid) = if blockwise_test_kit::is_root() {
+        std::os::unix::fs::chown(src.join("old"), Some(1234), Some(5678)).unwrap();
+        (1234, 5678)
+    } else {
+        let md = fs::metadata(src.join("old")).unwrap();
+        (md.uid(), md.gid())
+    };
+    // One partition from the tree with its owners, one without contents (mkfs.f2fs alone).
     let spec = write_file(
         dir.path(),
         "t.toml",
         &format!(
-            "[image]\ntable = \"none\"\n[[partition]]\nfs = \"f2fs\"\nsize = \"128MiB\"\ncontents = \"{}\"\nf2fs = {{ preserve-owners = true }}\n",
+            "[image]\ntable = \"gpt\"\n[[partition]]\nfs = \"f2fs\"\nsize = \"128MiB\"\ncontents = \"{}\"\nf2fs = {{ preserve-owners = true }}\n[[partition]]\nfs = \"f2fs\"\nsize = \"128MiB\"\nlabel = \"empty\"\n",
             src.display()
         ),
     );
     let img = dir.path().join("t.img");
     let o = Command::new(blockwise!().path())
-        .args(["build", s(&spec), "-o", s(&img)])
+        .args(["build", s(&spec), "-o", s(&img), "--json"])
         .env_remove("SOURCE_DATE_EPOCH")
         .output()
         .unwrap();
     assert_success(&o, "build");
-    fsck_f2fs_clean(&img);
-    let listed = f2fs_tree(&img);
+    let built = json_of(&o, "build --json");
+    let parts = built["partitions"].as_array().unwrap();
+    let part = |i: usize, name: &str| {
+        let p = &parts[i];
+        let f = dir.path().join(name);
+        extract(
+            &img,
+            p["start_bytes"].as_u64().unwrap(),
+            p["size_bytes"].as_u64().unwrap(),
+            &f,
+        );
+        f
+    };
+    let (full, empty) = (part(0, "full.img"), part(1, "empty.img"));
+    fsck_f2fs_clean(&full);
+    fsck_f2fs_clean(&empty);
+    assert!(f2fs_tree(&empty).is_empty());
+    assert_eq!(
+        dump_superblock(&empty).get("label").map(String::as_str),
+        Some("empty")
+    );
+    let listed = f2fs_tree(&full);
     let ino = listed.iter().find(|(p, _)| p == "/old").unwrap().1;
-    let (inode, data) = dump_inode(&img, ino, &dir.path().join("dump"));
+    let (inode, data) = dump_inode(&full, ino, &dir.path().join("dump"));
     assert_eq!(inode.get("i_mtime").copied(), Some(1_234_567_890));
-    let md = fs::metadata(src.join("old")).unwrap();
-    assert_eq!(inode.get("i_uid").copied(), Some(u64::from(md.uid())));
+    assert_eq!(inode.get("i_mode").copied(), Some(0o100640));
+    assert_eq!(inode.get("i_uid").copied(), Some(u64::from(uid)));
+    assert_eq!(inode.get("i_gid").copied(), Some(u64::from(gid)));
     assert_eq!(data.as_deref(), Some(&b"old\n"[..]));
 }
 
