@@ -465,6 +465,69 @@ fn f2fs_without_a_fixed_time_keeps_the_files_times_and_owners_on_request() {
 }
 
 #[test]
+fn f2fs_entries_set_modes_and_owners_of_the_tree() {
+    for t in ["mkfs.f2fs", "sload.f2fs", "fsck.f2fs", "dump.f2fs"] {
+        if !have(t) {
+            return;
+        }
+    }
+    let dir = tempdir!();
+    let src = dir.path().join("src");
+    source_tree(&src);
+    let spec = |entries: &str| {
+        format!(
+            "[image]\ntable = \"none\"\ntimestamp = 5\n[[partition]]\nfs = \"f2fs\"\nsize = \"128MiB\"\ncontents = \"{}\"\n{entries}",
+            src.display()
+        )
+    };
+    let img = blockwise!().build_spec(
+        dir.path(),
+        "entries",
+        &spec(
+            "[[partition.entry]]\npath = \"/etc/ssh/key\"\nmode = \"0400\"\nuid = 0\ngid = 42\n\
+             [[partition.entry]]\npath = \"/usr/lib\"\nkind = \"dir\"\nmode = \"0700\"\nuid = 1000\ngid = 1000\n\
+             [[partition.entry]]\npath = \"/usr/hostname\"\nuid = 7\n\
+             [[partition.entry]]\npath = \"/usr/lib/deep/er/blob.bin\"\nmode = \"4755\"\n",
+        ),
+    );
+    fsck_f2fs_clean(&img);
+    let listed = f2fs_tree(&img);
+    let work = dir.path().join("dump");
+    for (path, mode, uid, gid) in [
+        ("/etc/ssh/key", 0o100400, 0, 42),
+        ("/usr/lib", 0o040700, 1000, 1000),
+        ("/usr/hostname", 0o120777, 7, 0),
+        ("/usr/lib/deep/er/blob.bin", 0o104755, 0, 0),
+        ("/etc/hostname", 0o100644, 0, 0),
+    ] {
+        let ino = listed.iter().find(|(p, _)| p == path).unwrap().1;
+        let (inode, _) = dump_inode(&img, ino, &work);
+        assert_eq!(inode.get("i_mode").copied(), Some(mode), "{path}: mode");
+        assert_eq!(inode.get("i_uid").copied(), Some(uid), "{path}: uid");
+        assert_eq!(inode.get("i_gid").copied(), Some(gid), "{path}: gid");
+    }
+    // What sload.f2fs cannot make is refused, naming the entry; nothing is left behind.
+    for (entries, key) in [
+        ("[[partition.entry]]\npath = \"/etc/new\"\nkind = \"file\"\n", "partition[1].entry[1].path"),
+        ("[[partition.entry]]\npath = \"/etc/hostname\"\nmode = \"0600\"\n[[partition.entry]]\npath = \"/dev/null\"\nkind = \"char\"\nmajor = 1\nminor = 3\n", "partition[1].entry[2].kind"),
+        ("[[partition.entry]]\npath = \"/etc\"\nxattrs = { \"user.a\" = \"b\" }\n", "partition[1].entry[1].xattrs"),
+    ] {
+        let p = write_file(dir.path(), "bad.toml", &spec(entries));
+        let out = dir.path().join("bad.img");
+        let o = blockwise!().try_build(&p, &out);
+        assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
+        assert!(output_text(&o).contains(key), "{entries}: {}", output_text(&o));
+        assert!(!out.exists());
+    }
+    let leftovers: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".blockwise"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
 fn f2fs_plan_and_verify_agree_with_mkfs_f2fs_and_dump_f2fs() {
     for t in ["mkfs.f2fs", "dump.f2fs", "blkid"] {
         if !have(t) {

@@ -398,10 +398,18 @@ fn build_f2fs(
             timestamp,
             fixed_times,
             preserve_owners: ps.f2fs.preserve_owners,
+            entries: &ps.entries,
         };
         kept.push(
-            crate::f2fs::write_with_f2fs(&mut sub, content, &job, work_dir)
-                .map_err(|source| Error::F2fs { index, source })?,
+            crate::f2fs::write_with_f2fs(&mut sub, content, &job, work_dir).map_err(|source| {
+                match source {
+                    crate::f2fs::F2fsError::Entry { entry, reason } => {
+                        SpecError::new(format!("partition[{index}].entry[{entry}].path"), reason)
+                            .into()
+                    }
+                    source => Error::F2fs { index, source },
+                }
+            })?,
         );
     }
     Ok(kept)

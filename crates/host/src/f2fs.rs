@@ -14,6 +14,7 @@
 //! feature is on; it is not by default). The kernel never reads these fields; fsck.f2fs only
 //! prints them.
 //!
+//! `[[partition.entry]]` modes and owners are then set in the inodes (`f2fs_entries`).
 //! After the tools ran, the superblock is read back with `blockwise-verify`'s parser and
 //! compared with the plan: another f2fs-tools version that lays the volume out differently is
 //! an error naming both values, never an image that contradicts `plan`. The image map then
@@ -71,6 +72,14 @@ pub enum F2fsError {
     /// The result does not parse.
     #[error("the F2FS superblock mkfs.f2fs wrote does not parse: {0}")]
     Corrupt(String),
+    /// A `[[partition.entry]]` cannot be applied (the path is not in `contents`, …).
+    #[error("entry[{entry}].path: {reason}")]
+    Entry {
+        /// 1-based entry number.
+        entry: usize,
+        /// Why.
+        reason: String,
+    },
     /// Temporary file I/O failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -384,6 +393,8 @@ pub(crate) struct F2fsJob<'a> {
     pub fixed_times: bool,
     /// `sload.f2fs -P`.
     pub preserve_owners: bool,
+    /// `[[partition.entry]]`: modes and owners of paths from `contents`.
+    pub entries: &'a [blockwise_image::EntrySpec],
 }
 
 /// Builds the partition with mkfs.f2fs (+ sload.f2fs for `contents`) in a temp file under
@@ -430,6 +441,12 @@ pub(crate) fn write_with_f2fs<S: BlockSink + ?Sized>(
         }
         cmd.arg(&img).env("LC_ALL", "C");
         run("sload.f2fs", &mut cmd)?;
+    }
+    if !job.entries.is_empty() {
+        crate::f2fs_entries::apply(&img, job.entries).map_err(|e| F2fsError::Entry {
+            entry: e.entry,
+            reason: e.reason,
+        })?;
     }
     {
         let mut f = fs::OpenOptions::new()

@@ -33,6 +33,8 @@ mod content;
 mod error;
 #[cfg(feature = "f2fs")]
 pub mod f2fs;
+#[cfg(feature = "f2fs")]
+mod f2fs_entries;
 pub mod json;
 #[cfg(feature = "mke2fs")]
 pub mod mke2fs;

@@ -630,13 +630,35 @@ impl PartitionSpec {
                 ),
             ));
         }
-        if !self.entries.is_empty() && self.fs == FsKind::F2fs {
-            return Err(SpecError::new(
-                k("entry"),
-                "fs = \"f2fs\" is filled by sload.f2fs, which takes files, modes and times from contents and owners only from there (f2fs.preserve-owners = true); set them in the contents tree, or use fs = \"ext4\" for [[partition.entry]]",
-            ));
+        if self.fs == FsKind::F2fs {
+            // sload.f2fs copies the tree; entries can only change modes and owners of what
+            // it copied (set in the inodes afterwards).
+            for (j, en) in self.entries.iter().enumerate() {
+                let ek = |s: &str| format!("{}.entry[{}].{s}", pbase(i), j + 1);
+                if !en.xattrs.is_empty() {
+                    return Err(SpecError::new(
+                        ek("xattrs"),
+                        "sload.f2fs stores no extended attributes; use fs = \"ext4\"",
+                    ));
+                }
+                if matches!(
+                    en.kind,
+                    EntryKind::Char | EntryKind::Block | EntryKind::Fifo | EntryKind::Socket
+                ) {
+                    return Err(SpecError::new(
+                        ek("kind"),
+                        "sload.f2fs stores regular files, directories and symlinks only; use fs = \"ext4\" for special files",
+                    ));
+                }
+                if en.target.is_some() {
+                    return Err(SpecError::new(
+                        ek("target"),
+                        "an F2FS entry changes the mode and owners of a path from contents; a symlink's target comes from contents",
+                    ));
+                }
+            }
         }
-        if !self.entries.is_empty() && self.fs != FsKind::Ext4 {
+        if !self.entries.is_empty() && !matches!(self.fs, FsKind::Ext4 | FsKind::F2fs) {
             return Err(SpecError::new(
                 k("entry"),
                 "ownership, modes and special files need a filesystem that stores them: use fs = \"ext4\"",
@@ -977,7 +999,8 @@ mod tests {
             ("[[partition]]\nfs=\"f2fs\"\nsize=\"1GiB\"\nf2fs={sections-per-zone=2000}", "partition[1].f2fs.sections-per-zone"),
             ("[[partition]]\nfs=\"f2fs\"\nsize=\"1GiB\"\nf2fs={segs=2}", "partition[1].f2fs.segs"),
             ("[[partition]]\nfs=\"ext4\"\nsize=\"1GiB\"\nf2fs={segments-per-section=2}", "partition[1].f2fs"),
-            ("[[partition]]\nfs=\"f2fs\"\nsize=\"1GiB\"\n[[partition.entry]]\npath=\"/a\"\nmode=\"0600\"", "partition[1].entry"),
+            ("[[partition]]\nfs=\"f2fs\"\nsize=\"1GiB\"\n[[partition.entry]]\npath=\"/a\"\nkind=\"fifo\"", "partition[1].entry[1].kind"),
+            ("[[partition]]\nfs=\"f2fs\"\nsize=\"1GiB\"\n[[partition.entry]]\npath=\"/a\"\nxattrs={\"user.a\"=\"b\"}", "partition[1].entry[1].xattrs"),
         ];
         let known = [
             "image.size",
@@ -1019,7 +1042,7 @@ mod tests {
             "entry[1].mode",
             "entry[1].major",
             "entry[1].kind",
-            "entry",
+            "entry[1].xattrs",
             "attributes",
             "slots",
             "f2fs",
