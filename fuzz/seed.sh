@@ -13,8 +13,8 @@ CORPUS=${CORPUS:-$ROOT/../shared/corpus}
 C=$FUZZ/corpus
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-for t in parse_mbr parse_gpt parse_fat parse_ext4 parse_f2fs parse_other verify_bytes spec_toml \
-    spec_json bmap compressed_sniff; do
+for t in parse_mbr parse_gpt parse_fat parse_exfat parse_ext4 parse_f2fs parse_other verify_bytes \
+    spec_toml spec_json bmap compressed_sniff; do
     mkdir -p "$C/$t"
 done
 # put TARGET FILE [NAME]: copy FILE in as a seed (content-named when NAME is empty).
@@ -57,6 +57,20 @@ for b in 1024 4096; do
     head -c 262144 "$T/ext4-$b.img" >"$T/ext4-$b.head"
     put verify_bytes "$T/ext4-$b.head" "ext4-$b"
 done
+
+# exFAT: mkfs.exfat with several options (exfatprogs), the boot regions and the first MiBs.
+if command -v mkfs.exfat >/dev/null; then
+    for o in "" "-c 4K" "-b 4M -L SEED" "-c 128K -b 8M"; do
+        n=exfat$(echo "$o" | tr -d ' -')
+        truncate -s 64M "$T/$n.img"
+        # shellcheck disable=SC2086
+        mkfs.exfat $o "$T/$n.img" >/dev/null
+        head -c 16384 "$T/$n.img" >"$T/$n.boot"
+        put parse_exfat "$T/$n.boot" "$n"
+        head -c 262144 "$T/$n.img" >"$T/$n.head"
+        put verify_bytes "$T/$n.head" "$n"
+    done
+fi
 
 # --- F2FS (mkfs.f2fs -s/-z), and the formats verify names by their headers ------------------
 # parse_other's first byte picks the parser: 0 NTFS, 1 btrfs, 2 XFS, 3 ISO 9660, 4 LUKS, 5 swap.

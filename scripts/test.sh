@@ -11,6 +11,7 @@ for pair in sfdisk:fdisk sgdisk:gdisk fsck.fat:dosfstools mcopy:mtools e2fsck:e2
             losetup:mount blkid:util-linux bmaptool:bmap-tools xxd:xxd xz:xz-utils bzip2:bzip2 \
             mkfs.xfs:xfsprogs zstd:zstd dmsetup:dmsetup mkfifo:coreutils python3:python3 \
             setfattr:attr setfacl:acl setcap:libcap2-bin /usr/bin/time:time \
+            fsck.exfat:exfatprogs mount.exfat-fuse:exfat-fuse \
             mkfs.f2fs:f2fs-tools mkfs.btrfs:btrfs-progs mkfs.ntfs:ntfs-3g genisoimage:genisoimage \
             cryptsetup:cryptsetup-bin mkswap:util-linux; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")

@@ -9,7 +9,7 @@ use blockwise_geometry::{
     format_size, FsKind, FsPlan, ImageSpec, Plan, SectorSize, SizeSpec, TableKind,
 };
 use blockwise_host::{
-    build_with_progress, check_output_path, plan_file, DeviceValues, SpecFile, Taken,
+    build_with_progress, check_output_path, plan_file_with_progress, DeviceValues, SpecFile, Taken,
 };
 use blockwise_image::{PartitionSpec, Spec, SpecError};
 
@@ -234,7 +234,7 @@ fn load_for_device(
             eprintln!("blockwise: {n}");
         }
         for w in &notes.warnings {
-            eprintln!("blockwise: warning: {w}");
+            eprintln!("blockwise: warning: {}", blockwise_geometry::display_str(w));
         }
     }
     Ok(sf)
@@ -344,7 +344,7 @@ pub fn human_plan(plan: &Plan) -> String {
                 r.offset_bytes / sb,
                 format_size(r.offset_bytes),
                 r.size_bytes,
-                r.source
+                blockwise_geometry::display_str(&r.source)
             );
         }
     }
@@ -392,6 +392,18 @@ pub fn human_plan(plan: &Plan) -> String {
                     f.main_start_bytes, format_size(f.main_start_bytes), f.main_segments
                 );
                 for n in &f.notes {
+                    let _ = writeln!(s, "  - {n}");
+                }
+            }
+            Some(FsPlan::Exfat(x)) => {
+                let _ = writeln!(
+                    s,
+                    "\npartition {} exfat: {} B sectors, {} clusters of {}, FAT of {} sectors at {} ({}), cluster heap at {} ({})",
+                    p.index, x.sector_bytes, x.cluster_count, format_size(u64::from(x.cluster_bytes)),
+                    x.fat_sectors, x.fat_start_bytes, format_size(x.fat_start_bytes),
+                    x.heap_start_bytes, format_size(x.heap_start_bytes)
+                );
+                for n in &x.notes {
                     let _ = writeln!(s, "  - {n}");
                 }
             }
@@ -459,7 +471,21 @@ pub fn human_plan(plan: &Plan) -> String {
 /// `blockwise plan`.
 pub fn run_plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
     let mut sf = load(a.spec.as_deref(), &a.flags, a.device.as_deref(), false)?;
-    let plan = plan_file(&mut sf)?;
+    // The scan of a large tree stops at the first SIGINT/SIGTERM/SIGHUP (exit 128 + it).
+    let mut progress = super::progress::Bar::new(!a.json);
+    let plan = match plan_file_with_progress(&mut sf, &mut progress) {
+        Ok(p) => p,
+        Err(blockwise_host::Error::Cancelled) if progress.signal().is_some() => {
+            progress.println(&format!(
+                "blockwise: interrupted by signal {} {}: nothing planned",
+                progress.signal().unwrap_or(0),
+                progress.reached()
+            ));
+            return Ok(ExitCode::from(super::exit_interrupted()));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    drop(progress);
     let source = a
         .spec
         .as_ref()
@@ -506,12 +532,15 @@ fn stopped(
 ) -> anyhow::Result<ExitCode> {
     if let (blockwise_host::Error::Cancelled, Some(sig)) = (&e, progress.signal()) {
         progress.println(&format!(
-            "blockwise: interrupted by signal {sig}: stopped, temp files removed, {} untouched",
-            output.display()
+            "blockwise: interrupted by signal {sig} {}: stopped, temp files removed, {} untouched",
+            progress.reached(),
+            blockwise_geometry::display_path(output)
         ));
         return Ok(ExitCode::from(super::exit_interrupted()));
     }
     match context {
+        // The refusal names the output already.
+        Some(_) if matches!(e, blockwise_host::Error::OutputIsInput { .. }) => Err(e.into()),
         Some(c) => Err(anyhow::Error::new(e).context(c)),
         None => Err(e.into()),
     }
@@ -551,7 +580,10 @@ pub fn run_build(a: &BuildArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return stopped(&progress, e, &a.output, None),
     };
     for w in &built.warnings {
-        progress.println(&format!("blockwise: warning: {w}"));
+        progress.println(&format!(
+            "blockwise: warning: {}",
+            blockwise_geometry::display_str(w)
+        ));
     }
     let stats = match built.write(&a.output, a.bmap.as_deref(), &mut progress) {
         Ok(s) => s,
@@ -577,7 +609,7 @@ pub fn run_build(a: &BuildArgs) -> anyhow::Result<ExitCode> {
         super::emit(&format!(
             "{}wrote {} ({}, {} of data)\n",
             human_plan(&built.plan),
-            a.output.display(),
+            blockwise_geometry::display_path(&a.output),
             format_size(built.plan.size_bytes),
             format_size(built.image.data_bytes())
         ));

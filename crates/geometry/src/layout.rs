@@ -71,6 +71,8 @@ pub enum FsKind {
     Ext4,
     /// F2FS, through `mkfs.f2fs` and `sload.f2fs` (f2fs-tools).
     F2fs,
+    /// exFAT (`blockwise-exfat`).
+    Exfat,
     /// Linux swap: a `mkswap`-style header (label, UUID), the rest left empty.
     Swap,
     /// A file copied verbatim (`source`).
@@ -81,7 +83,8 @@ pub enum FsKind {
 
 impl FsKind {
     /// The spellings `fs` accepts, for messages.
-    pub const CHOICES: &'static str = "fat12, fat16, fat32, fat, ext4, f2fs, swap, raw, none";
+    pub const CHOICES: &'static str =
+        "fat12, fat16, fat32, fat, exfat, ext4, f2fs, swap, raw, none";
 
     /// The spec spelling.
     #[must_use]
@@ -91,6 +94,7 @@ impl FsKind {
             FsKind::Fat(Some(t)) => t.name(),
             FsKind::Ext4 => "ext4",
             FsKind::F2fs => "f2fs",
+            FsKind::Exfat => "exfat",
             FsKind::Swap => "swap",
             FsKind::Raw => "raw",
             FsKind::None => "none",
@@ -111,6 +115,7 @@ impl FsKind {
             "fat" | "vfat" => FsKind::Fat(None),
             "ext4" => FsKind::Ext4,
             "f2fs" => FsKind::F2fs,
+            "exfat" => FsKind::Exfat,
             "swap" => FsKind::Swap,
             "raw" => FsKind::Raw,
             "none" => FsKind::None,

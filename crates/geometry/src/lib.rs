@@ -35,7 +35,8 @@ pub mod units;
 pub use attrs::GptAttributes;
 pub use extent::{copy_content, ContentRef, ImageMap, MapReadError, MapReader, Piece, PlaceError};
 pub use fsplan::{
-    Ext4Plan, F2fsOptions, F2fsPlan, FatPlan, FatType, FsPlan, OtherFs, MAX_FAT32_CLUSTERS,
+    sda_exfat_params, ExfatPlan, Ext4Plan, F2fsOptions, F2fsPlan, FatPlan, FatType, FsPlan,
+    OtherFs, MAX_FAT32_CLUSTERS,
 };
 pub use guid::{derive_u64, Guid};
 pub use io::{BlockSink, BlockSource, OutOfBounds, SparseImage, SubSink, SubSource, WindowError};
@@ -45,6 +46,9 @@ pub use layout::{
 };
 pub use plan::{place_raw, plan, ExtendedPlan, GptPlan, PartitionPlan, Plan, RawPlan, TablePlan};
 pub use slots::{infer_slots, slot_groups, SlotGroup, SlotMember};
-pub use tree::{display_bytes, ContentError, ContentSource, Meta, Node, NodeId, NodeKind, Tree};
+pub use tree::{
+    display_bytes, display_path, display_str, ContentError, ContentSource, Meta, Node, NodeId,
+    NodeKind, Tree,
+};
 pub use types::PartType;
 pub use units::{alignment_of, format_size, parse_size, round_down, round_up, SectorSize};

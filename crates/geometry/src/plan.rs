@@ -311,6 +311,7 @@ impl Plan {
                 Some(FsPlan::Fat(f)) => f.aligned,
                 Some(FsPlan::Ext4(x)) => x.aligned,
                 Some(FsPlan::F2fs(x)) => x.aligned,
+                Some(FsPlan::Exfat(x)) => x.aligned,
                 Some(FsPlan::Other(o)) => o.aligned.unwrap_or(true),
                 None => true,
             };
@@ -318,6 +319,19 @@ impl Plan {
         }
         self.aligned = self.partitions.iter().all(|p| p.aligned);
     }
+}
+
+/// The SD Association's partition offset: when the first partition is exFAT on a disk whose
+/// size is in the SD Association's table and the erase block fits its boundary unit (BU),
+/// the first partition starts on one BU, as SD cards come from the factory (16 MiB on a 64 GB
+/// card). `None` otherwise (the default is one erase block).
+fn sda_first_partition(spec: &Layout) -> Option<u64> {
+    let first = spec.partitions.first()?;
+    if first.fs != FsKind::Exfat || first.start.is_some() {
+        return None;
+    }
+    let (_, bu) = crate::fsplan::sda_exfat_params(spec.image.size?)?;
+    (bu >= spec.image.erase_block).then_some(bu)
 }
 
 fn gpt_entry_sectors(s: SectorSize) -> u64 {
@@ -453,7 +467,7 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
             }
             fp
         }
-        None => round_up(head_bytes.max(e), e)
+        None => round_up(head_bytes.max(sda_first_partition(spec).unwrap_or(e)), e)
             .ok_or_else(|| overflow(LayoutKey::Image(ImageKey::FirstPartition)))?,
     };
     let tabled: usize = spec

@@ -1,7 +1,7 @@
 //! Building: a spec file's inputs resolved and scanned, planned, assembled into an image.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use blockwise_ext4::Ext4Backend;
 use blockwise_geometry::{FsKind, ImageMap, Meta, Plan, SizeSpec, Tree};
@@ -45,6 +45,14 @@ impl Built {
         progress: &mut dyn Progress,
     ) -> Result<WriteStats, Error> {
         write_image_file(&self.image, &self.content, path, bmap, progress)
+    }
+
+    /// Every input of the build (the spec file, content files, raw sources) with its
+    /// identity: a target written with this image must be none of them
+    /// ([`blockwise_flash::refuse_input_as_target`]).
+    #[must_use]
+    pub fn inputs(&self) -> Vec<(std::path::PathBuf, blockwise_flash::DataId)> {
+        self.content.inputs()
     }
 }
 
@@ -121,7 +129,8 @@ fn load_trees(
     for (i, p) in spec.partitions.iter().enumerate() {
         // F2FS: sload.f2fs reads the directory itself; the scan checks it is readable and
         // finds what sload.f2fs cannot store (special files, xattrs) for the warnings.
-        let wants_tree = p.fs.is_fat() || p.fs == FsKind::Ext4 || p.fs == FsKind::F2fs;
+        let wants_tree =
+            p.fs.is_fat() || matches!(p.fs, FsKind::Ext4 | FsKind::Exfat | FsKind::F2fs);
         if !wants_tree {
             trees.push(None);
             continue;
@@ -188,9 +197,20 @@ fn refuse_own_output_for_mke2fs(
 /// sparse files for their holes)
 /// so that the plan is the one `build` will follow, e.g. the ext4 inode count.
 pub fn plan_file(sf: &mut SpecFile) -> Result<Plan, Error> {
+    plan_file_with_progress(sf, &mut ())
+}
+
+/// [`plan_file`], reporting the scan to `progress`, which can stop it (Ctrl-C during the
+/// scan of a large tree): [`Error::Cancelled`].
+pub fn plan_file_with_progress(
+    sf: &mut SpecFile,
+    progress: &mut dyn Progress,
+) -> Result<Plan, Error> {
     resolve_inputs(sf)?;
     let timestamp = resolve_timestamp(&sf.spec);
-    let (trees, _) = load_trees(sf, timestamp, &mut (), &mut Vec::new())?;
+    let (trees, _) = load_trees(sf, timestamp, progress, &mut Vec::new())?;
+    progress.phase(Phase::Planning);
+    Error::check(progress)?;
     Ok(plan_full(&sf.spec, &trees, timestamp)?)
 }
 
@@ -212,6 +232,15 @@ pub fn build_with_progress(
     let timestamp = resolve_timestamp(spec);
     let mut scan_warnings = Vec::new();
     let (trees, mut content) = load_trees(sf, timestamp, progress, &mut scan_warnings)?;
+    // The spec file is an input too: no output may be it.
+    if let Some(p) = &sf.path {
+        let md = fs::metadata(p).map_err(|e| Error::io(p, e))?;
+        content.add_input(p.clone(), &md);
+    }
+    // Known outputs are checked now, before the mke2fs backend writes its temp filesystem;
+    // the writer checks its outputs again.
+    let outputs: Vec<&Path> = sf.outputs.iter().map(PathBuf::as_path).collect();
+    crate::output::check_outputs(&outputs, &content)?;
     progress.phase(Phase::Planning);
     Error::check(progress)?;
     let plan = plan_full(spec, &trees, timestamp)?;
@@ -436,7 +465,7 @@ fn refuse_own_output(
             format!("partition[{index}].contents"),
             format!(
                 "{contents:?} holds {}, where this build writes: {tool} would copy the build's own files into the image; write the output outside the contents directory",
-                p.display()
+                blockwise_geometry::display_path(&p)
             ),
         )
         .into()),

@@ -34,7 +34,7 @@ use blockwise_verify::f2fs::{crc32, parse_superblock, CRC_OFFSET, FEATURE_SB_CHK
 /// What this backend writes into the superblocks' `version` and `init_version`.
 pub const VERSION_STRING: &str = "blockwise (mkfs.f2fs, sload.f2fs)";
 
-/// `.blockwise-f2fs-PID-START-OFFSET.img`: the temp filesystem of one partition.
+/// `.blockwise-f2fs-PID-START-TID-N.img`: the temp filesystem of one partition.
 const TEMP_PREFIX: &str = ".blockwise-f2fs-";
 
 /// Errors of the F2FS backend.
@@ -81,7 +81,7 @@ pub enum F2fsError {
         reason: String,
     },
     /// Temporary file I/O failed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {source}", blockwise_geometry::display_path(path))]
     Io {
         /// The file.
         path: PathBuf,
@@ -156,7 +156,9 @@ fn run(tool: &'static str, cmd: &mut Command) -> Result<Output, F2fsError> {
         return Err(F2fsError::Failed {
             tool,
             status: out.status.to_string(),
-            stderr: lines.get(tail..).unwrap_or_default().join("; "),
+            stderr: blockwise_geometry::display_str(
+                &lines.get(tail..).unwrap_or_default().join("; "),
+            ),
         });
     }
     Ok(out)
@@ -412,19 +414,19 @@ pub(crate) fn write_with_f2fs<S: BlockSink + ?Sized>(
     } else {
         None
     };
-    crate::output::remove_stale_in(work_dir, TEMP_PREFIX, ".img", 1);
-    let tag = format!(
-        "{}-{}",
-        crate::output::owner_tag(),
-        job.req.partition_start_bytes
-    );
+    crate::output::remove_stale_in(work_dir, TEMP_PREFIX, ".img");
+    let tag = crate::output::unique_tag();
     let img = work_dir.join(format!("{TEMP_PREFIX}{tag}.img"));
+    // Created exclusively (never another build's file), and removed from then on.
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&img)
+        .map_err(io_err(&img))?;
     let guard = TempImage(img.clone());
-    {
-        let f = File::create(&img).map_err(io_err(&img))?;
-        f.set_len(job.req.partition_size_bytes)
-            .map_err(io_err(&img))?;
-    }
+    f.set_len(job.req.partition_size_bytes)
+        .map_err(io_err(&img))?;
+    drop(f);
     let mut cmd = Command::new(&mkfs);
     cmd.args(mkfs_args(job.req, job.plan, job.timestamp))
         .arg(&img)

@@ -274,7 +274,7 @@ pub(crate) fn apply(img: &Path, entries: &[EntrySpec]) -> Result<(), EntryError>
         .read(true)
         .write(true)
         .open(img)
-        .map_err(|e| err(1, format!("{}: {e}", img.display())))?;
+        .map_err(|e| err(1, format!("{}: {e}", blockwise_geometry::display_path(img))))?;
     let vol = Volume::open(&f).map_err(|r| {
         err(
             1,
@@ -283,29 +283,28 @@ pub(crate) fn apply(img: &Path, entries: &[EntrySpec]) -> Result<(), EntryError>
     })?;
     for (j, e) in entries.iter().enumerate() {
         let n = j + 1;
+        let shown = blockwise_geometry::display_str(&e.path);
         let ino = vol
             .resolve(&e.path)
-            .map_err(|r| err(n, format!("{}: {r}", e.path)))?
+            .map_err(|r| err(n, format!("{shown}: {r}")))?
             .ok_or_else(|| {
                 err(
                     n,
                     format!(
-                        "{} is not in contents: sload.f2fs cannot create files, directories or special files from entries (fs = \"ext4\" can); add it to the contents tree",
-                        e.path
+                        "{shown} is not in contents: sload.f2fs cannot create files, directories or special files from entries (fs = \"ext4\" can); add it to the contents tree"
                     ),
                 )
             })?;
         let (addr, mut b) = vol
             .inode(ino)
-            .map_err(|r| err(n, format!("{}: {r}", e.path)))?;
+            .map_err(|r| err(n, format!("{shown}: {r}")))?;
         let old = le16(&b, 0);
         if let Some(t) = type_of(e.kind) {
             if old & 0o170000 != t {
                 return Err(err(
                     n,
                     format!(
-                        "{} is a {} in contents, not the kind the entry gives",
-                        e.path,
+                        "{shown} is a {} in contents, not the kind the entry gives",
                         match old & 0o170000 {
                             0o040000 => "directory",
                             0o120000 => "symlink",
@@ -326,8 +325,12 @@ pub(crate) fn apply(img: &Path, entries: &[EntrySpec]) -> Result<(), EntryError>
             b[8..12].copy_from_slice(&g.to_le_bytes());
         }
         f.write_all_at(&b, addr * F2FS_BLOCK)
-            .map_err(|x| err(n, format!("{}: writing its inode: {x}", e.path)))?;
+            .map_err(|x| err(n, format!("{shown}: writing its inode: {x}")))?;
     }
-    f.sync_data()
-        .map_err(|e| err(entries.len(), format!("{}: {e}", img.display())))
+    f.sync_data().map_err(|e| {
+        err(
+            entries.len(),
+            format!("{}: {e}", blockwise_geometry::display_path(img)),
+        )
+    })
 }

@@ -45,10 +45,15 @@ mod source;
 mod spec_file;
 mod tree;
 
-pub use build::{build, build_with_progress, plan_file, resolve_inputs, Built};
+pub use build::{
+    build, build_with_progress, plan_file, plan_file_with_progress, resolve_inputs, Built,
+};
 pub use content::HostContent;
+pub use error::Clash;
 pub use error::Error;
-pub use output::{check_output_path, remove_stale_temps, write_image_file, WriteStats};
+pub use output::{
+    check_output_path, check_outputs, remove_stale_temps, write_image_file, WriteStats,
+};
 pub use probe::{
     estimate_budget, layout, probe_device, probe_report, DeviceNotes, LayoutError, ProbeOptions,
     ProbeReport, Probed, MAX_ESTIMATE_SECONDS,

@@ -1,6 +1,7 @@
 //! The pure part of building: full plan (layout + filesystem geometry) and writing a plan
 //! with its trees into any [`BlockSink`]. No OS I/O: builds for wasm32.
 
+use blockwise_exfat::{ExfatOptions, ExfatRequest};
 use blockwise_ext4::{Ext4Options, Ext4Request};
 use blockwise_fat::{FatOptions, FatRequest};
 use blockwise_geometry::fsplan::f2fs::{plan_f2fs, F2fsRequest};
@@ -11,7 +12,7 @@ use blockwise_geometry::{
 };
 
 use crate::error::PartitionError;
-use crate::spec::{ext4_error, fat_error, layout_error, Spec, SpecError};
+use crate::spec::{exfat_error, ext4_error, fat_error, layout_error, Spec, SpecError};
 use crate::Error;
 
 /// The index every ID of partition `p` derives from (with `image.seed`): its spec index, and
@@ -83,6 +84,35 @@ pub fn ext4_request(spec: &Spec, plan: &Plan, i: usize, timestamp: i64) -> Optio
     })
 }
 
+/// The exFAT request for the partition at `i` of `plan`.
+#[must_use]
+pub fn exfat_request(spec: &Spec, plan: &Plan, i: usize) -> Option<ExfatRequest> {
+    let p = plan.partitions.get(i)?;
+    let ps = spec.partitions.get(p.spec_index)?;
+    Some(ExfatRequest {
+        partition_start_bytes: p.start_bytes,
+        partition_size_bytes: p.size_bytes,
+        disk_bytes: plan.size_bytes,
+        device_sector: plan.sector_bytes,
+        erase_block_bytes: plan.erase_block_bytes,
+        options: ExfatOptions {
+            volume_serial: ps.volume_id,
+            volume_guid: ps.fs_uuid.map(Guid::to_bytes),
+            ..ps.exfat.clone()
+        },
+        label: ps.label.clone(),
+        seed: blockwise_geometry::derive_u64(spec.image.seed, "exfat", p.spec_index as u64),
+    })
+}
+
+/// An exFAT writer error for the partition at 0-based spec index `si`.
+fn exfat_failure(si: usize, e: blockwise_exfat::Error) -> Error {
+    match e {
+        blockwise_exfat::Error::Invalid(i) => Error::Spec(exfat_error(si, i)),
+        other => Error::partition(si + 1, PartitionError::Exfat(other)),
+    }
+}
+
 /// A FAT writer error for the partition at 0-based spec index `si`: request errors become
 /// spec errors with their key, the rest stay typed.
 fn fat_failure(si: usize, e: blockwise_fat::Error) -> Error {
@@ -141,6 +171,11 @@ pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<
                     ))
                 })?;
                 Some(FsPlan::F2fs(fp))
+            }
+            FsKind::Exfat => {
+                let req = exfat_request(spec, &plan, i).ok_or_else(|| internal(si))?;
+                let xp = blockwise_exfat::plan(&req).map_err(|e| exfat_failure(si, e))?;
+                Some(FsPlan::Exfat(xp))
             }
             FsKind::Raw => Some(FsPlan::Other(OtherFs::named("raw"))),
             FsKind::Swap => {
@@ -347,6 +382,25 @@ pub fn assemble_with_raw<S: BlockSink + ?Sized>(
                 let req = ext4_request(spec, plan, i, timestamp).ok_or_else(|| internal(si))?;
                 blockwise_ext4::write(&mut sub, &req, xp, tree, content)
                     .map_err(|e| ext4_failure(si, e))?;
+            }
+            (Some(FsPlan::Exfat(xp)), Fill::Tree(tree)) => {
+                let req = exfat_request(spec, plan, i).ok_or_else(|| internal(si))?;
+                let report = blockwise_exfat::write(&mut sub, &req, xp, tree, content, timestamp)
+                    .map_err(|e| exfat_failure(si, e))?;
+                let owners = spec.partitions.get(si).is_some_and(|ps| {
+                    ps.entries
+                        .iter()
+                        .any(|e| e.uid.is_some() || e.gid.is_some())
+                });
+                if owners {
+                    warnings.push(format!("partition[{index}]: owners (uid/gid) of [[partition.entry]] ignored: exFAT stores no owners (modes only as the read-only attribute)"));
+                }
+                warnings.extend(
+                    report
+                        .warnings
+                        .iter()
+                        .map(|w| format!("partition[{index}]: {w}")),
+                );
             }
             (_, &Fill::Raw { content: id, size }) => {
                 if size > p.size_bytes {

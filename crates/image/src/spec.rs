@@ -13,6 +13,7 @@
 use core::fmt;
 use std::collections::BTreeMap;
 
+use blockwise_exfat::ExfatOptions;
 use blockwise_ext4::Ext4Options;
 use blockwise_fat::FatOptions;
 use blockwise_geometry::de::{from_str, opt_size, opt_uint};
@@ -247,6 +248,9 @@ pub struct PartitionSpec {
     /// F2FS options.
     #[serde(default)]
     pub f2fs: F2fsOptions,
+    /// exFAT options.
+    #[serde(default)]
+    pub exfat: ExfatOptions,
     /// Metadata overrides and special files (`[[partition.entry]]`).
     #[serde(default, rename = "entry")]
     pub entries: Vec<EntrySpec>,
@@ -348,6 +352,7 @@ impl PartitionSpec {
             fat: FatOptions::default(),
             ext4: Ext4Options::default(),
             f2fs: F2fsOptions::default(),
+            exfat: ExfatOptions::default(),
             entries: Vec::new(),
             uuid: None,
             fs_uuid: None,
@@ -592,7 +597,11 @@ impl PartitionSpec {
                 ),
             ));
         }
-        if self.fs_uuid.is_some() && !matches!(self.fs, FsKind::Ext4 | FsKind::Swap | FsKind::F2fs)
+        if self.fs_uuid.is_some()
+            && !matches!(
+                self.fs,
+                FsKind::Ext4 | FsKind::Swap | FsKind::Exfat | FsKind::F2fs
+            )
         {
             return Err(SpecError::new(
                 k("fs-uuid"),
@@ -601,17 +610,17 @@ impl PartitionSpec {
                         .to_string()
                 } else {
                     format!(
-                        "fs = \"{}\" has no filesystem UUID to set; it applies to ext4, f2fs and swap",
+                        "fs = \"{}\" has no filesystem UUID to set; it applies to ext4, f2fs, swap and exfat (its volume GUID)",
                         self.fs
                     )
                 },
             ));
         }
-        if self.volume_id.is_some() && !self.fs.is_fat() {
+        if self.volume_id.is_some() && !self.fs.is_fat() && self.fs != FsKind::Exfat {
             return Err(SpecError::new(
                 k("volume-id"),
                 format!(
-                    "only FAT has a volume ID (this partition is {}){}",
+                    "only FAT and exFAT have a volume ID (this partition is {}){}",
                     self.fs,
                     if self.fs == FsKind::Ext4 {
                         "; use fs-uuid for ext4"
@@ -658,10 +667,12 @@ impl PartitionSpec {
                 }
             }
         }
-        if !self.entries.is_empty() && !matches!(self.fs, FsKind::Ext4 | FsKind::F2fs) {
+        if !self.entries.is_empty()
+            && !matches!(self.fs, FsKind::Ext4 | FsKind::Exfat | FsKind::F2fs)
+        {
             return Err(SpecError::new(
                 k("entry"),
-                "ownership, modes and special files need a filesystem that stores them: use fs = \"ext4\"",
+                "ownership, modes and special files need a filesystem that stores them: use fs = \"ext4\" (exfat takes entries too, keeping only the read-only attribute)",
             ));
         }
         if self.fs != FsKind::F2fs && self.f2fs != F2fsOptions::default() {
@@ -686,6 +697,8 @@ impl PartitionSpec {
                 blockwise_fat::validate_label(label).map_err(|e| fat_error(i, e))?;
             } else if self.fs == FsKind::Ext4 {
                 blockwise_ext4::validate_label(label).map_err(|e| ext4_error(i, e))?;
+            } else if self.fs == FsKind::Exfat {
+                blockwise_exfat::validate_label(label).map_err(|e| exfat_error(i, e))?;
             } else if self.fs == FsKind::Swap {
                 crate::swap::validate_label(label).map_err(|r| SpecError::new(k("label"), r))?;
             } else if self.fs == FsKind::F2fs {
@@ -703,6 +716,9 @@ impl PartitionSpec {
             .validate(img.sector_size.bytes(), img.erase_block)
             .map_err(|e| fat_error(i, e))?;
         self.ext4.validate().map_err(|e| ext4_error(i, e))?;
+        self.exfat
+            .validate(img.sector_size.bytes(), img.erase_block)
+            .map_err(|e| exfat_error(i, e))?;
         for (j, en) in self.entries.iter().enumerate() {
             let ek = |s: &str| format!("{}.entry[{}].{s}", pbase(i), j + 1);
             if !en.path.starts_with('/') || en.path.split('/').any(|c| c == ".." || c == ".") {
@@ -793,6 +809,19 @@ pub fn ext4_error(i: usize, e: blockwise_ext4::Invalid) -> SpecError {
     SpecError::new(key, e.reason)
 }
 
+/// An exFAT planner error about the partition at 0-based spec index `i`, keyed.
+#[must_use]
+pub fn exfat_error(i: usize, e: blockwise_exfat::Invalid) -> SpecError {
+    use blockwise_exfat::Field;
+    let key = match e.field {
+        Field::EraseBlock => LayoutKey::Image(blockwise_geometry::ImageKey::EraseBlock).to_string(),
+        Field::Size | Field::Start => LayoutKey::Partition(i, PartKey::Size).to_string(),
+        Field::Label => pkey(i, "label"),
+        other => pkey(i, &format!("exfat.{}", other.option_key().unwrap_or("?"))),
+    };
+    SpecError::new(key, e.reason)
+}
+
 /// A TOML syntax error: key `(toml)`, the first line of the message plus its detail.
 fn toml_syntax(e: &toml::de::Error) -> SpecError {
     let msg = e.to_string();
@@ -845,6 +874,7 @@ fn table_name(parent: &str) -> &'static str {
         "fat" => "fat",
         "ext4" => "ext4",
         "f2fs" => "f2fs",
+        "exfat" => "exfat",
         "xattrs" => "xattrs",
         _ => "this table",
     }
@@ -969,6 +999,9 @@ mod tests {
             ("[[partition]]\nfs=\"fat32\"\nsize=\"1MiB\"\nfat={fats=3}", "partition[1].fat.fats"),
             ("[[partition]]\nfs=\"fat32\"\nsize=\"1MiB\"\nfat={sector-size=1024}", "partition[1].fat.sector-size"),
             ("[[partition]]\nfs=\"fat32\"\nsize=\"1MiB\"\nlabel=\"a.b\"", "partition[1].label"),
+            ("[[partition]]\nfs=\"exfat\"\nsize=\"1MiB\"\nexfat={cluster=3000}", "partition[1].exfat.cluster"),
+            ("[[partition]]\nfs=\"exfat\"\nsize=\"1MiB\"\nexfat={boundary=\"1MiB\"}", "partition[1].exfat.boundary"),
+            ("[[partition]]\nfs=\"exfat\"\nsize=\"1MiB\"\nlabel=\"twelve chars\"", "partition[1].label"),
             ("[[partition]]\nfs=\"ext4\"\nsize=\"1MiB\"\nlabel=\"seventeen-chars-x\"", "partition[1].label"),
             ("[[partition]]\nfs=\"ext4\"\nsize=\"1MiB\"\next4={block-size=8192}", "partition[1].ext4.block-size"),
             ("[[partition]]\nfs=\"ext4\"\nsize=\"1MiB\"\next4={inode-size=100}", "partition[1].ext4.inode-size"),
@@ -1027,6 +1060,8 @@ mod tests {
             "fat.fats",
             "fat.sector-size",
             "fat.align-fat",
+            "exfat.cluster",
+            "exfat.boundary",
             "ext4.block-size",
             "ext4.inode-size",
             "ext4.reserved-percent",

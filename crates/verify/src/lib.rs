@@ -23,6 +23,7 @@
 //! | FAT | `fat-corrupt`, `fat-cluster-count`, `fat-too-many-clusters`, `fat-too-small`, `fat-root-cluster`, `fat-reserved-location`, `fat-larger-than-partition`, `fat-data-not-4k-aligned`, `fat-sector-below-logical` (E); `fat-data-not-aligned` (E*); `fat32-field`, `fat-many-fats`, `fat-boot-signature`, `fat-cluster-straddles`, `fat-sector-4096`, `fat-sector-smaller-than-device`, `fat-fsinfo`, `fat-backup-boot-differs`, `fat-copies-differ`, `fat-entry0-media`, `fat-entry1-eoc` (W); `fat-table-not-aligned`, `fat-no-backup-boot`, `fat-hidden-sectors` (I) |
 //! | F2FS | `f2fs-corrupt`, `f2fs-larger-than-partition` (E); `f2fs-section-not-aligned`, `f2fs-main-not-aligned` (E*); `f2fs-superblock-copies` (W); `f2fs-segment0-not-aligned` (I) |
 //! | other formats (NTFS, btrfs, XFS, ISO 9660, LUKS, swap) | `fs-header-invalid`, `fs-larger-than-partition` (E) |
+//! | exFAT | `exfat-corrupt`, `exfat-boot-checksum`, `exfat-cluster-count`, `exfat-fat-too-small`, `exfat-root-cluster`, `exfat-larger-than-partition`, `exfat-no-bitmap`, `exfat-no-upcase`, `exfat-upcase-checksum`, `exfat-heap-not-4k-aligned`, `exfat-sector-below-logical` (E); `exfat-heap-not-aligned` (E*); `exfat-backup-boot`, `exfat-boot-signature`, `exfat-field`, `exfat-cluster-straddles`, `exfat-fat-entries`, `exfat-guid-checksum` (W); `exfat-partition-offset`, `exfat-fat-not-aligned` (I) |
 //! | ext2/3/4 | `ext4-corrupt`, `ext4-inodes-count`, `ext4-superblock-checksum`, `ext4-larger-than-partition`, `ext4-group-desc`, `ext4-group-desc-checksum` (E); `ext4-journal-not-aligned` (E*); `ext4-reserved-blocks`, `ext4-first-data-block`, `ext4-unsupported`, `ext4-stride-mismatch`, `ext4-stripe-mismatch`, `ext4-block-smaller-than-device`, `ext4-small-blocks` (W); `ext4-no-stride`, `ext4-stripe-smaller`, `ext4-inode-table-not-aligned` (I) |
 //!
 //! ```
@@ -53,6 +54,7 @@
 mod align;
 mod bytes;
 mod code;
+pub mod exfat;
 pub mod ext4;
 pub mod f2fs;
 pub mod fat;
@@ -375,6 +377,7 @@ pub fn verify<S: BlockSource + ?Sized>(src: &S, opts: &Options) -> Result<Report
         Some(FsPlan::Fat(f)) => f.aligned,
         Some(FsPlan::Ext4(x)) => x.aligned,
         Some(FsPlan::F2fs(x)) => x.aligned,
+        Some(FsPlan::Exfat(x)) => x.aligned,
         Some(FsPlan::Other(o)) => o.aligned.unwrap_or(true),
         None => true,
     };
@@ -562,6 +565,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         self.content(&mut p, c)?;
         p.type_ = PartType::Mbr(match (&p.filesystem, p.content) {
             (_, FsKind::Fat(Some(t))) => t.mbr_type(),
+            (Some(FsPlan::Exfat(_)), _) => 0x07,
             (Some(FsPlan::Other(o)), _) if o.kind == "swap" => 0x82,
             (Some(FsPlan::Other(o)), _) if o.kind == "ntfs" || o.kind == "exfat" => 0x07,
             _ => 0x83,
@@ -574,6 +578,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         match c {
             Content::Fat => self.fat(p),
             Content::Ext => self.ext(p),
+            Content::Other("exfat") => self.exfat(p),
             Content::Other("f2fs") => self.f2fs(p),
             Content::Other(kind) if other::parses(kind) => self.other_fs(p, kind),
             Content::Other(kind) => {

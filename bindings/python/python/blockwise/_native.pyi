@@ -36,7 +36,9 @@ class UnsupportedError(Exception):
 class UnsafeTargetError(Exception):
     """``write`` refused the target before writing anything (mounted, swap, held, read-only,
     the running system, a partition without ``partition_ok=True``, a non-removable disk
-    without ``yes=True``, too small, busy, or neither a block device nor a regular file)."""
+    without ``yes=True``, too small, busy, neither a block device nor a regular file, a
+    missing device under /dev, or one of the write's own inputs); or ``build`` refused an
+    output that is one of its inputs or its other output."""
 
 def plan(spec: _Spec, *, base_dir: _StrPath | None = None) -> dict[str, Any]:
     """The aligned layout ``spec`` produces, as ``blockwise plan --json`` prints it."""

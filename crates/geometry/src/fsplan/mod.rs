@@ -1,10 +1,12 @@
 //! The filesystem part of a plan: what the FAT and ext4 planners decide, in the same shape
 //! that `verify` reports, so that `verify(build(spec))` can be compared with `plan(spec)`.
 
+mod exfat;
 mod ext4;
 pub mod f2fs;
 mod fat;
 
+pub use exfat::{sda_exfat_params, ExfatPlan};
 pub use ext4::Ext4Plan;
 pub use f2fs::{F2fsOptions, F2fsPlan};
 pub use fat::{FatPlan, FatType, MAX_FAT32_CLUSTERS};
@@ -21,6 +23,8 @@ pub enum FsPlan {
     Ext4(Ext4Plan),
     /// F2FS.
     F2fs(F2fsPlan),
+    /// exFAT.
+    Exfat(ExfatPlan),
     /// Something recognised but not checked (swap, squashfs, …) or raw bytes.
     Other(OtherFs),
 }
@@ -33,6 +37,7 @@ impl FsPlan {
             FsPlan::Fat(f) => f.label.as_deref(),
             FsPlan::Ext4(x) => x.label.as_deref(),
             FsPlan::F2fs(f) => f.label.as_deref(),
+            FsPlan::Exfat(x) => x.label.as_deref(),
             FsPlan::Other(o) => o.label.as_deref(),
         }
     }
