@@ -384,6 +384,18 @@ pub fn human_plan(plan: &Plan) -> String {
                     let _ = writeln!(s, "  - {n}");
                 }
             }
+            Some(FsPlan::F2fs(f)) => {
+                let _ = writeln!(
+                    s,
+                    "\npartition {} f2fs: {} blocks, sections of {} ({} × 2 MiB segments), zones of {}, segment0 at {} ({}), main area at {} ({}), {} main segments",
+                    p.index, f.blocks, format_size(f.section_bytes), f.segments_per_section,
+                    format_size(f.zone_bytes), f.segment0_start_bytes, format_size(f.segment0_start_bytes),
+                    f.main_start_bytes, format_size(f.main_start_bytes), f.main_segments
+                );
+                for n in &f.notes {
+                    let _ = writeln!(s, "  - {n}");
+                }
+            }
             Some(FsPlan::Exfat(x)) => {
                 let _ = writeln!(
                     s,
@@ -398,6 +410,35 @@ pub fn human_plan(plan: &Plan) -> String {
             }
             _ => {}
         }
+        if !p.attributes.is_empty() {
+            let _ = writeln!(
+                s,
+                "partition {} GPT attributes: {} (0x{:016x}{})",
+                p.index,
+                p.attributes.names().join(", "),
+                p.attributes.bits() | if p.bootable { 4 } else { 0 },
+                if p.bootable {
+                    " with legacy-bios-bootable"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    for g in &plan.slots {
+        let members: Vec<String> = g
+            .partitions
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} = partition {} at {}",
+                    m.slot,
+                    m.index,
+                    format_size(m.start_bytes)
+                )
+            })
+            .collect();
+        let _ = writeln!(s, "\nslots of {}: {}", g.name, members.join(", "));
     }
     if !plan.notes.is_empty() {
         let _ = writeln!(s);

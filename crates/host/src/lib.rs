@@ -21,7 +21,8 @@
 //!   device's sysfs values and erase-block estimate ([`blockwise_flash`]), the recommendation,
 //!   and the `verify` analysis of the device read-only ([`ProbeReport`]);
 //! - [`json`]: the plan, build and probe JSON the CLI prints and the Python package returns;
-//! - the mke2fs fallback ext4 backend (feature `mke2fs`, on by default).
+//! - the mke2fs fallback ext4 backend (feature `mke2fs`, on by default);
+//! - the F2FS backend, mkfs.f2fs + sload.f2fs (feature `f2fs`, on by default).
 //!
 //! ```no_run
 //! use std::path::Path;
@@ -34,6 +35,10 @@ mod build;
 mod container_out;
 mod content;
 mod error;
+#[cfg(feature = "f2fs")]
+pub mod f2fs;
+#[cfg(feature = "f2fs")]
+mod f2fs_entries;
 pub mod json;
 #[cfg(feature = "mke2fs")]
 pub mod mke2fs;
