@@ -363,7 +363,7 @@ fn plan(py: Python<'_>, spec: &Bound<'_, PyAny>, base_dir: Option<PathBuf>) -> P
 /// is the zstd/xz compression level.
 #[pyfunction]
 #[pyo3(signature = (spec, out, bmap=None, progress=None, *, base_dir=None, format=None, level=None))]
-#[allow(clippy::too_many_arguments, reason = "the Python signature")]
+#[expect(clippy::too_many_arguments, reason = "the Python signature")]
 fn build(
     py: Python<'_>,
     spec: &Bound<'_, PyAny>,
@@ -1021,7 +1021,7 @@ fn write_error(
     source, target, verify=true, progress=None, *, yes=false, partition_ok=false, bmap=None,
     chunk=None, zero_holes=false, discard=false, direct=false, base_dir=None
 ))]
-#[allow(clippy::too_many_arguments)]
+#[expect(clippy::too_many_arguments, reason = "the Python signature")]
 fn write(
     py: Python<'_>,
     source: &Bound<'_, PyAny>,

@@ -382,7 +382,7 @@ struct Copier {
 
 impl Copier {
     /// Copies `r` from `src` to `out` at `at`; returns the bytes the kernel copied.
-    #[allow(clippy::too_many_arguments, reason = "one call site, all plain inputs")]
+    #[expect(clippy::too_many_arguments, reason = "one call site, all plain inputs")]
     fn copy(
         &mut self,
         src: &File,
