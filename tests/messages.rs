@@ -80,3 +80,40 @@ fn the_fat_size_hint_offers_no_cluster_smaller_than_a_sector() {
     assert_eq!(o.status.code(), Some(2), "{text}");
     assert!(text.contains("a smaller fat.cluster"), "{text}");
 }
+
+/// A loop device attached without partition scanning (plain `losetup -f`) has no table for
+/// the kernel to re-read: a write onto it says nothing about re-reading.
+#[test]
+fn a_write_to_a_plain_loop_device_says_nothing_about_rereading() {
+    if !blockwise_test_kit::have_loop() {
+        return;
+    }
+    let dir = tempdir!();
+    std::fs::create_dir(dir.path().join("boot")).unwrap();
+    write_file(&dir.path().join("boot"), "config.txt", "x\n");
+    let spec = write_file(dir.path(), "s.toml", SPEC);
+    let img = dir.path().join("x.img");
+    let o = blockwise!().run([
+        "build".as_ref(),
+        spec.as_os_str(),
+        "-o".as_ref(),
+        img.as_os_str(),
+        "-q".as_ref(),
+    ]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let backing = dir.path().join("backing.img");
+    std::fs::File::create(&backing)
+        .unwrap()
+        .set_len(128 << 20)
+        .unwrap();
+    let lo = blockwise_test_kit::LoopDevice::attach(&backing, false, None);
+    let o = blockwise!().run([
+        "write".as_ref(),
+        img.as_os_str(),
+        lo.path().as_os_str(),
+        "--yes".as_ref(),
+    ]);
+    let text = output_text(&o);
+    assert!(o.status.success(), "{text}");
+    assert!(!text.contains("re-read"), "{text}");
+}
