@@ -70,6 +70,12 @@ pub enum FsKind {
     Ext4,
     /// Linux swap: a `mkswap`-style header (label, UUID), the rest left empty.
     Swap,
+    /// squashfs 4.0 (read-only, compressed) from `contents`.
+    Squashfs,
+    /// EROFS (read-only) from `contents`.
+    Erofs,
+    /// A dm-verity hash tree over another partition (`of = "NAME"`).
+    Verity,
     /// A file copied verbatim (`source`).
     Raw,
     /// Nothing: the partition is left empty (a hole).
@@ -78,7 +84,8 @@ pub enum FsKind {
 
 impl FsKind {
     /// The spellings `fs` accepts, for messages.
-    pub const CHOICES: &'static str = "fat12, fat16, fat32, fat, ext4, swap, raw, none";
+    pub const CHOICES: &'static str =
+        "fat12, fat16, fat32, fat, ext4, squashfs, erofs, verity, swap, raw, none";
 
     /// The spec spelling.
     #[must_use]
@@ -88,6 +95,9 @@ impl FsKind {
             FsKind::Fat(Some(t)) => t.name(),
             FsKind::Ext4 => "ext4",
             FsKind::Swap => "swap",
+            FsKind::Squashfs => "squashfs",
+            FsKind::Erofs => "erofs",
+            FsKind::Verity => "verity",
             FsKind::Raw => "raw",
             FsKind::None => "none",
         }
@@ -107,6 +117,9 @@ impl FsKind {
             "fat" | "vfat" => FsKind::Fat(None),
             "ext4" => FsKind::Ext4,
             "swap" => FsKind::Swap,
+            "squashfs" => FsKind::Squashfs,
+            "erofs" => FsKind::Erofs,
+            "verity" => FsKind::Verity,
             "raw" => FsKind::Raw,
             "none" => FsKind::None,
             other => FsKind::Fat(Some(FatType::from_name(other)?)),

@@ -31,7 +31,10 @@ pub mod types;
 pub mod units;
 
 pub use extent::{copy_content, ContentRef, ImageMap, MapReadError, MapReader, Piece, PlaceError};
-pub use fsplan::{Ext4Plan, FatPlan, FatType, FsPlan, OtherFs, MAX_FAT32_CLUSTERS};
+pub use fsplan::{
+    ErofsPlan, Ext4Plan, FatPlan, FatType, FsPlan, OtherFs, SquashfsPlan, VerityPlan,
+    MAX_FAT32_CLUSTERS,
+};
 pub use guid::{derive_u64, Guid};
 pub use io::{BlockSink, BlockSource, OutOfBounds, SparseImage, SubSink, SubSource, WindowError};
 pub use layout::{

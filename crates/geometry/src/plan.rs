@@ -280,6 +280,9 @@ impl Plan {
             let fs_ok = match &p.filesystem {
                 Some(FsPlan::Fat(f)) => f.aligned,
                 Some(FsPlan::Ext4(x)) => x.aligned,
+                Some(FsPlan::Squashfs(q)) => q.aligned,
+                Some(FsPlan::Erofs(r)) => r.aligned,
+                Some(FsPlan::Verity(v)) => v.aligned,
                 Some(FsPlan::Other(o)) => o.aligned.unwrap_or(true),
                 None => true,
             };
