@@ -30,6 +30,11 @@ pub struct Built {
     /// Temporary files `content` refers to (the mke2fs backend's results), removed on drop.
     #[cfg(feature = "mke2fs")]
     _scratch: Vec<crate::mke2fs::TempFiles>,
+    /// The squashfs and tool-backend images `content` refers to, removed on drop.
+    _rofs: crate::rofs::Scratch,
+    /// Root hashes of the dm-verity trees: `(data partition name, hex)`, written beside the
+    /// image by [`Built::write`].
+    pub root_hashes: Vec<(String, String)>,
 }
 
 impl Built {
@@ -41,7 +46,9 @@ impl Built {
         bmap: Option<&Path>,
         progress: &mut dyn Progress,
     ) -> Result<WriteStats, Error> {
-        write_image_file(&self.image, &self.content, path, bmap, progress)
+        let stats = write_image_file(&self.image, &self.content, path, bmap, progress)?;
+        crate::rofs::write_roothash(&self.root_hashes, path)?;
+        Ok(stats)
     }
 }
 
@@ -116,7 +123,8 @@ fn load_trees(
     let mut content = HostContent::default();
     let mut trees: Vec<Option<Tree>> = Vec::new();
     for (i, p) in spec.partitions.iter().enumerate() {
-        let wants_tree = p.fs.is_fat() || p.fs == FsKind::Ext4;
+        let wants_tree =
+            p.fs.is_fat() || matches!(p.fs, FsKind::Ext4 | FsKind::Erofs | FsKind::Squashfs);
         if !wants_tree {
             trees.push(None);
             continue;
@@ -185,7 +193,8 @@ fn refuse_own_output_for_mke2fs(
 pub fn plan_file(sf: &mut SpecFile) -> Result<Plan, Error> {
     resolve_inputs(sf)?;
     let timestamp = resolve_timestamp(&sf.spec);
-    let (trees, _) = load_trees(sf, timestamp, &mut (), &mut Vec::new())?;
+    let (trees, mut content) = load_trees(sf, timestamp, &mut (), &mut Vec::new())?;
+    crate::rofs::make_first(sf, &trees, &mut content, None, timestamp)?;
     Ok(plan_full(&sf.spec, &trees, timestamp)?)
 }
 
@@ -203,18 +212,21 @@ pub fn build_with_progress(
     progress: &mut dyn Progress,
 ) -> Result<Built, Error> {
     resolve_inputs(sf)?;
-    let spec = &sf.spec;
-    let timestamp = resolve_timestamp(spec);
+    let timestamp = resolve_timestamp(&sf.spec);
     let mut scan_warnings = Vec::new();
     let (trees, mut content) = load_trees(sf, timestamp, progress, &mut scan_warnings)?;
+    let (made, rofs_scratch) =
+        crate::rofs::make_first(sf, &trees, &mut content, Some(work_dir), timestamp)?;
+    let spec = &sf.spec;
     progress.phase(Phase::Planning);
     Error::check(progress)?;
-    let plan = plan_full(spec, &trees, timestamp)?;
+    let mut plan = plan_full(spec, &trees, timestamp)?;
     progress.phase(Phase::Assembling);
     Error::check(progress)?;
     let mut fills: Vec<Fill<'_>> = Vec::new();
-    for (p, tree) in spec.partitions.iter().zip(&trees) {
+    for (si, (p, tree)) in spec.partitions.iter().zip(&trees).enumerate() {
         fills.push(match (p.fs, tree, &p.source) {
+            _ if crate::rofs::external(spec, si) => Fill::External,
             (FsKind::Raw, _, Some(src)) => {
                 let path = sf.resolve(src);
                 let md = fs::metadata(&path).map_err(|e| Error::io(&path, e))?;
@@ -295,6 +307,9 @@ pub fn build_with_progress(
             .into());
         }
     }
+    crate::rofs::place(&mut image, &plan, &made, &content)?;
+    crate::rofs::finish_verity(&mut image, &mut plan, &content)?;
+    let root_hashes = blockwise_image::root_hashes(&plan, spec);
     Ok(Built {
         plan,
         image,
@@ -302,5 +317,7 @@ pub fn build_with_progress(
         warnings,
         #[cfg(feature = "mke2fs")]
         _scratch: scratch,
+        _rofs: rofs_scratch,
+        root_hashes,
     })
 }

@@ -78,7 +78,9 @@ fn internal(si: usize) -> Error {
 /// Plans layout and filesystems. `trees[i]` (spec order), when given, lets the ext4 planner
 /// size its inode count to the contents. `timestamp` is the filesystem creation time.
 pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<Plan, Error> {
-    let mut plan = plan_layout(&spec.layout()).map_err(layout_error)?;
+    let mut layout = spec.layout();
+    crate::rofs::resolve_sizes(spec, trees, timestamp, &mut layout)?;
+    let mut plan = plan_layout(&layout).map_err(layout_error)?;
     plan_raw(spec, &mut plan)?;
     for i in 0..plan.partitions.len() {
         let Some(p) = plan.partitions.get(i) else {
@@ -114,6 +116,9 @@ pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<
                     kind: "swap".into(),
                     aligned: None,
                 }))
+            }
+            FsKind::Squashfs | FsKind::Erofs | FsKind::Verity => {
+                crate::rofs::fs_plan(spec, &plan, i, trees, timestamp)?
             }
             FsKind::None => None,
         };
@@ -281,6 +286,9 @@ pub fn assemble_with_raw<S: BlockSink + ?Sized>(
                 blockwise_ext4::write(&mut sub, &req, xp, tree, content)
                     .map_err(|e| ext4_failure(si, e))?;
             }
+            (Some(FsPlan::Erofs(_) | FsPlan::Squashfs(_)), Fill::Tree(tree)) => {
+                crate::rofs::write_tree(&mut sub, spec, plan, i, tree, content, timestamp)?;
+            }
             (_, &Fill::Raw { content: id, size }) => {
                 if size > p.size_bytes {
                     return Err(Error::Spec(SpecError::new(
@@ -347,7 +355,8 @@ pub fn assemble_with_raw<S: BlockSink + ?Sized>(
     Ok(warnings)
 }
 
-/// [`assemble`] into a new in-memory [`SparseImage`] of the plan's size.
+/// [`assemble`] into a new in-memory [`SparseImage`] of the plan's size, hash trees
+/// included (their root hashes: [`assemble_sparse_verity`]).
 pub fn assemble_sparse(
     spec: &Spec,
     plan: &Plan,
@@ -355,7 +364,26 @@ pub fn assemble_sparse(
     content: &dyn ContentSource,
     timestamp: i64,
 ) -> Result<(SparseImage, Vec<String>), Error> {
+    let mut plan = plan.clone();
+    assemble_sparse_verity(spec, &mut plan, fills, content, timestamp)
+}
+
+/// [`assemble_sparse`], recording the root hashes of the hash trees in `plan`.
+pub fn assemble_sparse_verity(
+    spec: &Spec,
+    plan: &mut Plan,
+    fills: &[Fill<'_>],
+    content: &dyn ContentSource,
+    timestamp: i64,
+) -> Result<(SparseImage, Vec<String>), Error> {
     let mut img = SparseImage::new(plan.size_bytes);
     let warnings = assemble(&mut img, spec, plan, fills, content, timestamp)?;
+    let regions = crate::rofs::verity_data_regions(plan);
+    if !regions.is_empty() {
+        let mapped = img.mapped_ranges();
+        crate::rofs::fill_unmapped(&mut img, &mapped, &regions)?;
+        let trees = crate::rofs::verity_trees(plan, &img)?;
+        crate::rofs::write_verity(&mut img, plan, &trees)?;
+    }
     Ok((img, warnings))
 }

@@ -28,13 +28,18 @@
 mod assemble;
 mod entries;
 mod error;
+pub mod rofs;
 pub mod spec;
 pub mod swap;
 
 pub use assemble::{
-    assemble, assemble_sparse, assemble_with_raw, ext4_request, fat_request, plan_full, Fill,
-    RawFill,
+    assemble, assemble_sparse, assemble_sparse_verity, assemble_with_raw, ext4_request,
+    fat_request, plan_full, Fill, RawFill,
 };
 pub use entries::apply_entries;
 pub use error::{Error, ErrorKind, PartitionError};
+pub use rofs::{
+    fill_unmapped, root_hashes, verity_data_regions, verity_trees, write_verity, Prebuilt,
+    VerityMode, VerityTree,
+};
 pub use spec::{EntryKind, EntrySpec, PartitionSpec, RawSpec, Spec, SpecError};

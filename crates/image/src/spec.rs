@@ -13,8 +13,12 @@
 use core::fmt;
 use std::collections::BTreeMap;
 
+use blockwise_erofs::ErofsOptions;
 use blockwise_ext4::Ext4Options;
 use blockwise_fat::FatOptions;
+use blockwise_squashfs::SquashfsOptions;
+
+use crate::rofs::VerityMode;
 use blockwise_geometry::de::{from_str, opt_size, opt_uint};
 use blockwise_geometry::{
     FsKind, Guid, ImageSpec, Layout, LayoutError, LayoutKey, PartKey, PartitionLayout, SizeSpec,
@@ -243,6 +247,22 @@ pub struct PartitionSpec {
     /// ext4 options.
     #[serde(default)]
     pub ext4: Ext4Options,
+    /// squashfs options.
+    #[serde(default)]
+    pub squashfs: SquashfsOptions,
+    /// EROFS options.
+    #[serde(default)]
+    pub erofs: ErofsOptions,
+    /// `fs = "verity"`: the partition (by name, else label) the hash tree covers.
+    #[serde(default)]
+    pub of: Option<String>,
+    /// `verity = "appended"`: a hash tree after the filesystem, in this partition.
+    #[serde(default)]
+    pub verity: Option<VerityMode>,
+    /// The filesystem image when it was made before planning (squashfs, the `mkfs.erofs`
+    /// and `mksquashfs` backends), filled in by the host (not a spec key).
+    #[serde(skip)]
+    pub prebuilt: Option<crate::rofs::Prebuilt>,
     /// Metadata overrides and special files (`[[partition.entry]]`).
     #[serde(default, rename = "entry")]
     pub entries: Vec<EntrySpec>,
@@ -336,6 +356,11 @@ impl PartitionSpec {
             label: None,
             fat: FatOptions::default(),
             ext4: Ext4Options::default(),
+            squashfs: SquashfsOptions::default(),
+            erofs: ErofsOptions::default(),
+            of: None,
+            verity: None,
+            prebuilt: None,
             entries: Vec::new(),
             uuid: None,
             fs_uuid: None,
@@ -482,7 +507,12 @@ impl Spec {
     /// in code (CLI flags, bindings).
     pub fn validate(&self) -> Result<(), SpecError> {
         for (i, p) in self.partitions.iter().enumerate() {
-            if p.size == SizeSpec::Source && p.fs != FsKind::Raw {
+            if p.size == SizeSpec::Source
+                && !matches!(
+                    p.fs,
+                    FsKind::Raw | FsKind::Squashfs | FsKind::Erofs | FsKind::Verity
+                )
+            {
                 return Err(SpecError::new(
                     pkey(i, "size"),
                     "missing; a size like \"256MiB\" or \"fill\"",
@@ -493,6 +523,7 @@ impl Spec {
         for (i, p) in self.partitions.iter().enumerate() {
             p.validate(i, &self.image)?;
         }
+        crate::rofs::validate(self)?;
         let sb = self.image.sector_size.bytes_u64();
         for (i, r) in self.raw.iter().enumerate() {
             let k = |s: &str| format!("raw[{}].{s}", i + 1);
@@ -550,16 +581,26 @@ impl PartitionSpec {
             }
             _ => {}
         }
-        if self.contents.is_some() && matches!(self.fs, FsKind::Raw | FsKind::None | FsKind::Swap) {
+        if self.contents.is_some()
+            && matches!(
+                self.fs,
+                FsKind::Raw | FsKind::None | FsKind::Swap | FsKind::Verity
+            )
+        {
             return Err(SpecError::new(
                 k("contents"),
                 format!(
-                    "fs = \"{}\" has no filesystem to fill; use fat32 or ext4",
+                    "fs = \"{}\" has no filesystem to fill; use fat32, ext4, erofs or squashfs",
                     self.fs
                 ),
             ));
         }
-        if self.fs_uuid.is_some() && !matches!(self.fs, FsKind::Ext4 | FsKind::Swap) {
+        if self.fs_uuid.is_some()
+            && !matches!(
+                self.fs,
+                FsKind::Ext4 | FsKind::Swap | FsKind::Erofs | FsKind::Verity
+            )
+        {
             return Err(SpecError::new(
                 k("fs-uuid"),
                 if self.fs.is_fat() {
@@ -567,7 +608,7 @@ impl PartitionSpec {
                         .to_string()
                 } else {
                     format!(
-                        "fs = \"{}\" has no filesystem UUID to set; it applies to ext4 and swap",
+                        "fs = \"{}\" has no filesystem UUID to set; it applies to ext4, erofs, verity and swap",
                         self.fs
                     )
                 },
@@ -587,10 +628,12 @@ impl PartitionSpec {
                 ),
             ));
         }
-        if !self.entries.is_empty() && self.fs != FsKind::Ext4 {
+        if !self.entries.is_empty()
+            && !matches!(self.fs, FsKind::Ext4 | FsKind::Erofs | FsKind::Squashfs)
+        {
             return Err(SpecError::new(
                 k("entry"),
-                "ownership, modes and special files need a filesystem that stores them: use fs = \"ext4\"",
+                "ownership, modes and special files need a filesystem that stores them: use fs = \"ext4\", \"erofs\" or \"squashfs\"",
             ));
         }
         if let Some(label) = &self.label {
@@ -747,6 +790,8 @@ fn table_name(parent: &str) -> &'static str {
         "raw" => "[[raw]]",
         "fat" => "fat",
         "ext4" => "ext4",
+        "squashfs" => "squashfs",
+        "erofs" => "erofs",
         "xattrs" => "xattrs",
         _ => "this table",
     }

@@ -228,6 +228,9 @@ pub fn plan_findings(plan: &Plan) -> Vec<Finding> {
                     out.extend(ext4_inode_table(i, &x.kind, it, e));
                 }
             }
+            Some(fs @ (FsPlan::Squashfs(_) | FsPlan::Erofs(_) | FsPlan::Verity(_))) => {
+                out.extend(crate::rofs::alignment(i, fs, e));
+            }
             Some(FsPlan::Other(_)) | None => {}
         }
     }

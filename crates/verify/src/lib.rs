@@ -21,6 +21,7 @@
 //! | GPT | `gpt-primary-bad`, `gpt-backup-bad`, `gpt-backup-missing`, `gpt-corrupt`, `gpt-copies-differ`, `gpt-entry-range`, `gpt-entry-outside-usable`, `mbr-gpt-disagree` (E); `gpt-backup-not-at-end`, `gpt-no-protective-mbr`, `hybrid-mbr` (W); `protective-mbr-size`, `protective-mbr-bootable` (I) |
 //! | partitions | `partition-not-4k-aligned`, `partition-overlap`, `partition-past-end`, `partition-overlaps-table` (E); `partition-not-erase-aligned` (E*); `partition-empty` (W); `not-checked` (I) |
 //! | FAT | `fat-corrupt`, `fat-cluster-count`, `fat-too-many-clusters`, `fat-too-small`, `fat-root-cluster`, `fat-reserved-location`, `fat-larger-than-partition`, `fat-data-not-4k-aligned`, `fat-sector-below-logical` (E); `fat-data-not-aligned` (E*); `fat32-field`, `fat-many-fats`, `fat-boot-signature`, `fat-cluster-straddles`, `fat-sector-4096`, `fat-sector-smaller-than-device`, `fat-fsinfo`, `fat-backup-boot-differs`, `fat-copies-differ`, `fat-entry0-media`, `fat-entry1-eoc` (W); `fat-table-not-aligned`, `fat-no-backup-boot`, `fat-hidden-sectors` (I) |
+//! | EROFS, squashfs, dm-verity | `erofs-corrupt`, `erofs-superblock-checksum`, `erofs-larger-than-partition`, `squashfs-corrupt`, `squashfs-larger-than-partition`, `verity-corrupt`, `verity-hash-too-small`, `verity-hash-not-4k-aligned` (E); `erofs-unsupported`, `erofs-small-blocks`, `squashfs-unsupported`, `verity-small-blocks`, `verity-no-data` (W); `verity-hash-not-erase-aligned` (I) |
 //! | ext2/3/4 | `ext4-corrupt`, `ext4-inodes-count`, `ext4-superblock-checksum`, `ext4-larger-than-partition`, `ext4-group-desc`, `ext4-group-desc-checksum` (E); `ext4-journal-not-aligned` (E*); `ext4-reserved-blocks`, `ext4-first-data-block`, `ext4-unsupported`, `ext4-stride-mismatch`, `ext4-stripe-mismatch`, `ext4-block-smaller-than-device`, `ext4-small-blocks` (W); `ext4-no-stride`, `ext4-stripe-smaller`, `ext4-inode-table-not-aligned` (I) |
 //!
 //! ```
@@ -51,6 +52,7 @@
 mod align;
 mod bytes;
 mod code;
+pub mod erofs;
 pub mod ext4;
 pub mod fat;
 mod human;
@@ -58,7 +60,10 @@ pub mod magic;
 mod num;
 mod partition;
 mod regions;
+mod rofs;
+pub mod squashfs;
 mod table;
+pub mod verity;
 
 pub use crate::align::plan_findings;
 pub use crate::regions::Region;
@@ -361,10 +366,14 @@ pub fn verify<S: BlockSource + ?Sized>(src: &S, opts: &Options) -> Result<Report
         v.find_regions()?;
     }
     let mut r = v.r;
+    verity::link(&mut r);
     r.findings.sort_by_key(|f| f.severity);
     let fs_ok = |p: &PartitionPlan| match &p.filesystem {
         Some(FsPlan::Fat(f)) => f.aligned,
         Some(FsPlan::Ext4(x)) => x.aligned,
+        Some(FsPlan::Squashfs(q)) => q.aligned,
+        Some(FsPlan::Erofs(x)) => x.aligned,
+        Some(FsPlan::Verity(v)) => v.aligned,
         Some(FsPlan::Other(o)) => o.aligned.unwrap_or(true),
         None => true,
     };
@@ -561,6 +570,9 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         match c {
             Content::Fat => self.fat(p),
             Content::Ext => self.ext(p),
+            Content::Other("erofs") => self.erofs(p),
+            Content::Other("squashfs") => self.squashfs(p),
+            Content::Other("verity") => self.verity(p),
             Content::Other(kind) => {
                 p.content = FsKind::Raw;
                 p.filesystem = Some(FsPlan::Other(OtherFs {

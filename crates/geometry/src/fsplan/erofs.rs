@@ -19,11 +19,12 @@ pub struct ErofsPlan {
     pub blocks: Option<u64>,
     /// Inodes.
     pub inodes: Option<u64>,
-    /// `none` (the native writer) or the compressor asked of `mkfs.erofs` (`lz4hc`, …);
-    /// verify reports `compressed` when the superblock lists algorithms.
+    /// `none` (the native writer) or the algorithm on disk (`lz4` — also for `lz4hc` —,
+    /// `lzma`, `deflate`, `zstd`; several joined by `+`).
     pub compression: String,
-    /// Feature names (`sb_csum`, `mtime`, `lz4_0padding`, `chunked_file`, …).
-    pub features: Vec<String>,
+    /// Feature names (`sb_csum`, `mtime`, `0padding`, `chunked_file`, …); `None` until an
+    /// external tool has run.
+    pub features: Option<Vec<String>>,
     /// A dm-verity hash tree appended after the filesystem (`verity = "appended"`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verity: Option<VerityPlan>,

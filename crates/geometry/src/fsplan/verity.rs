@@ -12,6 +12,9 @@ pub struct VerityPlan {
     /// The partition (number as the OS sees it) whose bytes the tree covers; `None` when it
     /// is the partition the tree is appended to, or (verify) when no partition matches.
     pub of: Option<u32>,
+    /// Where the data the tree covers starts (the data partition's start); `None` when
+    /// verify finds no partition the superblock fits.
+    pub data_start_bytes: Option<u64>,
     /// Hash algorithm (`sha256`).
     pub hash_algorithm: String,
     /// Bytes per data block.
