@@ -1,7 +1,10 @@
 //! Native squashfs 4.0 writer.
 
+mod compress;
+mod meta;
 mod options;
 pub mod raw;
+mod write;
 
 pub use options::{Compression, Invalid, SquashfsBackend, SquashfsOptions};
 
@@ -20,7 +23,7 @@ pub struct SquashfsRequest {
 }
 
 /// What [`write`] produced.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Written {
     /// Bytes of the filesystem (`bytes_used`).
     pub bytes_used: u64,
@@ -28,6 +31,9 @@ pub struct Written {
     pub padded_bytes: u64,
     /// Inodes.
     pub inodes: u64,
+    /// Extended attribute names squashfs cannot store (it has `user.`, `trusted.` and
+    /// `security.` only; POSIX ACLs are left out, as mksquashfs does).
+    pub dropped_xattrs: Vec<String>,
 }
 
 /// squashfs errors.
@@ -104,10 +110,10 @@ pub fn plan_of(
 
 /// Writes the squashfs image of `tree` into `sink` from offset 0.
 pub fn write<S: BlockSink + ?Sized>(
-    _sink: &mut S,
-    _req: &SquashfsRequest,
-    _tree: &Tree,
-    _content: &dyn ContentSource,
+    sink: &mut S,
+    req: &SquashfsRequest,
+    tree: &Tree,
+    content: &dyn ContentSource,
 ) -> Result<Written, Error> {
-    Err(Error::Tree("not yet".into()))
+    write::write(sink, req, tree, content)
 }
