@@ -194,7 +194,7 @@ pub fn plan_file(sf: &mut SpecFile) -> Result<Plan, Error> {
     resolve_inputs(sf)?;
     let timestamp = resolve_timestamp(&sf.spec);
     let (trees, mut content) = load_trees(sf, timestamp, &mut (), &mut Vec::new())?;
-    crate::rofs::make_first(sf, &trees, &mut content, None, timestamp)?;
+    crate::rofs::make_first(sf, &trees, &mut content, None, timestamp, &mut Vec::new())?;
     Ok(plan_full(&sf.spec, &trees, timestamp)?)
 }
 
@@ -215,8 +215,14 @@ pub fn build_with_progress(
     let timestamp = resolve_timestamp(&sf.spec);
     let mut scan_warnings = Vec::new();
     let (trees, mut content) = load_trees(sf, timestamp, progress, &mut scan_warnings)?;
-    let (made, rofs_scratch) =
-        crate::rofs::make_first(sf, &trees, &mut content, Some(work_dir), timestamp)?;
+    let (made, rofs_scratch) = crate::rofs::make_first(
+        sf,
+        &trees,
+        &mut content,
+        Some(work_dir),
+        timestamp,
+        &mut scan_warnings,
+    )?;
     let spec = &sf.spec;
     progress.phase(Phase::Planning);
     Error::check(progress)?;

@@ -180,6 +180,8 @@ fn run(
         if text.is_empty() {
             text = String::from_utf8_lossy(&out.stdout).trim().to_string();
         }
+        // The first lines say what went wrong; a usage text after them does not.
+        text = text.lines().take(3).collect::<Vec<_>>().join("; ");
         return Err(RofsError::Failed {
             tool,
             status: out.status.to_string(),
@@ -349,6 +351,7 @@ pub(crate) fn make_first(
     content: &mut HostContent,
     work_dir: Option<&Path>,
     timestamp: i64,
+    warnings: &mut Vec<String>,
 ) -> Result<(Vec<Made>, Scratch), Error> {
     let mut made = Vec::new();
     let mut scratch = Scratch::default();
@@ -385,6 +388,10 @@ pub(crate) fn make_first(
             let empty = Tree::default();
             let w = blockwise_squashfs::write(&mut Discard, &req, tree.unwrap_or(&empty), content)
                 .map_err(|e| blockwise_image::rofs::squashfs_failure(si, e))?;
+            warnings.extend(blockwise_image::rofs::dropped_xattrs_warning(
+                si + 1,
+                &w.dropped_xattrs,
+            ));
             let fs = blockwise_squashfs::plan_of(&ps.squashfs, Some(w.bytes_used), Some(w.inodes));
             (
                 Prebuilt {
@@ -431,6 +438,10 @@ pub(crate) fn make_first(
                 };
                 let w = blockwise_squashfs::write(&mut sink, &req, tree.unwrap_or(&empty), content)
                     .map_err(|e| blockwise_image::rofs::squashfs_failure(si, e))?;
+                warnings.extend(blockwise_image::rofs::dropped_xattrs_warning(
+                    si + 1,
+                    &w.dropped_xattrs,
+                ));
                 file.sync_data().map_err(|e| Error::io(&path, e))?;
                 let fs =
                     blockwise_squashfs::plan_of(&ps.squashfs, Some(w.bytes_used), Some(w.inodes));

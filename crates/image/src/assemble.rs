@@ -287,7 +287,10 @@ pub fn assemble_with_raw<S: BlockSink + ?Sized>(
                     .map_err(|e| ext4_failure(si, e))?;
             }
             (Some(FsPlan::Erofs(_) | FsPlan::Squashfs(_)), Fill::Tree(tree)) => {
-                crate::rofs::write_tree(&mut sub, spec, plan, i, tree, content, timestamp)?;
+                warnings.extend(
+                    crate::rofs::write_tree(&mut sub, spec, plan, i, tree, content, timestamp)?
+                        .unwrap_or_default(),
+                );
             }
             (_, &Fill::Raw { content: id, size }) => {
                 if size > p.size_bytes {

@@ -541,8 +541,19 @@ fn needs_len(si: usize, after: &str) -> Error {
     ))
 }
 
-/// Writes an EROFS or squashfs partition from its tree into `sub` (the partition window).
-/// `Ok(false)` when the partition is not one of these.
+/// The warning for extended attributes squashfs cannot store, or none.
+#[must_use]
+pub fn dropped_xattrs_warning(index: usize, names: &[String]) -> Option<String> {
+    (!names.is_empty()).then(|| {
+        format!(
+            "partition[{index}]: squashfs stores only user., trusted. and security. attributes; left out: {}",
+            names.join(", ")
+        )
+    })
+}
+
+/// Writes an EROFS or squashfs partition from its tree into `sub` (the partition window),
+/// returning its warnings; `Ok(None)` when the partition is not one of these.
 pub(crate) fn write_tree<S: BlockSink + ?Sized>(
     sub: &mut S,
     spec: &Spec,
@@ -551,7 +562,7 @@ pub(crate) fn write_tree<S: BlockSink + ?Sized>(
     tree: &Tree,
     content: &dyn blockwise_geometry::ContentSource,
     timestamp: i64,
-) -> Result<bool, Error> {
+) -> Result<Option<Vec<String>>, Error> {
     let p = plan.partitions.get(i).ok_or_else(|| internal(i))?;
     let si = p.spec_index;
     match &p.filesystem {
@@ -560,7 +571,7 @@ pub(crate) fn write_tree<S: BlockSink + ?Sized>(
                 .ok_or_else(|| internal(si))?;
             blockwise_erofs::write(sub, &req, ep, tree, content)
                 .map_err(|e| erofs_failure(si, e))?;
-            Ok(true)
+            Ok(Some(Vec::new()))
         }
         Some(FsPlan::Squashfs(sp)) => {
             let room = sp.verity.as_ref().map_or(p.size_bytes, |v| {
@@ -579,9 +590,13 @@ pub(crate) fn write_tree<S: BlockSink + ?Sized>(
                     ))),
                 ));
             }
-            Ok(true)
+            Ok(Some(
+                dropped_xattrs_warning(si + 1, &w.dropped_xattrs)
+                    .into_iter()
+                    .collect(),
+            ))
         }
-        _ => Ok(false),
+        _ => Ok(None),
     }
 }
 
