@@ -414,7 +414,7 @@ fn read_only_partitions_match_the_source_tree() {
             copy_range(&img, start, size, &file);
             if fstype == "erofs" {
                 ok(&run("fsck.erofs", &[&file]), "fsck.erofs");
-                assert_eq!(fs_["blocks"].as_u64().unwrap() * 4096 <= size, true);
+                assert!(fs_["blocks"].as_u64().unwrap() * 4096 <= size);
             } else {
                 let o = run("unsquashfs", &["-lls".as_ref(), file.as_os_str()]);
                 ok(&o, "unsquashfs -lls");
@@ -597,7 +597,7 @@ fn verify_reads_images_of_the_tools_as_they_do() {
             let field = |key: &str| {
                 s.lines()
                     .find_map(|l| l.strip_prefix(key))
-                    .map(|v| v.trim().split_whitespace().next().unwrap_or("").to_string())
+                    .map(|v| v.split_whitespace().next().unwrap_or("").to_string())
                     .unwrap_or_else(|| panic!("{key} in {s}"))
             };
             let (r, o) = verify_json(&img, "4MiB");
