@@ -742,6 +742,11 @@ fs = "squashfs"
 contents = "src"
 squashfs = { compression = "xz", backend = "mksquashfs" }
 verity = "appended"
+[[partition]]
+name = "plain"
+fs = "erofs"
+contents = "src"
+erofs = { backend = "mkfs.erofs" }
 "#,
     );
     let img = dir.path().join("t.img");
@@ -753,6 +758,7 @@ verity = "appended"
         "two builds differ"
     );
     assert_eq!(part(&built, 0).2["compression"], "lz4");
+    assert_eq!(part(&built, 2).2["compression"], "none");
     let (report, o) = verify_json(&img, "1MiB");
     assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     assert_same_json(&built["partitions"], &report["partitions"], "tools");

@@ -259,18 +259,34 @@ fn run_tool(
         )
     } else {
         let o = &ps.erofs;
-        let mut z = o.compressor().unwrap_or("lz4hc").to_string();
-        if let Some(l) = o.level {
-            z = format!("{z},{l}");
-        }
+        let z = o.compressor().map(|c| match o.level {
+            Some(l) => format!("-z{c},{l}"),
+            None => format!("-z{c}"),
+        });
         let uuid = blockwise_image::rofs::erofs_request(&sf.spec, si, 0, 0, timestamp)
             .map(|r| blockwise_erofs::uuid_string(&r.uuid()))
             .unwrap_or_default();
         let mut cmd = Command::new("mkfs.erofs");
-        cmd.arg("--quiet")
-            .arg(format!("-z{z}"))
-            .arg(format!("-U{uuid}"));
+        cmd.arg("--quiet").args(z).arg(format!("-U{uuid}"));
         if let Some(l) = &ps.label {
+            // -L came with erofs-utils 1.6.
+            let help = Command::new("mkfs.erofs")
+                .arg("--help")
+                .output()
+                .map_err(|_| RofsError::Missing {
+                    tool: "mkfs.erofs",
+                    backend: "erofs.backend = \"mkfs.erofs\"",
+                    package: "erofs-utils",
+                })?;
+            let text = String::from_utf8_lossy(&help.stdout).into_owned()
+                + &String::from_utf8_lossy(&help.stderr);
+            if !text.contains(" -L") {
+                return Err(RofsError::Failed {
+                    tool: "mkfs.erofs",
+                    status: "no -L option".into(),
+                    stderr: format!("this erofs-utils cannot set the volume label {l:?} (that needs erofs-utils 1.6 or later); leave label out, or use erofs.backend = \"native\""),
+                });
+            }
             cmd.arg(format!("-L{l}"));
         }
         // SOURCE_DATE_EPOCH: the build time, and the clamp of newer mtimes. Without a

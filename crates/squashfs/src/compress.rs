@@ -1,6 +1,6 @@
 //! The compressors, in pure Rust: zlib (miniz_oxide), xz (an LZMA2 stream from lzma-rust2 in
 //! an xz container written here, CRC32 check, as the kernel's xz decoder wants), lz4 blocks
-//! (lz4_flex), zstd frames (ruzstd, its one implemented level).
+//! (lz4_flex); zstd frames from libzstd on the host and ruzstd (one level) in the browser.
 
 use std::io::Write;
 
@@ -19,12 +19,26 @@ pub(crate) fn compress(
             miniz_oxide::deflate::compress_to_vec_zlib(data, u8::try_from(level).unwrap_or(9))
         }
         Compression::Lz4 => lz4_flex::block::compress(data),
-        Compression::Zstd => {
-            ruzstd::encoding::compress_to_vec(data, ruzstd::encoding::CompressionLevel::Fastest)
-        }
+        Compression::Zstd => zstd(data, level)?,
         Compression::Xz => xz(data, level.unwrap_or(6), dict)?,
     };
     (out.len() < data.len()).then_some(out)
+}
+
+/// A zstd frame: libzstd at `level` (default 15, as mksquashfs) on the host.
+#[cfg(not(target_arch = "wasm32"))]
+fn zstd(data: &[u8], level: Option<u32>) -> Option<Vec<u8>> {
+    let level = i32::try_from(level.unwrap_or(15)).unwrap_or(15);
+    zstd::bulk::compress(data, level).ok()
+}
+
+/// A zstd frame: ruzstd's one level (about zstd -1) in the browser.
+#[cfg(target_arch = "wasm32")]
+fn zstd(data: &[u8], _level: Option<u32>) -> Option<Vec<u8>> {
+    Some(ruzstd::encoding::compress_to_vec(
+        data,
+        ruzstd::encoding::CompressionLevel::Fastest,
+    ))
 }
 
 /// The LZMA2 dictionary-size byte for a power of two from 4 KiB (`2 * (log2 - 12)`).
@@ -99,10 +113,14 @@ fn xz(data: &[u8], preset: u32, dict: u32) -> Option<Vec<u8>> {
 }
 
 /// The compressor options that follow the superblock, when the kernel or readers need them:
-/// lz4's (always: the kernel refuses lz4 without), gzip's when its level is not the default.
+/// lz4's (always: the kernel refuses lz4 without), gzip's and zstd's when their level is not
+/// the default.
 pub(crate) fn options_block(c: Compression, level: Option<u32>, block: u32) -> Option<Vec<u8>> {
     match c {
         Compression::Lz4 => Some([1u32.to_le_bytes(), 0u32.to_le_bytes()].concat()),
+        Compression::Zstd if level.is_some_and(|l| l != 15) => {
+            Some(level.unwrap_or(15).to_le_bytes().to_vec())
+        }
         Compression::Gzip if level.is_some_and(|l| l != 9) => {
             let mut v = level.unwrap_or(9).to_le_bytes().to_vec();
             v.extend_from_slice(&15u16.to_le_bytes());
