@@ -247,9 +247,8 @@ fn run_tool(
         if let Some(l) = o.level {
             cmd.arg("-Xcompression-level").arg(l.to_string());
         }
-        if clamp {
-            cmd.arg("-all-time").arg(ts.to_string());
-        }
+        // squashfs-tools 4.5 can only set every time (-all-time), not clamp the newer ones:
+        // the files keep their own mtimes, as the native writer does without a timestamp.
         cmd.env_remove("SOURCE_DATE_EPOCH");
         run(
             "mksquashfs",
