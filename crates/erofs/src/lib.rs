@@ -3,7 +3,7 @@
 //! The writer lays everything out first (inode numbers, xattr sharing, which tails fit after
 //! their inode, the block of every directory and file: metadata only), then writes the
 //! metadata blocks one at a time and places file data with
-//! [`BlockSink::write_content`](blockwise_geometry::BlockSink::write_content), inline tails
+//! [`BlockSink::write_content`], inline tails
 //! included, so memory follows the metadata, not the file sizes.
 //!
 //! ```

@@ -5,7 +5,7 @@
 //!
 //! A temp file is named `.blockwise-rofs-PID-START-N.img` (N: the partition's spec number),
 //! registered in [`HostContent`] like a source file and referenced by the image map; the
-//! [`Scratch`] guard in [`Built`](crate::Built) removes it once the image is written. A build
+//! `Scratch` guard in [`Built`](crate::Built) removes it once the image is written. A build
 //! killed meanwhile leaves it, and the next build into that directory removes it (its owner
 //! process is gone).
 

@@ -1,4 +1,38 @@
-//! Native squashfs 4.0 writer.
+//! Native squashfs 4.0 writer: a compressed, read-only filesystem image from a [`Tree`], in
+//! Rust (the compressors too, but zstd on the host, which uses libzstd).
+//!
+//! The image is written front to back: the superblock's place, the data blocks and fragment
+//! blocks as each file is reached (compressed one block at a time, so memory holds a block,
+//! not a file), then the inode, directory, fragment, id and xattr tables, which are kept in
+//! memory (compressed) until then, and last the superblock. A host writes into a temp file
+//! and references it; the browser into its in-memory image.
+//!
+//! ```
+//! use blockwise_geometry::{Meta, NodeKind, Tree};
+//! use blockwise_squashfs::{write, Compression, SquashfsOptions, SquashfsRequest};
+//!
+//! let mut tree = Tree::default();
+//! tree.add(0, "hello.txt", NodeKind::File { size: 5, content: 0, data_ranges: None, link: None },
+//!          Meta { mode: 0o644, ..Meta::default() }).unwrap();
+//! let contents = vec![b"hello".to_vec()];
+//! let req = SquashfsRequest {
+//!     partition_size_bytes: 1 << 20,
+//!     options: SquashfsOptions { compression: Compression::Xz, ..SquashfsOptions::default() },
+//!     timestamp: 1_700_000_000,
+//! };
+//! let mut img = vec![0u8; 1 << 20];
+//! let w = write(&mut img, &req, &tree, &contents).unwrap();
+//! assert_eq!(&img[..4], b"hsqs");
+//! assert_eq!(w.inodes, 2);
+//! assert_eq!(w.padded_bytes % 4096, 0);
+//! ```
+//!
+//! ```text
+//! 0      superblock (96 B) [lz4's compressor options]
+//!        data blocks and fragment blocks, in the order files are reached (post-order)
+//!        inode table │ directory table │ fragment table + index │ id table + index │ xattrs
+//! bytes_used, padded with zeros to 4 KiB
+//! ```
 
 mod compress;
 mod meta;
@@ -22,7 +56,7 @@ pub struct SquashfsRequest {
     pub timestamp: i64,
 }
 
-/// What [`write`] produced.
+/// What [`write()`] produced.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Written {
     /// Bytes of the filesystem (`bytes_used`).
