@@ -2,8 +2,8 @@
 //! files, verify options and output, and error categories. No JS types here, so all of it
 //! is tested on the host.
 
-use blockwise_geometry::{parse_size, FsKind, Meta, NodeKind, Plan, SectorSize, SparseImage, Tree};
-use blockwise_image::{apply_entries, assemble, plan_full, Fill, Spec, SpecError};
+use blockwise_geometry::{parse_size, Meta, NodeKind, Plan, SectorSize, SparseImage, Tree};
+use blockwise_image::{apply_entries, plan_full, Fill, Spec, SpecError};
 use blockwise_verify::{Options, Report};
 use serde::{Deserialize, Serialize};
 
@@ -134,7 +134,7 @@ pub fn timestamp(spec: &Spec) -> i64 {
 fn empty_trees(spec: &Spec, ts: i64) -> Result<Vec<Option<Tree>>, Failure> {
     let mut trees = Vec::new();
     for (i, p) in spec.partitions.iter().enumerate() {
-        if !(p.fs.is_fat() || p.fs == FsKind::Ext4) {
+        if !blockwise_image::takes_tree(p.fs) {
             trees.push(None);
             continue;
         }
@@ -353,7 +353,7 @@ fn route<'a>(spec: &Spec, path: &'a str) -> Option<(usize, &'a str)> {
         let i = spec
             .partitions
             .iter()
-            .position(|p| p.fs.is_fat() || p.fs == FsKind::Ext4)?;
+            .position(|p| blockwise_image::takes_tree(p.fs))?;
         Some((i, path))
     }
 }
@@ -427,7 +427,7 @@ pub fn build(spec: &Spec, files: Vec<FileInput>) -> Result<Built, Failure> {
     let mut trees: Vec<Option<Tree>> = spec
         .partitions
         .iter()
-        .map(|p| (p.fs.is_fat() || p.fs == FsKind::Ext4).then(|| Tree::new(dir_meta(ts))))
+        .map(|p| blockwise_image::takes_tree(p.fs).then(|| Tree::new(dir_meta(ts))))
         .collect();
     let mut content: Vec<Vec<u8>> = Vec::with_capacity(files.len());
     for (i, f) in files.into_iter().enumerate() {
@@ -436,7 +436,7 @@ pub fn build(spec: &Spec, files: Vec<FileInput>) -> Result<Built, Failure> {
             return Err(Failure::spec(
                 key,
                 format!(
-                    "{:?} belongs to no partition: give a FAT or ext4 partition (with contents = \"{}\" to route it)",
+                    "{:?} belongs to no partition: give a FAT, ext4, EROFS or squashfs partition (with contents = \"{}\" to route it)",
                     f.path,
                     f.path.split('/').next().unwrap_or_default()
                 ),
@@ -445,7 +445,7 @@ pub fn build(spec: &Spec, files: Vec<FileInput>) -> Result<Built, Failure> {
         let Some(Some(tree)) = trees.get_mut(si) else {
             return Err(Failure::spec(
                 format!("partition[{}].contents", si + 1),
-                "files can only go into a FAT or ext4 partition",
+                "files can only go into a FAT, ext4, EROFS or squashfs partition",
             ));
         };
         let mtime = match (f.mtime, spec.image.timestamp) {
@@ -480,8 +480,11 @@ pub fn build(spec: &Spec, files: Vec<FileInput>) -> Result<Built, Failure> {
         .iter()
         .map(|t| t.as_ref().map_or(Fill::Nothing, Fill::Tree))
         .collect();
-    let mut image = SparseImage::new(plan.size_bytes);
-    let warnings = assemble(&mut image, spec, &plan, &fills, &content, ts)?;
+    // dm-verity trees are computed over what was just written (their root hashes go into
+    // the plan).
+    let mut plan = plan;
+    let (image, warnings) =
+        blockwise_image::assemble_sparse_verity(spec, &mut plan, &fills, &content, ts)?;
     Ok(Built {
         plan,
         image,

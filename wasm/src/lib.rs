@@ -257,7 +257,7 @@ impl BuiltImage {
 /// `{ path: "boot/config.txt", data: Uint8Array, mtime?: seconds }`. Files go into the
 /// partition whose `contents` names their top directory (`boot/config.txt` with
 /// `contents = "boot"` becomes `/config.txt`); when no partition names `contents`, all of
-/// them go into the first FAT or ext4 partition. Images above 1 GiB are refused
+/// them go into the first FAT, ext4, EROFS or squashfs partition. Images above 1 GiB are refused
 /// (`UnsupportedError`): use the `blockwise` CLI.
 #[wasm_bindgen]
 pub fn build(spec: JsValue, files: js_sys::Array) -> Result<BuiltImage, JsValue> {

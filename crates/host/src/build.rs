@@ -123,8 +123,7 @@ fn load_trees(
     let mut content = HostContent::default();
     let mut trees: Vec<Option<Tree>> = Vec::new();
     for (i, p) in spec.partitions.iter().enumerate() {
-        let wants_tree =
-            p.fs.is_fat() || matches!(p.fs, FsKind::Ext4 | FsKind::Erofs | FsKind::Squashfs);
+        let wants_tree = blockwise_image::takes_tree(p.fs);
         if !wants_tree {
             trees.push(None);
             continue;

@@ -39,7 +39,7 @@ pub use assemble::{
 pub use entries::apply_entries;
 pub use error::{Error, ErrorKind, PartitionError};
 pub use rofs::{
-    fill_unmapped, root_hashes, verity_data_regions, verity_trees, write_verity, Prebuilt,
-    VerityMode, VerityTree,
+    fill_unmapped, root_hashes, takes_tree, verity_data_regions, verity_trees, write_verity,
+    Prebuilt, VerityMode, VerityTree,
 };
 pub use spec::{EntryKind, EntrySpec, PartitionSpec, RawSpec, Spec, SpecError};

@@ -63,6 +63,13 @@ impl<'de> Deserialize<'de> for VerityMode {
     }
 }
 
+/// Whether a partition of `fs` is filled from a directory tree (`contents`, entries): FAT,
+/// ext4, EROFS and squashfs.
+#[must_use]
+pub fn takes_tree(fs: FsKind) -> bool {
+    fs.is_fat() || matches!(fs, FsKind::Ext4 | FsKind::Erofs | FsKind::Squashfs)
+}
+
 fn pkey(i: usize, k: &str) -> String {
     format!("partition[{}].{k}", i.saturating_add(1))
 }
