@@ -262,7 +262,7 @@ fn run_tool(
             Some(l) => format!("-z{c},{l}"),
             None => format!("-z{c}"),
         });
-        let uuid = blockwise_image::rofs::erofs_request(&sf.spec, si, 0, 0, timestamp)
+        let uuid = blockwise_image::rofs::erofs_request(&sf.spec, si, None, 0, 0, timestamp)
             .map(|r| blockwise_erofs::uuid_string(&r.uuid()))
             .unwrap_or_default();
         let mut cmd = Command::new("mkfs.erofs");
@@ -370,9 +370,8 @@ pub(crate) fn make_first(
 ) -> Result<(Vec<Made>, Scratch), Error> {
     let mut made = Vec::new();
     let mut scratch = Scratch::default();
-    let tag = crate::output::owner_tag();
     if let Some(w) = work_dir {
-        crate::output::remove_stale_in(w, TEMP_PREFIX, ".img", 1);
+        crate::output::remove_stale_in(w, TEMP_PREFIX, ".img");
     }
     let clamp =
         sf.spec.image.timestamp.is_some() || std::env::var_os("SOURCE_DATE_EPOCH").is_some();
@@ -417,13 +416,21 @@ pub(crate) fn make_first(
             )
         } else {
             let wd = work_dir.unwrap_or(&plan_dir);
-            let path = wd.join(format!("{TEMP_PREFIX}{tag}-{}.img", si + 1));
+            // PID-START-TID-N: unique in this process, and a later build can tell a killed
+            // build's leftover. Created exclusively, so it is never someone else's file.
+            let path = wd.join(format!("{TEMP_PREFIX}{}.img", crate::output::unique_tag()));
+            let file = fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .map_err(|e| Error::io(&path, e))?;
             scratch.0.push(path.clone());
             if tool {
                 if let Some(d) = &dir {
                     refuse_own_output(sf, d, wd, si)?;
                 }
-                let _ = fs::remove_file(&path);
+                drop(file);
                 run_tool(sf, si, dir.as_deref(), &path, tree, timestamp, clamp)
                     .map_err(|e| err(si, e))?;
                 let name = if ps.fs == FsKind::Squashfs {
@@ -435,7 +442,6 @@ pub(crate) fn make_first(
                 let len = fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len();
                 (Prebuilt { len, fs }, Some(path))
             } else {
-                let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
                 let req =
                     blockwise_image::rofs::squashfs_request(&sf.spec, si, u64::MAX, timestamp)
                         .ok_or_else(|| {
@@ -497,10 +503,23 @@ pub(crate) fn place(
     made: &[Made],
     content: &HostContent,
 ) -> Result<(), Error> {
+    // Every copy of the partition (A/B slots hold the same image: squashfs has no ID of its
+    // own, and the mkfs.erofs backend is refused with slots).
     for m in made {
-        let Some(p) = plan.partitions.iter().find(|p| p.spec_index == m.si) else {
-            continue;
-        };
+        for p in plan.partitions.iter().filter(|p| p.spec_index == m.si) {
+            place_one(image, p, m, content)?;
+        }
+    }
+    Ok(())
+}
+
+fn place_one(
+    image: &mut ImageMap,
+    p: &blockwise_geometry::PartitionPlan,
+    m: &Made,
+    content: &HostContent,
+) -> Result<(), Error> {
+    {
         let mut sub = SubSink::new(image, p.start_bytes, p.size_bytes).map_err(|e| {
             Error::Image(blockwise_image::Error::Partition {
                 index: m.si + 1,
@@ -559,7 +578,20 @@ pub fn roothash_files(hashes: &[(String, String)], out: &Path) -> Vec<(PathBuf, 
         [(_, h)] => vec![(at(".roothash"), format!("{h}\n"))],
         many => many
             .iter()
-            .map(|(n, h)| (at(&format!(".{n}.roothash")), format!("{h}\n")))
+            .map(|(n, h)| {
+                // A partition name may hold any character; the file name keeps the safe ones.
+                let n: String = n
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect();
+                (at(&format!(".{n}.roothash")), format!("{h}\n"))
+            })
             .collect(),
     }
 }

@@ -59,6 +59,9 @@ pub enum PartitionError {
     /// A dm-verity hash tree could not be computed (reading the data it covers).
     #[error("dm-verity: {0}")]
     Verity(String),
+    /// The exFAT writer failed.
+    #[error(transparent)]
+    Exfat(blockwise_exfat::Error),
     /// Reading a raw partition's source failed.
     #[error(transparent)]
     Content(blockwise_geometry::ContentError),
@@ -114,6 +117,7 @@ impl PartitionError {
     /// The kind of failure.
     #[must_use]
     pub fn kind(&self) -> ErrorKind {
+        use blockwise_exfat::Error as XF;
         use blockwise_ext4::Error as X;
         use blockwise_fat::Error as F;
         match self {
@@ -131,6 +135,7 @@ impl PartitionError {
                 blockwise_squashfs::Error::Content(_) | blockwise_squashfs::Error::Sink { .. },
             )
             | PartitionError::Verity(_)
+            | PartitionError::Exfat(XF::Content { .. } | XF::Sink { .. })
             | PartitionError::Content(_)
             | PartitionError::Sink { .. } => ErrorKind::Io,
             _ => ErrorKind::Spec,

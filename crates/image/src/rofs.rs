@@ -63,11 +63,15 @@ impl<'de> Deserialize<'de> for VerityMode {
     }
 }
 
-/// Whether a partition of `fs` is filled from a directory tree (`contents`, entries): FAT,
-/// ext4, EROFS and squashfs.
+/// Whether a partition of `fs` is filled from a directory tree (`contents`, entries) by a
+/// writer of this crate: FAT, exFAT, ext4, EROFS and squashfs.
 #[must_use]
 pub fn takes_tree(fs: FsKind) -> bool {
-    fs.is_fat() || matches!(fs, FsKind::Ext4 | FsKind::Erofs | FsKind::Squashfs)
+    fs.is_fat()
+        || matches!(
+            fs,
+            FsKind::Ext4 | FsKind::Exfat | FsKind::Erofs | FsKind::Squashfs
+        )
 }
 
 fn pkey(i: usize, k: &str) -> String {
@@ -141,11 +145,47 @@ pub fn verity_target(spec: &Spec, i: usize) -> Result<usize, SpecError> {
     }
 }
 
+/// A hash partition `i` over partition `j` has `j`'s slots: one tree per copy, each over the
+/// copy of its own slot (`system_a-verity` over `system_a`).
+fn same_slots(spec: &Spec, i: usize, j: usize) -> Result<(), SpecError> {
+    let (Some(p), Some(q)) = (spec.partitions.get(i), spec.partitions.get(j)) else {
+        return Ok(());
+    };
+    if p.slots == q.slots {
+        return Ok(());
+    }
+    let of = p.of.as_deref().unwrap_or("");
+    let list = |s: &[String]| {
+        s.iter()
+            .map(|x| format!("{x:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Err(SpecError::new(
+        pkey(i, "slots"),
+        if q.slots.is_empty() {
+            format!("{of:?} has no slots, so one hash tree covers it; leave slots out here")
+        } else {
+            format!(
+                "{of:?} has slots = [{}]: give this verity partition the same slots = [{}] (one hash tree per slot, each over the copy of its own slot){}",
+                list(&q.slots),
+                list(&q.slots),
+                if p.slots.is_empty() {
+                    String::new()
+                } else {
+                    format!(", not [{}]", list(&p.slots))
+                }
+            )
+        },
+    ))
+}
+
 /// The checks of the read-only kinds that need the whole spec: `of` and `verity`.
 pub(crate) fn validate(spec: &Spec) -> Result<(), SpecError> {
     for (i, p) in spec.partitions.iter().enumerate() {
         if p.fs == FsKind::Verity {
-            verity_target(spec, i)?;
+            let j = verity_target(spec, i)?;
+            same_slots(spec, i, j)?;
         } else if p.of.is_some() {
             return Err(SpecError::new(
                 pkey(i, "of"),
@@ -166,6 +206,12 @@ pub(crate) fn validate(spec: &Spec) -> Result<(), SpecError> {
                 p.erofs.validate().map_err(|e| erofs_invalid(i, e))?;
                 if let Some(l) = &p.label {
                     blockwise_erofs::validate_label(l).map_err(|e| erofs_invalid(i, e))?;
+                }
+                if !p.slots.is_empty() && p.erofs.backend == ErofsBackend::MkfsErofs {
+                    return Err(SpecError::new(
+                        pkey(i, "slots"),
+                        "the mkfs.erofs backend makes one image before planning, but each slot needs its own UUID and label; use erofs.backend = \"native\" (uncompressed), or leave slots out",
+                    ));
                 }
                 if !p.entries.is_empty() && p.erofs.backend == ErofsBackend::MkfsErofs {
                     return Err(SpecError::new(
@@ -211,11 +257,23 @@ pub fn squashfs_invalid(i: usize, e: blockwise_squashfs::Invalid) -> SpecError {
     SpecError::new(key, e.reason)
 }
 
-/// The EROFS request for spec partition `si` placed at `start`/`size`.
+/// The index the IDs of spec partition `si`'s copy for `slot` derive from: the spec index,
+/// and for the second and later A/B slots the slot's position above bit 32
+/// ([`crate::id_index`]'s rule), so each slot gets its own UUID.
+fn slot_id(spec: &Spec, si: usize, slot: Option<&str>) -> u64 {
+    let k = spec
+        .partitions
+        .get(si)
+        .map_or(0, |ps| ps.slot_position(slot));
+    (si as u64) | ((k as u64) << 32)
+}
+
+/// The EROFS request for spec partition `si` (its copy for `slot`) placed at `start`/`size`.
 #[must_use]
 pub fn erofs_request(
     spec: &Spec,
     si: usize,
+    slot: Option<&str>,
     start: u64,
     size: u64,
     timestamp: i64,
@@ -228,8 +286,8 @@ pub fn erofs_request(
         partition_size_bytes: size,
         erase_block_bytes: spec.image.erase_block,
         options,
-        label: ps.label.clone(),
-        seed: derive_u64(spec.image.seed, "erofs", si as u64),
+        label: ps.label_for(slot),
+        seed: derive_u64(spec.image.seed, "erofs", slot_id(spec, si, slot)),
         timestamp,
     })
 }
@@ -290,8 +348,8 @@ fn image_bytes(
         FsKind::Erofs if ps.erofs.backend == ErofsBackend::Native => {
             let empty = Tree::default();
             let tree = trees.get(si).and_then(Option::as_ref).unwrap_or(&empty);
-            let req =
-                erofs_request(spec, si, 0, u64::MAX, timestamp).ok_or_else(|| internal(si))?;
+            let req = erofs_request(spec, si, None, 0, u64::MAX, timestamp)
+                .ok_or_else(|| internal(si))?;
             blockwise_erofs::image_bytes(&req, tree)
                 .map(Some)
                 .map_err(|e| erofs_failure(si, e))
@@ -388,9 +446,12 @@ fn salt(seed: u64, si: usize) -> Vec<u8> {
 }
 
 /// The hash area's description, without the root hash.
+///
+/// Every A/B slot gets its own superblock UUID; the salt is the spec partition's, so slots
+/// holding the same bytes have the same root hash.
 fn verity_plan(
     spec: &Spec,
-    si: usize,
+    (si, slot): (usize, Option<&str>),
     of: Option<u32>,
     data: (u64, u64),
     hash_start: u64,
@@ -400,7 +461,7 @@ fn verity_plan(
         .partitions
         .get(si)
         .and_then(|p| p.fs_uuid)
-        .unwrap_or_else(|| Guid::derive(spec.image.seed, "verity-uuid", si as u64))
+        .unwrap_or_else(|| Guid::derive(spec.image.seed, "verity-uuid", slot_id(spec, si, slot)))
         .to_uuid_bytes();
     let mut v = VerityPlan {
         kind: "verity".into(),
@@ -429,7 +490,7 @@ fn appended(spec: &Spec, plan: &Plan, i: usize, fs_bytes: u64) -> Result<VerityP
     let data = appended_data_bytes(fs_bytes, e).ok_or_else(|| internal(si))?;
     let v = verity_plan(
         spec,
-        si,
+        (si, p.slot.as_deref()),
         None,
         (p.start_bytes, data / 4096),
         p.start_bytes.saturating_add(data),
@@ -460,8 +521,15 @@ pub(crate) fn fs_plan(
     let ps = spec.partitions.get(si).ok_or_else(|| internal(si))?;
     Ok(Some(match ps.fs {
         FsKind::Erofs => {
-            let req = erofs_request(spec, si, p.start_bytes, p.size_bytes, timestamp)
-                .ok_or_else(|| internal(si))?;
+            let req = erofs_request(
+                spec,
+                si,
+                p.slot.as_deref(),
+                p.start_bytes,
+                p.size_bytes,
+                timestamp,
+            )
+            .ok_or_else(|| internal(si))?;
             let mut ep: ErofsPlan = match ps.erofs.backend {
                 ErofsBackend::Native => {
                     let empty = Tree::default();
@@ -517,14 +585,13 @@ pub(crate) fn fs_plan(
         }
         FsKind::Verity => {
             let j = verity_target(spec, si)?;
+            // A slotted tree covers the copy of its own slot (validated: same slots).
             let d = plan
-                .partitions
-                .iter()
-                .find(|q| q.spec_index == j)
+                .slot_copy(j, p.slot.as_deref())
                 .ok_or_else(|| internal(j))?;
             let v = verity_plan(
                 spec,
-                si,
+                (si, p.slot.as_deref()),
                 Some(d.index),
                 (d.start_bytes, d.size_bytes / 4096),
                 p.start_bytes,
@@ -574,8 +641,15 @@ pub(crate) fn write_tree<S: BlockSink + ?Sized>(
     let si = p.spec_index;
     match &p.filesystem {
         Some(FsPlan::Erofs(ep)) => {
-            let req = erofs_request(spec, si, p.start_bytes, p.size_bytes, timestamp)
-                .ok_or_else(|| internal(si))?;
+            let req = erofs_request(
+                spec,
+                si,
+                p.slot.as_deref(),
+                p.start_bytes,
+                p.size_bytes,
+                timestamp,
+            )
+            .ok_or_else(|| internal(si))?;
             blockwise_erofs::write(sub, &req, ep, tree, content)
                 .map_err(|e| erofs_failure(si, e))?;
             Ok(Some(Vec::new()))
@@ -805,6 +879,7 @@ pub fn root_hashes(plan: &Plan, spec: &Spec) -> Vec<(String, String)> {
                 None => known_name(ps)
                     .map_or_else(|| format!("partition{}", p.spec_index + 1), str::to_string),
             };
+            let name = blockwise_geometry::slots::with_suffix(&name, p.slot.as_deref());
             Some((name, v.root_hash.clone()?))
         })
         .collect()

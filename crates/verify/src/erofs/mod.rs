@@ -178,6 +178,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 p.filesystem = Some(FsPlan::Other(OtherFs {
                     kind: "erofs".into(),
                     aligned: None,
+                    ..OtherFs::default()
                 }));
                 self.add(
                     Severity::Error,

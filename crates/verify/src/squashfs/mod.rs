@@ -126,6 +126,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 p.filesystem = Some(FsPlan::Other(OtherFs {
                     kind: "squashfs".into(),
                     aligned: None,
+                    ..OtherFs::default()
                 }));
                 self.add(
                     Severity::Error,

@@ -122,6 +122,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 p.filesystem = Some(FsPlan::Other(OtherFs {
                     kind: "verity".into(),
                     aligned: None,
+                    ..OtherFs::default()
                 }));
             }
         }
@@ -169,24 +170,31 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
     }
 }
 
-/// After every partition is read: links each verity partition to the partition whose size its
-/// data blocks cover (the nearest one before it first), or says that none does.
+/// After every partition is read (and A/B slots inferred): links each verity partition to the
+/// partition whose size its data blocks cover — one of its own slot first, then the nearest
+/// one before it — or says that none does.
 pub(crate) fn link(r: &mut Report) {
-    let sizes: Vec<(u32, u64, u64)> = r
+    let sizes: Vec<(u32, u64, u64, Option<String>)> = r
         .partitions
         .iter()
-        .map(|p| (p.index, p.start_bytes, p.size_bytes))
+        .map(|p| (p.index, p.start_bytes, p.size_bytes, p.slot.clone()))
         .collect();
     let mut missing = Vec::new();
     for (k, p) in r.partitions.iter_mut().enumerate() {
+        let slot = p.slot.clone();
         let Some(FsPlan::Verity(v)) = p.filesystem.as_mut() else {
             continue;
         };
         let data = v.data_blocks.saturating_mul(u64::from(v.data_block_bytes));
         let before = sizes.get(..k).unwrap_or_default().iter().rev();
         let after = sizes.get(k.saturating_add(1)..).unwrap_or_default().iter();
-        match before.chain(after).find(|(_, _, size)| *size == data) {
-            Some(&(index, start, _)) => {
+        let fits: Vec<_> = before.chain(after).filter(|c| c.2 == data).collect();
+        let own_slot = fits
+            .iter()
+            .find(|c| slot.is_some() && c.3 == slot)
+            .or(fits.first());
+        match own_slot {
+            Some(&&(index, start, _, _)) => {
                 v.of = Some(index);
                 v.data_start_bytes = Some(start);
             }
