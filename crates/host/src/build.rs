@@ -72,7 +72,7 @@ impl Built {
         options: &crate::OutputOptions,
         progress: &mut dyn Progress,
     ) -> Result<crate::Written, Error> {
-        crate::write_output(
+        let written = crate::write_output(
             &self.image,
             &self.content,
             self.plan.erase_block_bytes,
@@ -81,7 +81,9 @@ impl Built {
             bmap,
             options,
             progress,
-        )
+        )?;
+        crate::rofs::write_roothash(&self.root_hashes, path)?;
+        Ok(written)
     }
 }
 
