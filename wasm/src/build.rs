@@ -105,14 +105,14 @@ fn route<'a>(spec: &Spec, e: &'a FileEntry, key: &str) -> Result<(usize, &'a str
     } else {
         spec.partitions
             .iter()
-            .position(|p| p.fs.is_fat() || matches!(p.fs, FsKind::Ext4 | FsKind::Erofs))
+            .position(|p| p.fs.is_fat() || p.fs == FsKind::Ext4)
             .map(|i| (i, path))
     };
     found.ok_or_else(|| {
         Failure::spec(
             key,
             format!(
-                "{:?} belongs to no partition: give it a partition, or a FAT, ext4 or EROFS partition with contents = \"{}\"",
+                "{:?} belongs to no partition: give it a partition, or a FAT or ext4 partition with contents = \"{}\"",
                 e.path,
                 path.split('/').next().unwrap_or_default()
             ),
@@ -173,25 +173,19 @@ pub fn prepare(spec: &Spec, entries: &[FileEntry]) -> Result<Job, Failure> {
                 .to_string(),
         ));
     }
-    // squashfs compresses and dm-verity hashes the files' bytes while the image is made, and
-    // the tool backends run programs; the page reads the files only when the image is
-    // streamed out.
+    // squashfs compresses, EROFS packs the last bytes of files next to their inodes and
+    // dm-verity hashes the data, all while the image is made; the page reads the dropped
+    // files only when it streams the image out.
     for (i, p) in spec.partitions.iter().enumerate() {
-        let refused = if p.fs == FsKind::Verity {
-            Some(("fs", "a dm-verity hash tree"))
-        } else if p.verity.is_some() {
-            Some(("verity", "a dm-verity hash tree"))
-        } else if p.fs == FsKind::Squashfs {
-            Some(("fs", "squashfs"))
-        } else if p.fs == FsKind::Erofs && p.erofs.backend != blockwise_erofs::ErofsBackend::Native
-        {
-            Some(("erofs.backend", "the mkfs.erofs backend"))
-        } else {
-            None
+        let refused = match p.fs {
+            FsKind::Verity => Some(("fs", "a dm-verity hash tree")),
+            FsKind::Squashfs => Some(("fs", "squashfs")),
+            FsKind::Erofs => Some(("fs", "EROFS")),
+            _ => None,
         };
         if let Some((key, what)) = refused {
             return Err(Failure::unsupported(format!(
-                "partition[{}].{key}: {what} is not built in the page; use `blockwise build`",
+                "partition[{}].{key}: {what} is not built in the page yet (plan and check work); use `blockwise build`",
                 i + 1
             )));
         }
@@ -204,11 +198,11 @@ pub fn prepare(spec: &Spec, entries: &[FileEntry]) -> Result<Job, Failure> {
         let key = format!("files[{i}].path");
         let (si, inner) = route(spec, e, &key)?;
         let fs = spec.partitions.get(si).map(|p| p.fs);
-        if !fs.is_some_and(|fs| fs.is_fat() || matches!(fs, FsKind::Ext4 | FsKind::Erofs)) {
+        if !fs.is_some_and(|fs| fs.is_fat() || fs == FsKind::Ext4) {
             return Err(Failure::spec(
                 key,
                 format!(
-                    "{:?} goes to partition {}, which is not a FAT, ext4 or EROFS filesystem",
+                    "{:?} goes to partition {}, which is not a FAT or ext4 filesystem",
                     e.path,
                     si + 1
                 ),
@@ -243,7 +237,7 @@ pub fn prepare(spec: &Spec, entries: &[FileEntry]) -> Result<Job, Failure> {
         .iter()
         .enumerate()
         .map(|(si, p)| {
-            (p.fs.is_fat() || matches!(p.fs, FsKind::Ext4 | FsKind::Erofs)).then(|| {
+            (p.fs.is_fat() || p.fs == FsKind::Ext4).then(|| {
                 let (mtime, mtime_nsec) = dir_time(si);
                 Tree::new(Meta {
                     mtime_nsec,
