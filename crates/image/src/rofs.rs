@@ -884,3 +884,77 @@ pub fn root_hashes(plan: &Plan, spec: &Spec) -> Vec<(String, String)> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use blockwise_geometry::{FsPlan, Meta, Tree};
+
+    use crate::{assemble_sparse_verity, plan_full, Fill, Spec};
+
+    /// Slotted EROFS with an appended tree and with a hash partition of its own: every copy
+    /// gets its slot's label and UUIDs, each tree covers its own slot's data, and the built
+    /// trees differ (different UUIDs in the data); every byte a tree covers is mapped.
+    #[test]
+    fn slots_get_their_own_ids_and_trees() {
+        let spec = Spec::from_toml(
+            "[image]\ntable=\"gpt\"\nerase-block=\"1MiB\"\ntimestamp=1\n\
+             [[partition]]\nname=\"sys\"\nfs=\"erofs\"\nlabel=\"sys\"\nsize=\"4MiB\"\nslots=[\"a\",\"b\"]\n\
+             [[partition]]\nname=\"sys-verity\"\nfs=\"verity\"\nof=\"sys\"\nslots=[\"a\",\"b\"]\n\
+             [[partition]]\nname=\"app\"\nfs=\"erofs\"\nverity=\"appended\"\nslots=[\"a\",\"b\"]\n",
+        )
+        .unwrap();
+        let trees = vec![
+            Some(Tree::new(Meta::default())),
+            None,
+            Some(Tree::new(Meta::default())),
+        ];
+        let mut plan = plan_full(&spec, &trees, 1).unwrap();
+        assert_eq!(plan.partitions.len(), 6);
+        let fs = |i: usize| plan.partitions[i].filesystem.clone().unwrap();
+        let (FsPlan::Erofs(a), FsPlan::Erofs(b)) = (fs(0), fs(1)) else {
+            panic!("{plan:#?}")
+        };
+        assert_eq!(a.label.as_deref(), Some("sys_a"));
+        assert_eq!(b.label.as_deref(), Some("sys_b"));
+        assert_ne!(a.uuid, b.uuid);
+        // sys-verity_a covers sys_a (index 1), sys-verity_b covers sys_b (index 2).
+        for (k, of) in [(2usize, 1u32), (3, 2)] {
+            let FsPlan::Verity(v) = fs(k) else { panic!() };
+            assert_eq!(v.of, Some(of));
+            assert_eq!(
+                v.data_start_bytes,
+                Some(plan.partitions[of as usize - 1].start_bytes)
+            );
+        }
+        let (FsPlan::Verity(va), FsPlan::Verity(vb)) = (fs(2), fs(3)) else {
+            panic!()
+        };
+        assert_ne!(va.uuid, vb.uuid);
+        assert_eq!(va.salt, vb.salt);
+        for k in [4usize, 5] {
+            let FsPlan::Erofs(e) = fs(k) else { panic!() };
+            let v = e.verity.unwrap();
+            let p = &plan.partitions[k];
+            assert_eq!(v.data_start_bytes, Some(p.start_bytes));
+            assert!(v.hash_start_bytes + v.hash_bytes <= p.start_bytes + p.size_bytes);
+        }
+        let fills: Vec<Fill<'_>> = trees
+            .iter()
+            .map(|t| t.as_ref().map_or(Fill::Nothing, Fill::Tree))
+            .collect();
+        let (img, _) =
+            assemble_sparse_verity(&spec, &mut plan, &fills, &Vec::<Vec<u8>>::new(), 1).unwrap();
+        let roots = crate::root_hashes(&plan, &spec);
+        let names: Vec<&str> = roots.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["sys_a", "sys_b", "app_a", "app_b"]);
+        assert_ne!(roots[0].1, roots[1].1);
+        // Every covered byte is mapped, so a device written from the map holds what was hashed.
+        let mapped = img.mapped_ranges();
+        for (s, e) in crate::verity_data_regions(&plan) {
+            assert!(
+                mapped.iter().any(|&(ms, me)| ms <= s && e <= me),
+                "{s}..{e} not mapped"
+            );
+        }
+    }
+}

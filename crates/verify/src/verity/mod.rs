@@ -220,6 +220,7 @@ pub(crate) fn link(r: &mut Report) {
     clippy::unwrap_used,
     clippy::arithmetic_side_effects,
     clippy::as_conversions,
+    clippy::panic,
     reason = "tests"
 )]
 mod tests {
