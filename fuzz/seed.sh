@@ -14,7 +14,7 @@ C=$FUZZ/corpus
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 for t in parse_mbr parse_gpt parse_fat parse_exfat parse_ext4 parse_f2fs parse_other verify_bytes \
-    spec_toml spec_json bmap compressed_sniff; do
+    spec_toml spec_json bmap compressed_sniff parse_erofs parse_squashfs parse_verity; do
     mkdir -p "$C/$t"
 done
 # put TARGET FILE [NAME]: copy FILE in as a seed (content-named when NAME is empty).
@@ -58,6 +58,32 @@ for b in 1024 4096; do
     put verify_bytes "$T/ext4-$b.head" "ext4-$b"
 done
 
+# --- read-only filesystems: mkfs.erofs, mksquashfs (each compressor), veritysetup ------------
+mkdir -p "$T/ro/d" && echo hello >"$T/ro/d/f" && ln -s d/f "$T/ro/l"
+if command -v mkfs.erofs >/dev/null; then
+    for z in "" -zlz4 -zlz4hc; do
+        mkfs.erofs --quiet $z "$T/ro$z.erofs" "$T/ro" >/dev/null 2>&1 || continue
+        head -c 8192 "$T/ro$z.erofs" >"$T/h" && put parse_erofs "$T/h" "erofs$z"
+        put verify_bytes "$T/ro$z.erofs" "erofs$z"
+    done
+fi
+if command -v mksquashfs >/dev/null; then
+    for c in gzip xz lz4 zstd lzo; do
+        mksquashfs "$T/ro" "$T/ro-$c.sq" -noappend -quiet -comp "$c" >/dev/null 2>&1 || continue
+        head -c 96 "$T/ro-$c.sq" >"$T/h" && put parse_squashfs "$T/h" "squashfs-$c"
+        put verify_bytes "$T/ro-$c.sq" "squashfs-$c"
+    done
+fi
+if command -v veritysetup >/dev/null; then
+    head -c 1048576 /dev/urandom >"$T/vdata" && : >"$T/vhash"
+    if veritysetup format "$T/vdata" "$T/vhash" >/dev/null 2>&1; then
+        head -c 8192 "$T/vhash" >"$T/h"
+        # The superblock, then the top hash block.
+        { head -c 512 "$T/vhash"; tail -c +4097 "$T/vhash" | head -c 4096; } >"$T/v2"
+        put parse_verity "$T/v2" verity
+        put verify_bytes "$T/vhash" verity
+    fi
+fi
 # exFAT: mkfs.exfat with several options (exfatprogs), the boot regions and the first MiBs.
 if command -v mkfs.exfat >/dev/null; then
     for o in "" "-c 4K" "-b 4M -L SEED" "-c 128K -b 8M"; do
