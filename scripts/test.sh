@@ -15,7 +15,7 @@ for pair in sfdisk:fdisk sgdisk:gdisk fsck.fat:dosfstools mcopy:mtools e2fsck:e2
             simg2img:android-sdk-libsparse-utils simg_dump:android-sdk-libsparse-utils \
             cmp:diffutils prlimit:util-linux \
             mkfs.f2fs:f2fs-tools mkfs.btrfs:btrfs-progs mkfs.ntfs:ntfs-3g genisoimage:genisoimage \
-            cryptsetup:cryptsetup-bin mkswap:util-linux; do
+            cryptsetup:cryptsetup-bin mkswap:util-linux genimage:genimage genext2fs:genext2fs; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 if [ "${#need[@]}" -gt 0 ]; then

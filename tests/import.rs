@@ -23,12 +23,18 @@ fn stdout(o: &std::process::Output) -> String {
 /// helpers' worktrees); `None` (after saying SKIP) when there is none.
 fn corpus() -> Option<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for c in [root.join("../shared/corpus"), root.join("../../shared/corpus")] {
+    for c in [
+        root.join("../shared/corpus"),
+        root.join("../../shared/corpus"),
+    ] {
         if c.join("genimage/test").is_dir() {
             return Some(c);
         }
     }
-    assert!(!oracles_required(), "no ../shared/corpus and DISKIMG_REQUIRE_ORACLES=1");
+    assert!(
+        !oracles_required(),
+        "no ../shared/corpus and DISKIMG_REQUIRE_ORACLES=1"
+    );
     eprintln!("SKIP: no shared corpus");
     None
 }
@@ -58,7 +64,12 @@ fn table(image: &Path) -> (Option<String>, Vec<String>) {
     let mut parts = Vec::new();
     for l in text.lines() {
         if let Some(v) = l.strip_prefix("label-id: ") {
-            id = Some(v.trim().to_ascii_uppercase().trim_start_matches("0X").to_string());
+            id = Some(
+                v.trim()
+                    .to_ascii_uppercase()
+                    .trim_start_matches("0X")
+                    .to_string(),
+            );
         }
         if let Some((_, rest)) = l.split_once(" : ") {
             parts.push(rest.replace(' ', "").replace("Id=", "type="));
@@ -74,7 +85,12 @@ fn fdisk_file(path: &Path) -> (Option<String>, Vec<String>) {
     let mut parts = Vec::new();
     for l in text.lines() {
         if let Some(v) = l.strip_prefix("Disk identifier: ") {
-            id = Some(v.trim().to_ascii_uppercase().trim_start_matches("0X").to_string());
+            id = Some(
+                v.trim()
+                    .to_ascii_uppercase()
+                    .trim_start_matches("0X")
+                    .to_string(),
+            );
         } else if let Some((_, rest)) = l.split_once(':') {
             parts.push(rest.to_string());
         }
@@ -90,7 +106,12 @@ fn field(line: &str, key: &str) -> Option<u64> {
 
 /// `n` bytes as the import's comments write them.
 fn size_text(n: u64) -> String {
-    for (u, name) in [(1u64 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")] {
+    for (u, name) in [
+        (1u64 << 40, "TiB"),
+        (1 << 30, "GiB"),
+        (1 << 20, "MiB"),
+        (1 << 10, "KiB"),
+    ] {
         if n != 0 && n % u == 0 {
             return format!("{}{name}", n / u);
         }
@@ -100,18 +121,26 @@ fn size_text(n: u64) -> String {
 
 /// Every error line names the file and line it is about (`NAME:LINE: …`).
 fn assert_clear_error(o: &std::process::Output, file: &str) {
-    assert_eq!(o.status.code(), Some(2), "{file}: {}", stderr(&o));
+    assert_eq!(o.status.code(), Some(2), "{file}: {}", stderr(o));
     let err = stderr(o);
-    let lines: Vec<&str> = err.lines().filter(|l| !l.ends_with("cannot be imported:")).collect();
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| !l.ends_with("cannot be imported:"))
+        .collect();
     assert!(!lines.is_empty(), "{file}: no message");
     for l in lines {
         let rest = l.strip_prefix("blockwise: ").unwrap_or(l);
         let rest = rest.strip_prefix("importing ").unwrap_or(rest);
         let at = rest.split(": ").next().unwrap_or_default();
-        let ok = at.rsplit_once(':').is_some_and(|(f, n)| !f.is_empty() && n.parse::<u32>().is_ok())
+        let ok = at
+            .rsplit_once(':')
+            .is_some_and(|(f, n)| !f.is_empty() && n.parse::<u32>().is_ok())
             || at.ends_with(file);
         assert!(ok, "{file}: error without file:line: {l:?}");
-        assert!(!l.contains("panicked") && !l.contains("internal error"), "{l}");
+        assert!(
+            !l.contains("panicked") && !l.contains("internal error"),
+            "{l}"
+        );
     }
 }
 
@@ -119,7 +148,11 @@ fn assert_clear_error(o: &std::process::Output, file: &str) {
 /// giving the other tool's start and size for that partition (and blockwise's own, which
 /// must be what was built). Returns how many partitions moved.
 fn compare(tool: &str, what: &str, toml: &str, ours: &[String], theirs: &[String]) -> usize {
-    assert_eq!(ours.len(), theirs.len(), "{what}: partition count\nours {ours:#?}\ntheirs {theirs:#?}\n{toml}");
+    assert_eq!(
+        ours.len(),
+        theirs.len(),
+        "{what}: partition count\nours {ours:#?}\ntheirs {theirs:#?}\n{toml}"
+    );
     let mut moved = 0;
     for (o, t) in ours.iter().zip(theirs) {
         if o == t {
@@ -132,9 +165,19 @@ fn compare(tool: &str, what: &str, toml: &str, ours: &[String], theirs: &[String
                 .collect::<Vec<_>>()
                 .join(",")
         };
-        assert_eq!(strip(o), strip(t), "{what}: type, uuid or name differ\n{toml}");
-        let (ts, tz) = (field(t, "start").unwrap() * 512, field(t, "size").unwrap() * 512);
-        let (os, oz) = (field(o, "start").unwrap() * 512, field(o, "size").unwrap() * 512);
+        assert_eq!(
+            strip(o),
+            strip(t),
+            "{what}: type, uuid or name differ\n{toml}"
+        );
+        let (ts, tz) = (
+            field(t, "start").unwrap() * 512,
+            field(t, "size").unwrap() * 512,
+        );
+        let (os, oz) = (
+            field(o, "start").unwrap() * 512,
+            field(o, "size").unwrap() * 512,
+        );
         let said = format!(
             "{tool} puts it at {} with {}; blockwise at {} with {}",
             size_text(ts),
@@ -142,7 +185,10 @@ fn compare(tool: &str, what: &str, toml: &str, ours: &[String], theirs: &[String
             size_text(os),
             size_text(oz)
         );
-        assert!(toml.contains(&said), "{what}: no comment {said:?} for\n  ours   {o}\n  theirs {t}\n{toml}");
+        assert!(
+            toml.contains(&said),
+            "{what}: no comment {said:?} for\n  ours   {o}\n  theirs {t}\n{toml}"
+        );
         moved += 1;
     }
     moved
@@ -163,12 +209,15 @@ fn genimage_inputs(dir: &Path) {
     }
 }
 
+/// A config, its `--image`, its `--includepath` and its `.fdisk` expectation.
+type Case = (String, Option<&'static str>, Option<&'static str>, Option<PathBuf>);
+
 /// What genimage makes of a config.
 enum Oracle {
     /// Its partition table: disk identifier and partition lines.
     Table((Option<String>, Vec<String>)),
-    /// An image without a table (a bare filesystem) of this length.
-    Bare(u64),
+    /// An image without a table (a bare filesystem): its length and `blkid` TYPE and LABEL.
+    Bare(u64, String),
     /// It refuses the config.
     Refused(String),
     /// It cannot run here (a tool it calls is missing).
@@ -178,33 +227,84 @@ enum Oracle {
 /// genimage 16 run on `config` in `d`.
 fn genimage_oracle(d: &Path, config: &str, image: Option<&str>, include: Option<&str>) -> Oracle {
     let mut args: Vec<&str> = vec![
-        "--config", config, "--inputpath", "input", "--outputpath", "images", "--tmppath", "tmp",
-        "--rootpath", "root",
+        "--config",
+        config,
+        "--inputpath",
+        "input",
+        "--outputpath",
+        "images",
+        "--tmppath",
+        "tmp",
+        "--rootpath",
+        "root",
     ];
     if let Some(i) = include {
         args.extend(["--includepath", i]);
     }
     let _ = fs::remove_dir_all(d.join("images"));
     let _ = fs::remove_dir_all(d.join("tmp"));
-    let o = std::process::Command::new("genimage").args(&args).current_dir(d).output().unwrap();
+    let o = std::process::Command::new("genimage")
+        .args(&args)
+        .current_dir(d)
+        .output()
+        .unwrap();
     let err = stderr(&o);
     if !o.status.success() {
         if err.contains("not found") {
-            return Oracle::Unknown(err.lines().find(|l| l.contains("not found")).unwrap_or_default().to_string());
+            return Oracle::Unknown(
+                err.lines()
+                    .find(|l| l.contains("not found"))
+                    .unwrap_or_default()
+                    .to_string(),
+            );
         }
-        return Oracle::Refused(err.lines().find(|l| l.contains("ERROR")).unwrap_or_default().to_string());
+        return Oracle::Refused(
+            err.lines()
+                .find(|l| l.contains("ERROR"))
+                .unwrap_or_default()
+                .to_string(),
+        );
     }
-    let imgs: Vec<PathBuf> = fs::read_dir(d.join("images")).unwrap().flatten().map(|e| e.path()).collect();
+    let imgs: Vec<PathBuf> = fs::read_dir(d.join("images"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     let chosen = match image {
         Some(i) => d.join("images").join(i),
-        None => imgs.iter().find(|p| table(p).0.is_some()).cloned().unwrap_or_else(|| imgs[0].clone()),
+        None => imgs
+            .iter()
+            .find(|p| table(p).0.is_some())
+            .cloned()
+            .unwrap_or_else(|| imgs[0].clone()),
     };
     let t = table(&chosen);
     if t.0.is_some() {
         Oracle::Table(t)
     } else {
-        Oracle::Bare(fs::metadata(&chosen).unwrap().len())
+        Oracle::Bare(
+            fs::metadata(&chosen).unwrap().len(),
+            blkid_type_label(&chosen),
+        )
     }
+}
+
+/// `blkid -p`'s TYPE and LABEL of a bare filesystem image.
+fn blkid_type_label(image: &Path) -> String {
+    let o = run(
+        "blkid",
+        &[
+            "-p".as_ref(),
+            "-o".as_ref(),
+            "value".as_ref(),
+            "-s".as_ref(),
+            "TYPE".as_ref(),
+            "-s".as_ref(),
+            "LABEL".as_ref(),
+            image.as_os_str(),
+        ],
+    );
+    stdout(&o)
 }
 
 #[derive(Default, Debug)]
@@ -232,24 +332,53 @@ fn genimage_test_configs_round_trip() {
         .filter(|p| p.extension().is_some_and(|e| e == "config"))
         .collect();
     configs.sort();
-    // (config, --image, --includepath, expectation file)
-    let mut cases: Vec<(String, Option<&str>, Option<&str>, Option<PathBuf>)> = Vec::new();
+    let mut cases: Vec<Case> = Vec::new();
     for c in &configs {
         let name = c.file_name().unwrap().to_string_lossy().into_owned();
         let stem = name.trim_end_matches(".config").to_string();
         match name.as_str() {
             "hdimage.config" => {
-                cases.push((name.clone(), Some("test.hdimage"), None, Some(src.join("hdimage.fdisk"))));
-                cases.push((name.clone(), Some("test.hdimage-2"), None, Some(src.join("hdimage.fdisk-2"))));
+                cases.push((
+                    name.clone(),
+                    Some("test.hdimage"),
+                    None,
+                    Some(src.join("hdimage.fdisk")),
+                ));
+                cases.push((
+                    name.clone(),
+                    Some("test.hdimage-2"),
+                    None,
+                    Some(src.join("hdimage.fdisk-2")),
+                ));
             }
             "hdimage-hybrid.config" => {
-                cases.push((name.clone(), Some("hybrid.hdimage"), None, Some(src.join("hdimage-hybrid.fdisk"))));
+                cases.push((
+                    name.clone(),
+                    Some("hybrid.hdimage"),
+                    None,
+                    Some(src.join("hdimage-hybrid.fdisk")),
+                ));
                 cases.push((name.clone(), Some("mbr.hdimage"), None, None));
             }
             "include.config" => {
-                cases.push((name.clone(), None, None, Some(src.join("include-ccc.fdisk"))));
-                cases.push((name.clone(), None, Some("include/aaa"), Some(src.join("include-aaa.fdisk"))));
-                cases.push((name.clone(), None, Some("include/bbb"), Some(src.join("include-bbb.fdisk"))));
+                cases.push((
+                    name.clone(),
+                    None,
+                    None,
+                    Some(src.join("include-ccc.fdisk")),
+                ));
+                cases.push((
+                    name.clone(),
+                    None,
+                    Some("include/aaa"),
+                    Some(src.join("include-aaa.fdisk")),
+                ));
+                cases.push((
+                    name.clone(),
+                    None,
+                    Some("include/bbb"),
+                    Some(src.join("include-bbb.fdisk")),
+                ));
             }
             // Only included by include.config.
             "include-test.config" => {}
@@ -289,33 +418,58 @@ fn genimage_test_configs_round_trip() {
             if fail_config || matches!(oracle, Oracle::Refused(_)) {
                 tally.both_refuse.push(what);
             } else {
-                tally.refused.push(format!("{what}: {}", stderr(&o).lines().last().unwrap_or_default()));
+                tally.refused.push(format!(
+                    "{what}: {}",
+                    stderr(&o).lines().last().unwrap_or_default()
+                ));
             }
             continue;
         }
         let toml = stdout(&o);
-        assert!(!fail_config, "{what}: genimage refuses it, blockwise imported it:\n{toml}");
+        assert!(
+            !fail_config,
+            "{what}: genimage refuses it, blockwise imported it:\n{toml}"
+        );
         let spec = write_file(d, &format!("spec{n}.toml"), &toml);
         let out = d.join(format!("out{n}.img"));
-        let b = blockwise!().run(["build".as_ref(), "-q".as_ref(), spec.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+        let b = blockwise!().run([
+            "build".as_ref(),
+            "-q".as_ref(),
+            spec.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
         let (their_id, theirs) = match oracle {
             Oracle::Table(t) => t,
             Oracle::Refused(why) => {
                 panic!("{what}: genimage refuses it ({why}) but blockwise imports it (build: {})\n{toml}", b.status)
             }
-            Oracle::Bare(len) => {
-                assert!(b.status.success(), "{what}: build failed: {}\n{toml}", stderr(&b));
+            Oracle::Bare(len, kind) => {
+                assert!(
+                    b.status.success(),
+                    "{what}: build failed: {}\n{toml}",
+                    stderr(&b)
+                );
                 assert_eq!(fs::metadata(&out).unwrap().len(), len, "{what}: image size");
+                assert_eq!(blkid_type_label(&out), kind, "{what}: blkid TYPE and LABEL");
                 tally.same.push(format!("{what} (no table, same size)"));
                 continue;
             }
             Oracle::Unknown(why) => {
-                assert!(b.status.success(), "{what}: build failed: {}\n{toml}", stderr(&b));
+                assert!(
+                    b.status.success(),
+                    "{what}: build failed: {}\n{toml}",
+                    stderr(&b)
+                );
                 eprintln!("SKIP: {what}: genimage cannot run here ({why})");
                 continue;
             }
         };
-        assert!(b.status.success(), "{what}: build failed: {}\n{toml}", stderr(&b));
+        assert!(
+            b.status.success(),
+            "{what}: build failed: {}\n{toml}",
+            stderr(&b)
+        );
         let (our_id, ours) = table(&out);
         let moved = compare("genimage", &what, &toml, &ours, &theirs);
         if toml.contains("disk-id = ") {
@@ -323,7 +477,10 @@ fn genimage_test_configs_round_trip() {
         }
         // Where the config's alignment is already an erase block, nothing may move.
         if toml.contains("erase-block = ") && !toml.contains("genimage aligns partitions to") {
-            assert_eq!(moved, 0, "{what}: aligned config, yet partitions moved\n{toml}");
+            assert_eq!(
+                moved, 0,
+                "{what}: aligned config, yet partitions moved\n{toml}"
+            );
         }
         if moved == 0 {
             tally.same.push(what.clone());
@@ -333,22 +490,44 @@ fn genimage_test_configs_round_trip() {
         // `build CONFIG` directly gives the same image as the imported spec (default options).
         if image.is_none() && include.is_none() {
             let direct = d.join(format!("direct{n}.img"));
-            let b2 = blockwise!().run(["build".as_ref(), "-q".as_ref(), d.join(config).as_os_str(), "-o".as_ref(), direct.as_os_str()]);
+            let b2 = blockwise!().run([
+                "build".as_ref(),
+                "-q".as_ref(),
+                d.join(config).as_os_str(),
+                "-o".as_ref(),
+                direct.as_os_str(),
+            ]);
             assert!(b2.status.success(), "{what}: build CONFIG: {}", stderr(&b2));
-            assert!(fs::read(&direct).unwrap() == fs::read(&out).unwrap(), "{what}: build CONFIG differs from build of the imported spec");
+            assert!(
+                fs::read(&direct).unwrap() == fs::read(&out).unwrap(),
+                "{what}: build CONFIG differs from build of the imported spec"
+            );
         }
     }
     eprintln!("{tally:#?}");
     // Every hdimage-fail config is refused; the tables compared are the issue's round trips.
     assert!(tally.same.len() + tally.moved.len() >= 6, "{tally:#?}");
-    assert!(tally.both_refuse.iter().filter(|w| w.starts_with("hdimage-fail")).count() == 11, "{tally:#?}");
+    assert!(
+        tally
+            .both_refuse
+            .iter()
+            .filter(|w| w.starts_with("hdimage-fail"))
+            .count()
+            == 11,
+        "{tally:#?}"
+    );
 }
 
 /// What `du -ks` / `du -bks` print for a directory (the oracle for wic's sizes).
 fn du_kib(dir: &Path, apparent: bool) -> u64 {
     let flag = if apparent { "-bks" } else { "-ks" };
     let o = run("du", &[flag.as_ref(), dir.as_os_str()]);
-    stdout(&o).split_whitespace().next().unwrap().parse().unwrap()
+    stdout(&o)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 /// The five kickstarts: imported with staged content, built, and compared with the table
@@ -361,7 +540,10 @@ fn wic_kickstarts_round_trip() {
     }
     let mut wks: Vec<PathBuf> = Vec::new();
     for sub in ["oe-core", "meta-raspberrypi-fork"] {
-        for e in fs::read_dir(corpus.join("wic").join(sub)).unwrap().flatten() {
+        for e in fs::read_dir(corpus.join("wic").join(sub))
+            .unwrap()
+            .flatten()
+        {
             wks.push(e.path());
         }
     }
@@ -376,10 +558,18 @@ fn wic_kickstarts_round_trip() {
         let rootfs = d.join("rootfs");
         fs::create_dir_all(rootfs.join("etc")).unwrap();
         fs::write(rootfs.join("etc/hostname"), b"board\n").unwrap();
-        fs::write(rootfs.join("etc/big"), blockwise_test_kit::bytes(n as u64, 700_000)).unwrap();
+        fs::write(
+            rootfs.join("etc/big"),
+            blockwise_test_kit::bytes(n as u64, 700_000),
+        )
+        .unwrap();
         let boot = d.join("bootfs");
         fs::create_dir_all(boot.join("EFI/BOOT")).unwrap();
-        fs::write(boot.join("kernel.img"), blockwise_test_kit::bytes(99, 123_456)).unwrap();
+        fs::write(
+            boot.join("kernel.img"),
+            blockwise_test_kit::bytes(99, 123_456),
+        )
+        .unwrap();
         let o = blockwise!().run([
             "import".as_ref(),
             d.join(&name).as_os_str(),
@@ -441,10 +631,20 @@ fn wic_kickstarts_round_trip() {
         }
         let spec = write_file(d, "spec.toml", &toml);
         let out = d.join("out.img");
-        let b = blockwise!().run(["build".as_ref(), "-q".as_ref(), spec.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+        let b = blockwise!().run([
+            "build".as_ref(),
+            "-q".as_ref(),
+            spec.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
         assert!(b.status.success(), "{name}: {}\n{toml}", stderr(&b));
         let (_, ours) = table(&out);
-        let eb: u64 = if toml.contains("erase-block = \"1MiB\"") { 1 << 20 } else { 4 << 20 };
+        let eb: u64 = if toml.contains("erase-block = \"1MiB\"") {
+            1 << 20
+        } else {
+            4 << 20
+        };
         let ours: Vec<String> = ours.into_iter().filter(|l| !l.contains("type=f")).collect();
         let theirs_lines: Vec<String> = theirs
             .iter()
@@ -460,14 +660,26 @@ fn wic_kickstarts_round_trip() {
             if (s * 512) % eb == 0 {
                 assert_eq!(field(o, "start"), Some(*s), "{name}: {o}\n{toml}");
             }
-            assert_eq!(field(o, "size").unwrap() * 512, (z * 512).div_ceil(eb) * eb, "{name}: {o}");
+            assert_eq!(
+                field(o, "size").unwrap() * 512,
+                (z * 512).div_ceil(eb) * eb,
+                "{name}: {o}"
+            );
         }
         built.push(name);
     }
     eprintln!("built {built:?}\nrefused {refused:#?}");
     assert_eq!(built.len(), 3, "{built:?} {refused:?}");
-    assert!(refused.iter().any(|r| r.contains("--fstype") && r.contains("ext3")), "{refused:?}");
-    assert!(refused.iter().any(|r| r.contains("bootimg-pcbios")), "{refused:?}");
+    assert!(
+        refused
+            .iter()
+            .any(|r| r.contains("--fstype") && r.contains("ext3")),
+        "{refused:?}"
+    );
+    assert!(
+        refused.iter().any(|r| r.contains("bootimg-pcbios")),
+        "{refused:?}"
+    );
 }
 
 /// A content-sized wic partition without its directory is refused with what to give, and a
@@ -476,10 +688,18 @@ fn wic_kickstarts_round_trip() {
 fn wic_needs_content_or_size() {
     let dir = tempdir!();
     let d = dir.path();
-    let k = write_file(d, "a.wks", "part / --source rootfs --fstype=ext4 --align 4096\n");
+    let k = write_file(
+        d,
+        "a.wks",
+        "part / --source rootfs --fstype=ext4 --align 4096\n",
+    );
     let o = blockwise!().run(["import".as_ref(), k.as_os_str()]);
     assert_clear_error(&o, "a.wks");
-    assert!(stderr(&o).contains("a.wks:1: --source:") && stderr(&o).contains("--contents /=DIR"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("a.wks:1: --source:") && stderr(&o).contains("--contents /=DIR"),
+        "{}",
+        stderr(&o)
+    );
     let k = write_file(d, "b.wks", "part /data --fstype=ext4 --label data\n");
     let o = blockwise!().run(["import".as_ref(), k.as_os_str()]);
     assert!(stderr(&o).contains("b.wks:1: --size:"), "{}", stderr(&o));
@@ -487,7 +707,12 @@ fn wic_needs_content_or_size() {
     let k = write_file(d, "c.wks", "part / --fstype=btrfs --size 10\npart /x --fstype=ext4 --size 5 --exclude-path foo\nbogus line\n");
     let o = blockwise!().run(["import".as_ref(), k.as_os_str()]);
     let err = stderr(&o);
-    assert!(err.contains("c.wks:1: --fstype:") && err.contains("c.wks:2: --exclude-path:") && err.contains("c.wks:3: bogus:"), "{err}");
+    assert!(
+        err.contains("c.wks:1: --fstype:")
+            && err.contains("c.wks:2: --exclude-path:")
+            && err.contains("c.wks:3: bogus:"),
+        "{err}"
+    );
 }
 
 /// Hostile input: truncations of every corpus config and kickstart, and bytes that are not
@@ -498,11 +723,21 @@ fn hostile_configs_never_panic() {
     let d = dir.path();
     let mut inputs: Vec<(String, Vec<u8>)> = vec![
         ("nul.config".into(), b"image a\0 { hdimage {} }".to_vec()),
-        ("esc.config".into(), b"image \x1b[31mred { hdimage {} partition \x1b]0;x\x07 { size = 1M } }".to_vec()),
+        (
+            "esc.config".into(),
+            b"image \x1b[31mred { hdimage {} partition \x1b]0;x\x07 { size = 1M } }".to_vec(),
+        ),
         ("deep.config".into(), "a {".repeat(10_000).into_bytes()),
-        ("env.config".into(), b"image x { hdimage { align = ${NOPE_NOT_SET:-1M} } partition p { size = ${ } }".to_vec()),
+        (
+            "env.config".into(),
+            b"image x { hdimage { align = ${NOPE_NOT_SET:-1M} } partition p { size = ${ } }"
+                .to_vec(),
+        ),
         ("self.config".into(), b"include(\"self.config\")".to_vec()),
-        ("big.wks".into(), format!("part / --size {}\n", "9".repeat(40)).into_bytes()),
+        (
+            "big.wks".into(),
+            format!("part / --size {}\n", "9".repeat(40)).into_bytes(),
+        ),
         ("q.wks".into(), b"part / --label \"unterminated\n".to_vec()),
     ];
     if let Some(c) = corpus() {
@@ -511,7 +746,10 @@ fn hostile_configs_never_panic() {
             if p.extension().is_some_and(|e| e == "config") {
                 let b = fs::read(&p).unwrap();
                 for cut in (0..b.len()).step_by(97) {
-                    inputs.push((format!("cut{cut}-{}", p.file_name().unwrap().to_string_lossy()), b[..cut].to_vec()));
+                    inputs.push((
+                        format!("cut{cut}-{}", p.file_name().unwrap().to_string_lossy()),
+                        b[..cut].to_vec(),
+                    ));
                 }
             }
         }
@@ -519,7 +757,10 @@ fn hostile_configs_never_panic() {
             for f in fs::read_dir(c.join("wic").join(sub)).unwrap().flatten() {
                 let b = fs::read(f.path()).unwrap();
                 for cut in (0..b.len()).step_by(53) {
-                    inputs.push((format!("cut{cut}-{}", f.file_name().to_string_lossy()), b[..cut].to_vec()));
+                    inputs.push((
+                        format!("cut{cut}-{}", f.file_name().to_string_lossy()),
+                        b[..cut].to_vec(),
+                    ));
                 }
             }
         }
@@ -529,10 +770,21 @@ fn hostile_configs_never_panic() {
         fs::write(&p, bytes).unwrap();
         let o = blockwise!().run(["import".as_ref(), p.as_os_str()]);
         let code = o.status.code();
-        assert!(matches!(code, Some(0 | 2)), "{name}: exit {code:?}: {}", stderr(&o));
-        assert!(!stderr(&o).contains('\x1b'), "{name}: unescaped control character: {:?}", stderr(&o));
+        assert!(
+            matches!(code, Some(0 | 2)),
+            "{name}: exit {code:?}: {}",
+            stderr(&o)
+        );
+        assert!(
+            !stderr(&o).contains('\x1b'),
+            "{name}: unescaped control character: {:?}",
+            stderr(&o)
+        );
         if code == Some(0) {
-            assert!(!stdout(&o).contains('\x1b'), "{name}: unescaped control character in the spec");
+            assert!(
+                !stdout(&o).contains('\x1b'),
+                "{name}: unescaped control character in the spec"
+            );
         }
     }
 }

@@ -59,7 +59,10 @@ impl ImportArgs {
         let mut contents = Vec::new();
         for c in &self.contents {
             let Some((m, d)) = c.split_once('=') else {
-                bail!("--contents {:?}: give MOUNT=DIR, like /=rootfs", display_str(c));
+                bail!(
+                    "--contents {:?}: give MOUNT=DIR, like /=rootfs",
+                    display_str(c)
+                );
             };
             contents.push((m.to_string(), d.to_string()));
         }
@@ -182,7 +185,12 @@ pub fn du(dir: &Path, apparent: bool) -> Option<u64> {
     Some(total.div_ceil(1024))
 }
 
-fn import_file(path: &Path, from: Option<Format>, a: &Options, include: &[String]) -> anyhow::Result<Imported> {
+fn import_file(
+    path: &Path,
+    from: Option<Format>,
+    a: &Options,
+    include: &[String],
+) -> anyhow::Result<Imported> {
     let name = path.to_string_lossy();
     let Some(format) = from.or_else(|| Format::from_name(&name)) else {
         bail!(

@@ -123,9 +123,10 @@ fn parse_file(
         line: 1,
         file,
     };
-    while let Some(t) = lx.next(host).map_err(|(line, m)| {
-        Diag::at(files, Loc { file, line }, None, m)
-    })? {
+    while let Some(t) = lx
+        .next(host)
+        .map_err(|(line, m)| Diag::at(files, Loc { file, line }, None, m))?
+    {
         toks.push(t);
     }
     let mut p = Parser {
@@ -296,8 +297,7 @@ impl Lexer<'_> {
             }
             out.push(c);
         }
-        let text =
-            String::from_utf8(out).map_err(|_| (line, "is not UTF-8 text".to_string()))?;
+        let text = String::from_utf8(out).map_err(|_| (line, "is not UTF-8 text".to_string()))?;
         if q == b'"' {
             expand(&text, host).map_err(|m| (line, m))
         } else {
@@ -426,13 +426,21 @@ impl Parser<'_> {
                         files,
                         loc,
                         None,
-                        format!("expected an option or a section name, found {}", describe(&other)),
+                        format!(
+                            "expected an option or a section name, found {}",
+                            describe(&other)
+                        ),
                     ))
                 }
             };
             *self.count = self.count.saturating_add(1);
             if *self.count > MAX_NODES {
-                return Err(Diag::at(files, loc, None, format!("more than {MAX_NODES} statements")));
+                return Err(Diag::at(
+                    files,
+                    loc,
+                    None,
+                    format!("more than {MAX_NODES} statements"),
+                ));
             }
             match self.take() {
                 Some((Tok::Eq | Tok::PlusEq, _)) => {
@@ -502,9 +510,10 @@ impl Parser<'_> {
                         ));
                     }
                     let from = files.names.get(loc.file).cloned().unwrap_or_default();
-                    let (name, text) = self.host.include(file, &from).map_err(|e| {
-                        Diag::at(files, loc, Some("include"), e)
-                    })?;
+                    let (name, text) = self
+                        .host
+                        .include(file, &from)
+                        .map_err(|e| Diag::at(files, loc, Some("include"), e))?;
                     let nodes = parse_file(
                         &name,
                         &text,

@@ -148,7 +148,10 @@ pub(crate) fn finish(mut out: Out, host: &dyn Host, top: &str) -> Result<Importe
     for (i, p) in sized.partitions.iter_mut().enumerate() {
         if let Some(src) = &p.source {
             let Some(len) = host.file_size(src) else {
-                let at = out.partitions.get(i).map_or(top.to_string(), |e| e.at.clone());
+                let at = out
+                    .partitions
+                    .get(i)
+                    .map_or(top.to_string(), |e| e.at.clone());
                 return Err(Diag {
                     at,
                     option: Some("image".into()),
@@ -221,21 +224,22 @@ pub(crate) fn finish(mut out: Out, host: &dyn Host, top: &str) -> Result<Importe
         }
     }
     notes.extend(out.image_notes.iter().cloned());
-    out.header
-        .push("The partition table follows the input except where a comment says otherwise.".into());
+    out.header.push(
+        "The partition table follows the input except where a comment says otherwise.".into(),
+    );
     let toml = render(&out);
     Ok(Imported { toml, spec, notes })
 }
 
 fn spec_diag(out: &Out, top: &str, key: &str, reason: &str) -> ImportError {
     let (at, name) = if let Some(i) = key_index(key, "partition") {
-        out.partitions
-            .get(i)
-            .map_or((top.to_string(), None), |e| (e.at.clone(), Some(e.name.clone())))
+        out.partitions.get(i).map_or((top.to_string(), None), |e| {
+            (e.at.clone(), Some(e.name.clone()))
+        })
     } else if let Some(i) = key_index(key, "raw") {
-        out.raws
-            .get(i)
-            .map_or((top.to_string(), None), |e| (e.at.clone(), Some(e.name.clone())))
+        out.raws.get(i).map_or((top.to_string(), None), |e| {
+            (e.at.clone(), Some(e.name.clone()))
+        })
     } else {
         (top.to_string(), None)
     };

@@ -35,7 +35,11 @@ pub fn import(
         match (n.key.as_str(), &n.value) {
             ("image", Value::Section { title, body }) => {
                 let Some(t) = title else {
-                    cx.err(n.loc, Some("image"), "needs a name (image NAME { … })".into());
+                    cx.err(
+                        n.loc,
+                        Some("image"),
+                        "needs a name (image NAME { … })".into(),
+                    );
                     continue;
                 };
                 images.push((t.as_str(), n.loc, body.as_slice()));
@@ -78,14 +82,21 @@ pub fn import(
         .collect();
     let chosen = match &options.image {
         Some(want) => images.iter().find(|(t, _, _)| t == want).ok_or_else(|| {
-            let names: Vec<String> = images.iter().map(|(t, _, _)| format!("{:?}", display_str(t))).collect();
+            let names: Vec<String> = images
+                .iter()
+                .map(|(t, _, _)| format!("{:?}", display_str(t)))
+                .collect();
             Diag {
                 at: top.clone(),
                 option: Some("image".into()),
                 message: format!(
                     "has no image {:?}; it defines {}",
                     display_str(want),
-                    if names.is_empty() { "none".into() } else { names.join(", ") }
+                    if names.is_empty() {
+                        "none".into()
+                    } else {
+                        names.join(", ")
+                    }
                 ),
             }
         })?,
@@ -110,8 +121,10 @@ pub fn import(
                 }
             },
             many => {
-                let names: Vec<String> =
-                    many.iter().map(|(t, _, _)| format!("{:?}", display_str(t))).collect();
+                let names: Vec<String> = many
+                    .iter()
+                    .map(|(t, _, _)| format!("{:?}", display_str(t)))
+                    .collect();
                 return Err(Diag {
                     at: top.clone(),
                     option: None,
@@ -196,24 +209,35 @@ fn scalar(n: &Node) -> Option<&str> {
 /// (binary) or `s` (512-byte sectors); with `percent`, a trailing `%` is returned as such.
 pub fn parse_size(s: &str, percent: bool) -> Result<(u64, bool), String> {
     let t = s.trim();
-    let (digits, radix, rest) = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        let end = h.find(|c: char| !c.is_ascii_hexdigit()).unwrap_or(h.len());
-        let (d, r) = h.split_at(end);
-        (d, 16, r)
-    } else if t.starts_with('0') && t.len() > 1 && t.as_bytes().get(1).is_some_and(u8::is_ascii_digit) {
-        let end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-        let (d, r) = t.split_at(end);
-        (d, 8, r)
-    } else {
-        let end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-        let (d, r) = t.split_at(end);
-        (d, 10, r)
-    };
+    let (digits, radix, rest) =
+        if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+            let end = h.find(|c: char| !c.is_ascii_hexdigit()).unwrap_or(h.len());
+            let (d, r) = h.split_at(end);
+            (d, 16, r)
+        } else if t.starts_with('0')
+            && t.len() > 1
+            && t.as_bytes().get(1).is_some_and(u8::is_ascii_digit)
+        {
+            let end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+            let (d, r) = t.split_at(end);
+            (d, 8, r)
+        } else {
+            let end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+            let (d, r) = t.split_at(end);
+            (d, 10, r)
+        };
     if digits.is_empty() {
-        return Err(format!("{:?} is not a size (a number with k, M, G or s)", display_str(s)));
+        return Err(format!(
+            "{:?} is not a size (a number with k, M, G or s)",
+            display_str(s)
+        ));
     }
-    let v = u64::from_str_radix(digits, radix)
-        .map_err(|_| format!("{:?} is not a size (a number with k, M, G or s)", display_str(s)))?;
+    let v = u64::from_str_radix(digits, radix).map_err(|_| {
+        format!(
+            "{:?} is not a size (a number with k, M, G or s)",
+            display_str(s)
+        )
+    })?;
     let (mul, pct) = match rest {
         "" => (1u64, false),
         "k" | "K" => (1 << 10, false),
@@ -316,7 +340,10 @@ const SHORTCUTS: &[(&str, &str)] = &[
     ("usr-riscv64", "beaec34b-8442-439b-a40b-984381ed097d"),
     ("root-arm64-verity", "df3300ce-d69f-4c92-978c-9bfb0f38d820"),
     ("root-x86-64-verity", "2c7357ed-ebd2-46d9-aec1-23d437ec2bf5"),
-    ("usr-loongarch64-verity-sig", "b024f315-d330-444c-8461-44bbde524e99"),
+    (
+        "usr-loongarch64-verity-sig",
+        "b024f315-d330-444c-8461-44bbde524e99",
+    ),
 ];
 
 fn round_up(v: u64, a: u64) -> Option<u64> {
@@ -346,14 +373,26 @@ fn parse_timestamp(s: &str) -> Option<i64> {
     let y = if m <= 2 { y.checked_sub(1)? } else { y };
     let era = y.checked_div(400)?;
     let yoe = y.checked_sub(era.checked_mul(400)?)?;
-    let mp = if m > 2 { m.checked_sub(3)? } else { m.checked_add(9)? };
-    let doy = mp.checked_mul(153)?.checked_add(2)?.checked_div(5)?.checked_add(d)?.checked_sub(1)?;
+    let mp = if m > 2 {
+        m.checked_sub(3)?
+    } else {
+        m.checked_add(9)?
+    };
+    let doy = mp
+        .checked_mul(153)?
+        .checked_add(2)?
+        .checked_div(5)?
+        .checked_add(d)?
+        .checked_sub(1)?;
     let doe = yoe
         .checked_mul(365)?
         .checked_add(yoe.checked_div(4)?)?
         .checked_sub(yoe.checked_div(100)?)?
         .checked_add(doy)?;
-    let days = era.checked_mul(146_097)?.checked_add(doe)?.checked_sub(719_468)?;
+    let days = era
+        .checked_mul(146_097)?
+        .checked_add(doe)?
+        .checked_sub(719_468)?;
     days.checked_mul(86_400)?
         .checked_add(hh.checked_mul(3600)?)?
         .checked_add(mm.checked_mul(60)?)?
@@ -386,7 +425,11 @@ impl Cx {
             return false;
         };
         parse_bool(s).unwrap_or_else(|| {
-            self.err(n.loc, Some(&n.key), format!("{:?} is not true or false", display_str(s)));
+            self.err(
+                n.loc,
+                Some(&n.key),
+                format!("{:?} is not true or false", display_str(s)),
+            );
             false
         })
     }
@@ -443,17 +486,26 @@ impl Cx {
                 "exec-pre" | "exec-post" => self.err(
                     n.loc,
                     Some(&n.key),
-                    "blockwise runs no commands while building; run it before `blockwise build`".into(),
+                    "blockwise runs no commands while building; run it before `blockwise build`"
+                        .into(),
                 ),
                 "ext4" | "ext2" | "ext3" | "vfat" | "squashfs" | "erofs" | "f2fs" | "btrfs"
                 | "cpio" | "cramfs" | "custom" | "file" | "fip" | "fit" | "flash" | "iso"
                 | "jffs2" | "qemu" | "rauc" | "tar" | "ubi" | "ubifs" | "verity" | "mdraid"
                 | "android-sparse" => fs = Some((n.key.as_str(), n)),
-                k => self.err(n.loc, Some(k), "is not an image option genimage knows".into()),
+                k => self.err(
+                    n.loc,
+                    Some(k),
+                    "is not an image option genimage knows".into(),
+                ),
             }
         }
         let Some((kind, node)) = fs else {
-            self.err(at, Some("image"), "the image it names has no type section".into());
+            self.err(
+                at,
+                Some("image"),
+                "the image it names has no type section".into(),
+            );
             return None;
         };
         let Value::Section { body: opts, .. } = &node.value else {
@@ -533,7 +585,12 @@ impl Cx {
             e.key("contents", tstr(&dir));
         }
         if size.is_none() {
-            self.err(at, Some("size"), "the filesystem image has no size: blockwise has no size = \"auto\" yet; give one".into());
+            self.err(
+                at,
+                Some("size"),
+                "the filesystem image has no size: blockwise has no size = \"auto\" yet; give one"
+                    .into(),
+            );
         }
         size
     }
@@ -614,7 +671,11 @@ impl Cx {
                 "size" => {
                     if let Some(s) = scalar(n) {
                         match parse_size(s, true) {
-                            Ok((_, true)) => self.err(n.loc, Some("size"), "a disk image cannot be sized in percent".into()),
+                            Ok((_, true)) => self.err(
+                                n.loc,
+                                Some("size"),
+                                "a disk image cannot be sized in percent".into(),
+                            ),
                             Ok((v, false)) => image_size = Some(v),
                             Err(m) => self.err(n.loc, Some("size"), m),
                         }
@@ -632,10 +693,19 @@ impl Cx {
                 "exec-pre" | "exec-post" => self.err(
                     n.loc,
                     Some(&n.key),
-                    "blockwise runs no commands while building; run it before `blockwise build`".into(),
+                    "blockwise runs no commands while building; run it before `blockwise build`"
+                        .into(),
                 ),
-                "flashtype" => self.err(n.loc, Some("flashtype"), "blockwise builds disk images, not raw flash images".into()),
-                k => self.err(n.loc, Some(k), "is not an image option genimage knows".into()),
+                "flashtype" => self.err(
+                    n.loc,
+                    Some("flashtype"),
+                    "blockwise builds disk images, not raw flash images".into(),
+                ),
+                k => self.err(
+                    n.loc,
+                    Some(k),
+                    "is not an image option genimage knows".into(),
+                ),
             }
         }
         // The hdimage section.
@@ -650,15 +720,29 @@ impl Cx {
             match n.key.as_str() {
                 "partition-table-type" => table = v.to_ascii_lowercase(),
                 "partition-table" => {
-                    table = if self.bool_of(n) { "mbr".into() } else { "none".into() };
+                    table = if self.bool_of(n) {
+                        "mbr".into()
+                    } else {
+                        "none".into()
+                    };
                 }
-                "gpt" => table = if self.bool_of(n) { "gpt".into() } else { "mbr".into() },
+                "gpt" => {
+                    table = if self.bool_of(n) {
+                        "gpt".into()
+                    } else {
+                        "mbr".into()
+                    }
+                }
                 "align" => align = self.size_of(n),
                 "disk-signature" => disk_sig = Some((v.to_string(), n.loc)),
                 "disk-uuid" => disk_uuid = Some((v.to_string(), n.loc)),
                 "extended-partition" => match parse_int(v) {
                     Some(i) => ext_index = Some((i, n.loc)),
-                    None => self.err(n.loc, Some("extended-partition"), format!("{:?} is not a number", display_str(v))),
+                    None => self.err(
+                        n.loc,
+                        Some("extended-partition"),
+                        format!("{:?} is not a number", display_str(v)),
+                    ),
                 },
                 "gpt-location" => {
                     if let Some(l) = self.size_of(n) {
@@ -676,7 +760,11 @@ impl Cx {
                     }
                 }
                 "fill" => fill = self.bool_of(n),
-                k => self.err(n.loc, Some(k), "is not an hdimage option genimage knows".into()),
+                k => self.err(
+                    n.loc,
+                    Some(k),
+                    "is not an hdimage option genimage knows".into(),
+                ),
             }
         }
         let kind = match table.as_str() {
@@ -684,17 +772,35 @@ impl Cx {
             "gpt" => "gpt",
             "none" => "none",
             "hybrid" => {
-                self.err(hd_loc, Some("partition-table-type"), "\"hybrid\": blockwise writes a protective MBR with GPT, not a hybrid MBR".into());
+                self.err(
+                    hd_loc,
+                    Some("partition-table-type"),
+                    "\"hybrid\": blockwise writes a protective MBR with GPT, not a hybrid MBR"
+                        .into(),
+                );
                 "gpt"
             }
             other => {
-                self.err(hd_loc, Some("partition-table-type"), format!("{:?} is not mbr, dos, gpt, hybrid or none", display_str(other)));
+                self.err(
+                    hd_loc,
+                    Some("partition-table-type"),
+                    format!(
+                        "{:?} is not mbr, dos, gpt, hybrid or none",
+                        display_str(other)
+                    ),
+                );
                 "mbr"
             }
         };
-        let hd_align = align.filter(|a| *a != 0).unwrap_or(if kind == "none" { 1 } else { 512 });
+        let hd_align = align
+            .filter(|a| *a != 0)
+            .unwrap_or(if kind == "none" { 1 } else { 512 });
         if kind != "none" && hd_align % 512 != 0 {
-            self.err(hd_loc, Some("align"), format!("{hd_align} is not a multiple of 512 bytes (genimage refuses it too)"));
+            self.err(
+                hd_loc,
+                Some("align"),
+                format!("{hd_align} is not a multiple of 512 bytes (genimage refuses it too)"),
+            );
         }
         out.image.push(("table".into(), tstr(kind)));
         if hd_align.is_power_of_two() && (4096..=(256 << 20)).contains(&hd_align) {
@@ -717,15 +823,25 @@ impl Cx {
         }
         match disk_sig {
             Some((s, l)) if kind != "mbr" && s != "random" => {
-                self.err(l, Some("disk-signature"), "is only valid for mbr and hybrid partition-table-type".into());
+                self.err(
+                    l,
+                    Some("disk-signature"),
+                    "is only valid for mbr and hybrid partition-table-type".into(),
+                );
             }
             Some((s, l)) if s == "random" => out.image_notes.push(format!(
                 "{}: disk-signature = random: blockwise derives the disk id from image.seed",
                 self.at(l)
             )),
             Some((s, l)) => match parse_int(&s).and_then(|v| u32::try_from(v).ok()) {
-                Some(v) => out.image.push(("disk-id".into(), tstr(&format!("0x{v:08x}")))),
-                None => self.err(l, Some("disk-signature"), format!("{:?} is not a 32-bit number", display_str(&s))),
+                Some(v) => out
+                    .image
+                    .push(("disk-id".into(), tstr(&format!("0x{v:08x}")))),
+                None => self.err(
+                    l,
+                    Some("disk-signature"),
+                    format!("{:?} is not a 32-bit number", display_str(&s)),
+                ),
             },
             None if kind == "mbr" => {
                 // genimage writes 0 without a disk-signature; blockwise derives one.
@@ -735,15 +851,27 @@ impl Cx {
         }
         if let Some((u, l)) = disk_uuid {
             if kind != "gpt" {
-                self.err(l, Some("disk-uuid"), "is only valid for gpt and hybrid partition-table-type".into());
+                self.err(
+                    l,
+                    Some("disk-uuid"),
+                    "is only valid for gpt and hybrid partition-table-type".into(),
+                );
             } else if !is_uuid(&u) {
-                self.err(l, Some("disk-uuid"), format!("{:?} is not a UUID", display_str(&u)));
+                self.err(
+                    l,
+                    Some("disk-uuid"),
+                    format!("{:?} is not a UUID", display_str(&u)),
+                );
             } else {
-                out.image.push(("disk-id".into(), tstr(&u.to_ascii_lowercase())));
+                out.image
+                    .push(("disk-id".into(), tstr(&u.to_ascii_lowercase())));
             }
         }
         // Which partitions are logical (genimage's setup_logical_partitions).
-        let in_table_count = parts.iter().filter(|p| p.in_table && kind != "none").count();
+        let in_table_count = parts
+            .iter()
+            .filter(|p| p.in_table && kind != "none")
+            .count();
         let ext = match ext_index {
             Some((0, _)) | None => {
                 if kind == "mbr" && in_table_count > 4 {
@@ -756,7 +884,11 @@ impl Cx {
                 let i = usize::try_from(i).unwrap_or(usize::MAX);
                 if kind != "mbr" || i > 4 {
                     if i > 4 {
-                        self.err(l, Some("extended-partition"), format!("{i} is more than 4 (genimage refuses it too)"));
+                        self.err(
+                            l,
+                            Some("extended-partition"),
+                            format!("{i} is more than 4 (genimage refuses it too)"),
+                        );
                     }
                     0
                 } else if i == 4 && in_table_count > 4 {
@@ -786,9 +918,25 @@ impl Cx {
                 at: self.at(p.loc),
                 ..Entry::default()
             };
-            let palign = p.align.filter(|a| *a != 0).unwrap_or(if in_table || kind == "none" { hd_align } else { 1 });
-            if in_table && palign % hd_align != 0 {
-                self.err(p.loc, Some("align"), format!("partition {:?}: {} is not a multiple of the image's align {}", display_str(p.name), size_text(palign), size_text(hd_align)));
+            let palign = p
+                .align
+                .filter(|a| *a != 0)
+                .unwrap_or(if in_table || kind == "none" {
+                    hd_align
+                } else {
+                    1
+                });
+            if in_table && palign.checked_rem(hd_align).is_some_and(|r| r != 0) {
+                self.err(
+                    p.loc,
+                    Some("align"),
+                    format!(
+                        "partition {:?}: {} is not a multiple of the image's align {}",
+                        display_str(p.name),
+                        size_text(palign),
+                        size_text(hd_align)
+                    ),
+                );
             }
             let mut logical = false;
             if in_table {
@@ -827,13 +975,27 @@ impl Cx {
                     let path = format!("{}/{}", ctx.input, fname);
                     data = ctx.host.file_size(&path);
                     if data.is_none() {
-                        self.err(p.loc, Some("image"), format!("{:?} does not exist (give the directory with --inputpath)", display_str(&path)));
+                        self.err(
+                            p.loc,
+                            Some("image"),
+                            format!(
+                                "{:?} does not exist (give the directory with --inputpath)",
+                                display_str(&path)
+                            ),
+                        );
                     }
                     e.key("fs", tstr("raw"));
                     e.key("source", tstr(&path));
                 } else if let Some((_, _, ibody)) = defined {
                     if ibody.iter().any(|n| n.key == "hdimage") {
-                        self.err(p.loc, Some("image"), format!("{:?} is a disk image; blockwise cannot nest one in a partition", display_str(img)));
+                        self.err(
+                            p.loc,
+                            Some("image"),
+                            format!(
+                                "{:?} is a disk image; blockwise cannot nest one in a partition",
+                                display_str(img)
+                            ),
+                        );
                     } else {
                         fs_size = self.fs_image(&mut e, p.loc, ibody, ctx, &mut out);
                         data = fs_size;
@@ -842,7 +1004,14 @@ impl Cx {
                     let path = format!("{}/{}", ctx.input, img);
                     data = ctx.host.file_size(&path);
                     if data.is_none() {
-                        self.err(p.loc, Some("image"), format!("{:?} does not exist (give the directory with --inputpath)", display_str(&path)));
+                        self.err(
+                            p.loc,
+                            Some("image"),
+                            format!(
+                                "{:?} does not exist (give the directory with --inputpath)",
+                                display_str(&path)
+                            ),
+                        );
                     }
                     e.key("fs", tstr("raw"));
                     e.key("source", tstr(&path));
@@ -851,7 +1020,12 @@ impl Cx {
                 e.key("fs", tstr("none"));
             }
             if p.imageoffset != 0 {
-                self.err(p.loc, Some("imageoffset"), "blockwise copies a partition image from its first byte; cut the file first".into());
+                self.err(
+                    p.loc,
+                    Some("imageoffset"),
+                    "blockwise copies a partition image from its first byte; cut the file first"
+                        .into(),
+                );
             }
             let data_len = data.map(|d| d.saturating_sub(p.imageoffset));
             let offset = match p.offset {
@@ -876,14 +1050,27 @@ impl Cx {
             };
             let size = size.unwrap_or(0);
             if p.autoresize && image_size.is_none() {
-                self.err(p.loc, Some("autoresize"), "needs the image's size (genimage refuses it too)".into());
+                self.err(
+                    p.loc,
+                    Some("autoresize"),
+                    "needs the image's size (genimage refuses it too)".into(),
+                );
             }
             if size == 0 && !p.autoresize {
                 self.err(p.loc, Some("size"), format!("partition {:?}: has no size and no image to take it from (genimage refuses it too)", display_str(p.name)));
             }
             if let (Some(s), Some(d)) = (p.size, data_len) {
                 if d > s {
-                    self.err(p.loc, Some("size"), format!("partition {:?}: {} is smaller than its image ({})", display_str(p.name), size_text(s), size_text(d)));
+                    self.err(
+                        p.loc,
+                        Some("size"),
+                        format!(
+                            "partition {:?}: {} is smaller than its image ({})",
+                            display_str(p.name),
+                            size_text(s),
+                            size_text(d)
+                        ),
+                    );
                 }
             }
             now = now.max(offset.saturating_add(size));
@@ -951,7 +1138,15 @@ impl Cx {
                         if is_uuid(u) {
                             e.key("uuid", tstr(&u.to_ascii_lowercase()));
                         } else {
-                            self.err(p.loc, Some("partition-uuid"), format!("partition {:?}: {:?} is not a UUID", display_str(p.name), display_str(u)));
+                            self.err(
+                                p.loc,
+                                Some("partition-uuid"),
+                                format!(
+                                    "partition {:?}: {:?} is not a UUID",
+                                    display_str(p.name),
+                                    display_str(u)
+                                ),
+                            );
                         }
                     }
                     if p.mbr_type.is_some() {
@@ -981,7 +1176,10 @@ impl Cx {
             if p.bootable {
                 e.key("bootable", "true".into());
             }
-            e.placed = Some(Placed { start: offset, size });
+            e.placed = Some(Placed {
+                start: offset,
+                size,
+            });
             out.partitions.push(e);
         }
         out
@@ -1004,7 +1202,11 @@ impl Cx {
                 "partition-type" => match parse_int(v).and_then(|i| u8::try_from(i).ok()) {
                     Some(0) => {}
                     Some(t) => p.mbr_type = Some(t),
-                    None => self.err(n.loc, Some("partition-type"), format!("{:?} is not a byte (0x00-0xff)", display_str(v))),
+                    None => self.err(
+                        n.loc,
+                        Some("partition-type"),
+                        format!("{:?} is not a byte (0x00-0xff)", display_str(v)),
+                    ),
                 },
                 "partition-type-uuid" => p.gpt_type = Some((v.to_string(), n.loc)),
                 "partition-uuid" => p.uuid = Some(v.to_string()),
@@ -1033,10 +1235,18 @@ impl Cx {
                     let _ = self.bool_of(n);
                 }
                 "image" => p.image = scalar(n),
-                "holes" => self.err(n.loc, Some("holes"), "blockwise copies the whole file; it has no hole list".into()),
+                "holes" => self.err(
+                    n.loc,
+                    Some("holes"),
+                    "blockwise copies the whole file; it has no hole list".into(),
+                ),
                 "autoresize" => p.autoresize = self.bool_of(n),
                 "in-partition-table" => p.in_table = self.bool_of(n),
-                k => self.err(n.loc, Some(k), "is not a partition option genimage knows".into()),
+                k => self.err(
+                    n.loc,
+                    Some(k),
+                    "is not a partition option genimage knows".into(),
+                ),
             }
         }
         p

@@ -176,7 +176,12 @@ pub fn import(
 /// `n` bytes as the shortest exact spec size: `"4MiB"`, `"5KiB"`, or a number of bytes.
 #[must_use]
 pub fn size_text(n: u64) -> String {
-    const UNITS: [(u64, &str); 4] = [(1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    const UNITS: [(u64, &str); 4] = [
+        (1 << 40, "TiB"),
+        (1 << 30, "GiB"),
+        (1 << 20, "MiB"),
+        (1 << 10, "KiB"),
+    ];
     for (u, name) in UNITS {
         if n != 0 && n.checked_rem(u) == Some(0) {
             return format!("{}{name}", n.checked_div(u).unwrap_or_default());

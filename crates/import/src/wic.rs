@@ -101,7 +101,10 @@ pub fn parse_kib(s: &str, default_mib: bool, sectors: bool) -> Result<u64, Strin
         Some('G') => n.checked_mul(1024 * 1024),
         Some('s' | 'S') if sectors => {
             if n % 2 != 0 {
-                return Err(format!("{:?} is not a whole KiB (an odd number of sectors)", display_str(s)));
+                return Err(format!(
+                    "{:?} is not a whole KiB (an odd number of sectors)",
+                    display_str(s)
+                ));
             }
             n.checked_div(2)
         }
@@ -112,15 +115,33 @@ pub fn parse_kib(s: &str, default_mib: bool, sectors: bool) -> Result<u64, Strin
 
 /// `--overhead-factor` as a fraction (numerator, denominator), at least 1.
 fn parse_factor(s: &str) -> Result<(u64, u64), String> {
-    let bad = || format!("{:?} is not a number of at least 1 (like 1.3)", display_str(s));
+    let bad = || {
+        format!(
+            "{:?} is not a number of at least 1 (like 1.3)",
+            display_str(s)
+        )
+    };
     let (int, frac) = s.trim().split_once('.').unwrap_or((s.trim(), ""));
-    if frac.len() > 6 || !int.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) || int.is_empty() {
+    if frac.len() > 6
+        || !int.bytes().all(|b| b.is_ascii_digit())
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+        || int.is_empty()
+    {
         return Err(bad());
     }
-    let den = 10u64.checked_pow(u32::try_from(frac.len()).map_err(|_| bad())?).ok_or_else(bad)?;
+    let den = 10u64
+        .checked_pow(u32::try_from(frac.len()).map_err(|_| bad())?)
+        .ok_or_else(bad)?;
     let i: u64 = int.parse().map_err(|_| bad())?;
-    let f: u64 = if frac.is_empty() { 0 } else { frac.parse().map_err(|_| bad())? };
-    let num = i.checked_mul(den).and_then(|v| v.checked_add(f)).ok_or_else(bad)?;
+    let f: u64 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse().map_err(|_| bad())?
+    };
+    let num = i
+        .checked_mul(den)
+        .and_then(|v| v.checked_add(f))
+        .ok_or_else(bad)?;
     if num < den {
         return Err(bad());
     }
@@ -174,16 +195,43 @@ impl Cx<'_> {
 
 /// Options that take a value (everything else is a flag).
 const VALUED: &[&str] = &[
-    "--align", "--offset", "--extra-space", "--fsoptions", "--fspassno", "--fstype",
-    "--mkfs-extraopts", "--label", "--ondisk", "--ondrive", "--overhead-factor", "--part-name",
-    "--part-type", "--rootfs-dir", "--type", "--size", "--fixed-size", "--source",
-    "--sourceparams", "--system-id", "--uuid", "--fsuuid", "--change-directory",
-    "--exclude-path", "--include-path", "--append", "--configfile", "--ptable", "--timeout",
+    "--align",
+    "--offset",
+    "--extra-space",
+    "--fsoptions",
+    "--fspassno",
+    "--fstype",
+    "--mkfs-extraopts",
+    "--label",
+    "--ondisk",
+    "--ondrive",
+    "--overhead-factor",
+    "--part-name",
+    "--part-type",
+    "--rootfs-dir",
+    "--type",
+    "--size",
+    "--fixed-size",
+    "--source",
+    "--sourceparams",
+    "--system-id",
+    "--uuid",
+    "--fsuuid",
+    "--change-directory",
+    "--exclude-path",
+    "--include-path",
+    "--append",
+    "--configfile",
+    "--ptable",
+    "--timeout",
     "--diskid",
 ];
 
 /// Splits `--opt=value`, `--opt value` and flags.
-fn split_options(words: &[String]) -> Result<(Vec<String>, Vec<(String, Option<String>)>), String> {
+/// Positional words, then `(option, value)` pairs.
+type Split = (Vec<String>, Vec<(String, Option<String>)>);
+
+fn split_options(words: &[String]) -> Result<Split, String> {
     let mut positional = Vec::new();
     let mut opts = Vec::new();
     let mut it = words.iter();
@@ -275,7 +323,11 @@ pub fn import(
                 match pos.as_slice() {
                     [] => {}
                     [m] => p.mount = Some(m.clone()),
-                    [_, extra, ..] => cx.err(line, Some(cmd), format!("{:?}: a part line has one mount point", display_str(extra))),
+                    [_, extra, ..] => cx.err(
+                        line,
+                        Some(cmd),
+                        format!("{:?}: a part line has one mount point", display_str(extra)),
+                    ),
                 }
                 for (k, v) in opts {
                     let v = v.unwrap_or_default();
@@ -347,25 +399,45 @@ pub fn import(
                     }
                 }
             }
-            "include" => cx.err(line, Some("include"), "blockwise imports one kickstart; paste the included lines in".into()),
-            other => cx.err(line, Some(other), "is not a kickstart command wic knows (part, partition, bootloader, include)".into()),
+            "include" => cx.err(
+                line,
+                Some("include"),
+                "blockwise imports one kickstart; paste the included lines in".into(),
+            ),
+            other => cx.err(
+                line,
+                Some(other),
+                "is not a kickstart command wic knows (part, partition, bootloader, include)"
+                    .into(),
+            ),
         }
     }
     let table = match ptable.as_str() {
         "msdos" => "mbr",
         "gpt" => "gpt",
         "gpt-hybrid" => {
-            cx.err(ptable_line, Some("--ptable"), "gpt-hybrid: blockwise writes a protective MBR with GPT, not a hybrid MBR".into());
+            cx.err(
+                ptable_line,
+                Some("--ptable"),
+                "gpt-hybrid: blockwise writes a protective MBR with GPT, not a hybrid MBR".into(),
+            );
             "gpt"
         }
         other => {
-            cx.err(ptable_line, Some("--ptable"), format!("{:?} is not msdos, gpt or gpt-hybrid", display_str(other)));
+            cx.err(
+                ptable_line,
+                Some("--ptable"),
+                format!("{:?} is not msdos, gpt or gpt-hybrid", display_str(other)),
+            );
             "mbr"
         }
     };
     let disks: Vec<&str> = parts.iter().filter_map(|p| p.ondisk.as_deref()).collect();
     if let Some(first) = disks.first() {
-        if let Some(p) = parts.iter().find(|p| p.ondisk.as_deref().is_some_and(|d| d != *first)) {
+        if let Some(p) = parts
+            .iter()
+            .find(|p| p.ondisk.as_deref().is_some_and(|d| d != *first))
+        {
             let l = p.line;
             cx.err(l, Some("--ondisk"), format!("partitions on more than one disk ({:?} and {:?}): blockwise builds one image; import each disk's lines separately", display_str(first), display_str(p.ondisk.as_deref().unwrap_or_default())));
         }
@@ -377,7 +449,8 @@ pub fn import(
         tool: "wic",
         ..Out::default()
     };
-    out.header.push(format!("blockwise spec imported from wic kickstart {name}"));
+    out.header
+        .push(format!("blockwise spec imported from wic kickstart {name}"));
     out.image_notes = header_notes;
     out.image.push(("table".into(), tstr(table)));
     // The erase block: the largest --align blockwise accepts.
@@ -410,7 +483,11 @@ pub fn import(
     let mut realpart = 0usize;
     for (n, p) in parts.iter().enumerate() {
         let mut e = Entry {
-            name: p.mount.clone().or_else(|| p.label.clone()).unwrap_or_else(|| format!("part {}", n.saturating_add(1))),
+            name: p
+                .mount
+                .clone()
+                .or_else(|| p.label.clone())
+                .unwrap_or_else(|| format!("part {}", n.saturating_add(1))),
             at: cx.at(p.line),
             ..Entry::default()
         };
@@ -420,7 +497,9 @@ pub fn import(
         }
         let source = p.source.as_deref();
         let fstype = p.fstype.clone().or_else(|| match source {
-            Some("bootimg-efi" | "bootimg-partition" | "bootimg-pcbios" | "bootimg-biosplusefi") => Some("vfat".into()),
+            Some(
+                "bootimg-efi" | "bootimg-partition" | "bootimg-pcbios" | "bootimg-biosplusefi",
+            ) => Some("vfat".into()),
             _ => None,
         });
         let fs = match fstype.as_deref() {
@@ -435,11 +514,22 @@ pub fn import(
                 }
             }
             Some(t @ ("ext2" | "ext3")) => {
-                cx.err(p.line, Some("--fstype"), format!("{t}: blockwise writes ext4 only; it has no native {t} writer yet"));
+                cx.err(
+                    p.line,
+                    Some("--fstype"),
+                    format!("{t}: blockwise writes ext4 only; it has no native {t} writer yet"),
+                );
                 "ext4"
             }
             Some(t) => {
-                cx.err(p.line, Some("--fstype"), format!("{:?}: blockwise does not build this filesystem", display_str(t)));
+                cx.err(
+                    p.line,
+                    Some("--fstype"),
+                    format!(
+                        "{:?}: blockwise does not build this filesystem",
+                        display_str(t)
+                    ),
+                );
                 "none"
             }
         };
@@ -554,7 +644,10 @@ pub fn import(
             Some(other) => cx.err(p.line, Some("--source"), format!("{:?}: blockwise has no equivalent of this wic plugin", display_str(other))),
         }
         if fs == "none" && source.is_none() && p.fstype.is_none() {
-            e.note(format!("{}: no --fstype: the partition is left empty", cx.at(p.line)));
+            e.note(format!(
+                "{}: no --fstype: the partition is left empty",
+                cx.at(p.line)
+            ));
         }
         let size_sec = size_kib.unwrap_or(0).saturating_mul(2);
         if let Some(k) = size_kib {
@@ -565,14 +658,22 @@ pub fn import(
             if table == "gpt" {
                 e.key("type", tstr(t));
             } else {
-                cx.err(p.line, Some("--part-type"), "is for GPT; wic refuses it with msdos too (use --system-id)".into());
+                cx.err(
+                    p.line,
+                    Some("--part-type"),
+                    "is for GPT; wic refuses it with msdos too (use --system-id)".into(),
+                );
             }
         }
         if let Some(t) = &p.system_id {
             if table == "mbr" {
                 e.key("type", tstr(t));
             } else {
-                cx.err(p.line, Some("--system-id"), "is an MBR type byte; with GPT use --part-type".into());
+                cx.err(
+                    p.line,
+                    Some("--system-id"),
+                    "is an MBR type byte; with GPT use --part-type".into(),
+                );
             }
         }
         if let Some(u) = &p.uuid {
@@ -612,7 +713,14 @@ pub fn import(
         if let Some(o) = p.offset {
             let s = o.saturating_mul(2);
             if s < offset {
-                cx.err(p.line, Some("--offset"), format!("{} KiB overlaps the partition before it (wic refuses it too)", o));
+                cx.err(
+                    p.line,
+                    Some("--offset"),
+                    format!(
+                        "{} KiB overlaps the partition before it (wic refuses it too)",
+                        o
+                    ),
+                );
             }
             offset = s;
             e.key("start", tsize(o.saturating_mul(1024)));
