@@ -108,6 +108,17 @@ fn parse_file(
 ) -> Result<Vec<Node>, Diag> {
     let file = files.names.len();
     files.names.push(name.to_string());
+    // Includes share one budget: every file read counts its bytes as statements of 64 bytes,
+    // so a file that includes itself several times cannot multiply the work.
+    *count = count.saturating_add(text.len().checked_div(64).unwrap_or(0));
+    if *count > MAX_NODES.saturating_mul(2) {
+        return Err(Diag::at(
+            files,
+            Loc { file, line: 1 },
+            None,
+            "the config and its includes are too large".into(),
+        ));
+    }
     if text.len() > MAX_INPUT {
         return Err(Diag::at(
             files,
@@ -434,12 +445,12 @@ impl Parser<'_> {
                 }
             };
             *self.count = self.count.saturating_add(1);
-            if *self.count > MAX_NODES {
+            if *self.count > MAX_NODES.saturating_mul(2) {
                 return Err(Diag::at(
                     files,
                     loc,
                     None,
-                    format!("more than {MAX_NODES} statements"),
+                    "too many statements (the config and its includes)".into(),
                 ));
             }
             match self.take() {

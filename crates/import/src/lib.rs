@@ -189,3 +189,83 @@ pub fn size_text(n: u64) -> String {
     }
     format!("{n} bytes")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Files of 5000 bytes, directories of 300 KiB, no environment, includes from a table.
+    struct Fake;
+
+    impl Host for Fake {
+        fn include(&self, name: &str, _from: &str) -> Result<(String, String), String> {
+            match name {
+                "parts.cfg" => Ok((
+                    "parts.cfg".into(),
+                    "partition b {\n  image = \"b.img\"\n  partition-type = 0x83\n}\n".into(),
+                )),
+                _ => Err(format!("{name:?} is not there")),
+            }
+        }
+        fn file_size(&self, _path: &str) -> Option<u64> {
+            Some(5000)
+        }
+        fn dir_usage_kib(&self, _path: &str, _apparent: bool) -> Option<u64> {
+            Some(300)
+        }
+        fn env(&self, _name: &str) -> Option<String> {
+            None
+        }
+    }
+
+    #[test]
+    fn genimage_config_becomes_a_spec_that_plans_the_same_table() {
+        let cfg = "# comment\nimage disk.img {\n  hdimage {\n    align = 1M // erase block\n    disk-signature = 0x12345678\n  }\n  /* first */\n  partition a {\n    image = 'a.img'\n    size = 2M\n    bootable = yes\n    partition-type = 0xc\n  }\n  include(\"parts.cfg\")\n}\n";
+        let i = import(Format::Genimage, "g.cfg", cfg, &Fake, &Options::default()).unwrap();
+        assert!(i.toml.contains("erase-block = \"1MiB\""), "{}", i.toml);
+        assert!(i.toml.contains("disk-id = \"0x12345678\""), "{}", i.toml);
+        assert!(i.toml.contains("source = \"input/a.img\""), "{}", i.toml);
+        assert!(i.toml.contains("type = \"0x0c\"") && i.toml.contains("bootable = true"));
+        // Aligned config: no partition moves, so no comparison comment.
+        assert!(!i.toml.contains("genimage puts it at"), "{}", i.toml);
+        assert_eq!(i.spec.partitions.len(), 2);
+    }
+
+    #[test]
+    fn inexpressible_options_are_all_named_with_file_and_line() {
+        let cfg = "image d {\n hdimage {\n  partition-table-type = hybrid\n  gpt-location = 64K\n }\n partition a {\n  size = 1M\n  forced-primary = true\n  holes = {\"(0; 1K)\"}\n }\n}\n";
+        let e = import(Format::Genimage, "g.cfg", cfg, &Fake, &Options::default()).unwrap_err();
+        let text = e.to_string();
+        for want in ["g.cfg:4: gpt-location:", "g.cfg:2: partition-table-type:", "g.cfg:8: forced-primary:", "g.cfg:9: holes:"] {
+            assert!(text.contains(want), "{want} not in {text}");
+        }
+        let e = import(Format::Genimage, "g.cfg", "image d { hdimage {} include(\"nope\") }", &Fake, &Options::default()).unwrap_err();
+        assert!(e.to_string().starts_with("g.cfg:1: include: \"nope\" is not there"), "{e}");
+        let e = import(Format::Genimage, "g.cfg", "image d {\n hdimage {\n", &Fake, &Options::default()).unwrap_err();
+        assert!(e.to_string().contains("never closed"), "{e}");
+    }
+
+    #[test]
+    fn wic_sizes_from_content_and_alignment() {
+        let ks = "part /boot --source bootimg-partition --fstype=vfat --label boot --active --align 4096 --size 20\npart / --source rootfs --fstype=ext4 --label root --align 4096\n";
+        let o = Options {
+            contents: vec![("/boot".into(), "boot".into()), ("/".into(), "rootfs".into())],
+            ..Options::default()
+        };
+        let i = import(Format::Wic, "k.wks", ks, &Fake, &o).unwrap();
+        // /boot: (300 + max(20480 - 300, 10240)) * 1.3 = 26624 KiB; /: (300 + 10240) * 1.3 = 13702 KiB.
+        assert!(i.toml.contains("size = \"26MiB\""), "{}", i.toml);
+        assert!(i.toml.contains("size = \"13702KiB\""), "{}", i.toml);
+        assert!(i.toml.contains("erase-block = \"4MiB\""), "{}", i.toml);
+        // wic's sizes are not erase-block multiples: both partitions are annotated.
+        assert_eq!(i.toml.matches("wic puts it at").count(), 2, "{}", i.toml);
+    }
+
+    #[test]
+    fn strings_and_comments_are_escaped() {
+        assert_eq!(emit::tstr("a\"b\\c\n\u{1b}"), "\"a\\\"b\\\\c\\n\\u001B\"");
+        let cfg = "image \"d\u{1b}[2J\" {\n hdimage { align = 1M }\n partition \"p\u{1b}]0;x\u{7}\" { size = 1M }\n}\n";
+        let i = import(Format::Genimage, "g.cfg", cfg, &Fake, &Options::default()).unwrap();
+        assert!(!i.toml.contains('\u{1b}') && !i.toml.contains('\u{7}'), "{}", i.toml);
+    }
+}
