@@ -210,7 +210,12 @@ fn genimage_inputs(dir: &Path) {
 }
 
 /// A config, its `--image`, its `--includepath` and its `.fdisk` expectation.
-type Case = (String, Option<&'static str>, Option<&'static str>, Option<PathBuf>);
+type Case = (
+    String,
+    Option<&'static str>,
+    Option<&'static str>,
+    Option<PathBuf>,
+);
 
 /// What genimage makes of a config.
 enum Oracle {

@@ -12,7 +12,8 @@ struct Fake<'a> {
 }
 
 fn weight(s: &str) -> u64 {
-    s.bytes().fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)))
+    s.bytes()
+        .fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)))
 }
 
 impl Host for Fake<'_> {
@@ -45,16 +46,27 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let host = Fake { text };
-    let format = if pick % 2 == 0 { Format::Genimage } else { Format::Wic };
+    let format = if pick % 2 == 0 {
+        Format::Genimage
+    } else {
+        Format::Wic
+    };
     let options = Options {
         image: (pick & 4 != 0).then(|| "test.hdimage".to_string()),
-        contents: vec![("/".into(), "rootfs".into()), ("/boot".into(), "boot".into())],
+        contents: vec![
+            ("/".into(), "rootfs".into()),
+            ("/boot".into(), "boot".into()),
+        ],
         ..Options::default()
     };
     match import(format, "fuzz.cfg", text, &host, &options) {
         Ok(i) => {
             // What the importer prints must be a spec blockwise reads back.
-            assert!(blockwise_image::Spec::from_toml(&i.toml).is_ok(), "{}", i.toml);
+            assert!(
+                blockwise_image::Spec::from_toml(&i.toml).is_ok(),
+                "{}",
+                i.toml
+            );
         }
         Err(e) => {
             let _ = e.to_string();

@@ -236,12 +236,35 @@ mod tests {
         let cfg = "image d {\n hdimage {\n  partition-table-type = hybrid\n  gpt-location = 64K\n }\n partition a {\n  size = 1M\n  forced-primary = true\n  holes = {\"(0; 1K)\"}\n }\n}\n";
         let e = import(Format::Genimage, "g.cfg", cfg, &Fake, &Options::default()).unwrap_err();
         let text = e.to_string();
-        for want in ["g.cfg:4: gpt-location:", "g.cfg:2: partition-table-type:", "g.cfg:8: forced-primary:", "g.cfg:9: holes:"] {
+        for want in [
+            "g.cfg:4: gpt-location:",
+            "g.cfg:2: partition-table-type:",
+            "g.cfg:8: forced-primary:",
+            "g.cfg:9: holes:",
+        ] {
             assert!(text.contains(want), "{want} not in {text}");
         }
-        let e = import(Format::Genimage, "g.cfg", "image d { hdimage {} include(\"nope\") }", &Fake, &Options::default()).unwrap_err();
-        assert!(e.to_string().starts_with("g.cfg:1: include: \"nope\" is not there"), "{e}");
-        let e = import(Format::Genimage, "g.cfg", "image d {\n hdimage {\n", &Fake, &Options::default()).unwrap_err();
+        let e = import(
+            Format::Genimage,
+            "g.cfg",
+            "image d { hdimage {} include(\"nope\") }",
+            &Fake,
+            &Options::default(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("g.cfg:1: include: \"nope\" is not there"),
+            "{e}"
+        );
+        let e = import(
+            Format::Genimage,
+            "g.cfg",
+            "image d {\n hdimage {\n",
+            &Fake,
+            &Options::default(),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("never closed"), "{e}");
     }
 
@@ -249,7 +272,10 @@ mod tests {
     fn wic_sizes_from_content_and_alignment() {
         let ks = "part /boot --source bootimg-partition --fstype=vfat --label boot --active --align 4096 --size 20\npart / --source rootfs --fstype=ext4 --label root --align 4096\n";
         let o = Options {
-            contents: vec![("/boot".into(), "boot".into()), ("/".into(), "rootfs".into())],
+            contents: vec![
+                ("/boot".into(), "boot".into()),
+                ("/".into(), "rootfs".into()),
+            ],
             ..Options::default()
         };
         let i = import(Format::Wic, "k.wks", ks, &Fake, &o).unwrap();
@@ -266,6 +292,10 @@ mod tests {
         assert_eq!(emit::tstr("a\"b\\c\n\u{1b}"), "\"a\\\"b\\\\c\\n\\u001B\"");
         let cfg = "image \"d\u{1b}[2J\" {\n hdimage { align = 1M }\n partition \"p\u{1b}]0;x\u{7}\" { size = 1M }\n}\n";
         let i = import(Format::Genimage, "g.cfg", cfg, &Fake, &Options::default()).unwrap();
-        assert!(!i.toml.contains('\u{1b}') && !i.toml.contains('\u{7}'), "{}", i.toml);
+        assert!(
+            !i.toml.contains('\u{1b}') && !i.toml.contains('\u{7}'),
+            "{}",
+            i.toml
+        );
     }
 }

@@ -552,7 +552,7 @@ pub fn import(
                     p.line,
                     Some("--source"),
                     format!(
-                        "{what}: wic fills this partition from a directory and sizes it from its content; blockwise has no size = \"auto\" yet, so import needs the directory: --contents {}=DIR",
+                        "{what}: wic fills this partition from a directory and sizes it from its content; blockwise has no size = \"auto\" yet, so import needs the directory: `blockwise import KICKSTART --contents {}=DIR > spec.toml`",
                         keys.first().copied().unwrap_or("/")
                     ),
                 );
