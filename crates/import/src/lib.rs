@@ -191,6 +191,7 @@ pub fn size_text(n: u64) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
