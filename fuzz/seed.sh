@@ -14,7 +14,7 @@ C=$FUZZ/corpus
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 for t in parse_mbr parse_gpt parse_fat parse_exfat parse_ext4 parse_f2fs parse_other verify_bytes \
-    spec_toml spec_json bmap compressed_sniff parse_erofs parse_squashfs parse_verity; do
+    spec_toml spec_json bmap compressed_sniff parse_erofs parse_squashfs parse_verity import; do
     mkdir -p "$C/$t"
 done
 # put TARGET FILE [NAME]: copy FILE in as a seed (content-named when NAME is empty).
@@ -277,6 +277,17 @@ bzip2 -c -1 "$T/payload" >"$T/p.bz2" && put compressed_sniff "$T/p.bz2" payload.
 cat "$T/p.gz" "$T/p.gz" >"$T/multi.gz" && put compressed_sniff "$T/multi.gz" multi.gz
 printf 'hello' | xz -c --format=lzma >"$T/p.lzma" && put compressed_sniff "$T/p.lzma" payload.lzma
 head -c 40 "$T/p.xz" >"$T/cut.xz" && put compressed_sniff "$T/cut.xz" cut.xz
+
+# --- genimage configs and wic kickstarts (import): the first byte picks the format ----------
+for f in "$CORPUS"/genimage/test/*.config "$CORPUS"/genimage/test/include/*/*.config; do
+    [ -f "$f" ] || continue
+    { printf '\000'; cat "$f"; } >"$T/seed" && put import "$T/seed" "g-$(basename "$f")"
+    { printf '\004'; cat "$f"; } >"$T/seed" && put import "$T/seed" "gi-$(basename "$f")"
+done
+for f in "$CORPUS"/wic/*/*.wks; do
+    [ -f "$f" ] || continue
+    { printf '\001'; cat "$f"; } >"$T/seed" && put import "$T/seed" "w-$(basename "$f")"
+done
 
 for t in "$C"/*/; do printf '%-18s %5d files %8d bytes\n' "$(basename "$t")" \
     "$(find "$t" -type f | wc -l)" "$(cat "$t"/* | wc -c)"; done
