@@ -45,6 +45,7 @@ mod device;
 mod error;
 mod estimate;
 mod fault;
+mod input;
 mod json;
 mod probe;
 mod safety;
@@ -72,6 +73,7 @@ pub use estimate::{
     SizeEffect,
 };
 pub use fault::{Fault, FaultDevice};
+pub use input::{block_device_size, ContainerSource, DeviceSource, FileInput, InputKind};
 pub use json::write_json;
 pub use probe::{
     probe, probe_in, probe_sysfs, Probe, ProbeError, Recommendation, Source as ValueSource,

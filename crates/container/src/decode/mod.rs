@@ -37,6 +37,24 @@ pub use self::zip::{Entry, ZipDirectory};
 use crate::recognise::ContainerKind;
 use crate::Error;
 
+/// A decoder for a stream container (`xz`, `gzip`, `zstd`, `bzip2`, `lz4`) over any buffered
+/// reader: what a pipe or a fuzzer feeds. `None` for containers that are not streams
+/// (Android sparse, zip), which need random access.
+pub fn stream_decoder<'r, R: std::io::BufRead + 'r>(
+    kind: ContainerKind,
+    input: R,
+) -> Option<std::io::Result<Box<dyn Read + 'r>>> {
+    let codec = match kind {
+        ContainerKind::Xz => Codec::Xz,
+        ContainerKind::Gzip => Codec::Gzip,
+        ContainerKind::Zstd => Codec::Zstd,
+        ContainerKind::Bzip2 => Codec::Bzip2,
+        ContainerKind::Lz4 | ContainerKind::Lz4Legacy => Codec::Lz4,
+        ContainerKind::AndroidSparse | ContainerKind::Zip => return None,
+    };
+    Some(codec::decoder(codec, input))
+}
+
 /// Largest frame [`Decoded::random_access`] accepts: a read anywhere then decodes at most this
 /// much. Larger frames (a single-block xz, a plain gzip) are verified in rounds.
 pub const RANDOM_ACCESS_FRAME: u64 = 64 << 20;
