@@ -9,7 +9,8 @@ need=()
 for pair in sfdisk:fdisk sgdisk:gdisk fsck.fat:dosfstools mcopy:mtools e2fsck:e2fsprogs \
             losetup:mount blkid:util-linux bmaptool:bmap-tools xxd:xxd xz:xz-utils bzip2:bzip2 \
             mkfs.xfs:xfsprogs zstd:zstd dmsetup:dmsetup mkfifo:coreutils python3:python3 \
-            setfattr:attr setfacl:acl setcap:libcap2-bin /usr/bin/time:time; do
+            setfattr:attr setfacl:acl setcap:libcap2-bin /usr/bin/time:time lz4:lz4 zip:zip \
+            qemu-img:qemu-utils img2simg:android-sdk-libsparse-utils; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 if [ "${#need[@]}" -gt 0 ]; then

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use blockwise_geometry::{check_erase_block, format_size, parse_size, SectorSize};
 use blockwise_container::verify::{report_human, report_json, verify, VerifyError};
+use blockwise_geometry::{check_erase_block, format_size, parse_size, SectorSize};
 use blockwise_verify::Options;
 
 use blockwise_host::FileSource;

@@ -890,9 +890,8 @@ fn write_steps(
             &mut spec_source
         }
         WriteSource::Image(path) => {
-            opened =
-                blockwise_flash::open_image(path, a.bmap.as_deref(), a.raw)
-                    .map_err(WriteFailure::Open)?;
+            opened = blockwise_flash::open_image(path, a.bmap.as_deref(), a.raw)
+                .map_err(WriteFailure::Open)?;
             &mut *opened.source
         }
     };

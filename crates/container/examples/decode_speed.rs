@@ -53,7 +53,11 @@ fn main() {
             "{path}: {} MB in {best:.2} s: {:.0} MB/s ({})",
             total / 1_000_000,
             total as f64 / 1e6 / best,
-            if cfg!(feature = "native") { "native" } else { "pure Rust" }
+            if cfg!(feature = "native") {
+                "native"
+            } else {
+                "pure Rust"
+            }
         );
     }
 }

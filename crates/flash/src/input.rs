@@ -63,7 +63,7 @@ impl FileInput {
             let what = if ft.is_char_device() {
                 "a character device (like /dev/zero or /dev/urandom): it has no size, so there is no image to write"
             } else if ft.is_fifo() {
-                "a FIFO (named pipe): it has no size; save the image to a file first"
+                "a FIFO (named pipe): it has no size; save the image to a file first, or send it compressed"
             } else if ft.is_socket() {
                 "a socket: it has no size; save the image to a file first"
             } else if ft.is_dir() {
@@ -244,12 +244,15 @@ impl Source for ContainerSource {
             None => buf.len(),
         };
         let dst = buf.get_mut(..want).unwrap_or_default();
-        let got = self.decoded.read_forward(offset, dst).map_err(|e| match e {
-            blockwise_container::Error::Truncated { at, expected, .. } => {
-                SourceError::Truncated { at, expected }
-            }
-            other => SourceError::Io(io::Error::other(other)),
-        })?;
+        let got = self
+            .decoded
+            .read_forward(offset, dst)
+            .map_err(|e| match e {
+                blockwise_container::Error::Truncated { at, expected, .. } => {
+                    SourceError::Truncated { at, expected }
+                }
+                other => SourceError::Io(io::Error::other(other)),
+            })?;
         if got < want {
             if let Some(expected) = self.size() {
                 return Err(SourceError::Truncated {

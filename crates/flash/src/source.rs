@@ -4,10 +4,12 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, FileTypeExt};
 use std::path::{Path, PathBuf};
 
-use blockwise_container::{ContainerKind, Content, OpenError as ContainerOpenError, Opened as Input, Refusal};
+use blockwise_container::{
+    ContainerKind, Content, OpenError as ContainerOpenError, Opened as Input, Refusal,
+};
 use blockwise_geometry::BlockSource;
 
 use crate::bmap::{Bmap, Checked};
@@ -253,14 +255,26 @@ impl Stream {
         c: Compression,
         size: Option<u64>,
     ) -> io::Result<Self> {
-        let reader: Box<dyn Read> = blockwise_container::decode::stream_decoder(c.container(), input)
-            .ok_or_else(|| io::Error::other("not a stream container"))??;
+        let reader: Box<dyn Read> =
+            blockwise_container::decode::stream_decoder(c.container(), input)
+                .ok_or_else(|| io::Error::other("not a stream container"))??;
         Ok(Stream {
             reader,
             pos: 0,
             size,
             scratch: Vec::new(),
         })
+    }
+
+    /// A stream of image bytes already decoding (`reader`); `size` as in [`Stream::open`].
+    #[must_use]
+    pub fn from_decoded(reader: Box<dyn Read>, size: Option<u64>) -> Self {
+        Stream {
+            reader,
+            pos: 0,
+            size,
+            scratch: Vec::new(),
+        }
     }
 
     fn fill(&mut self, buf: &mut [u8]) -> io::Result<usize> {
@@ -458,6 +472,149 @@ pub fn bmap_beside(image: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Reads and parses the bmap `b`.
+fn read_bmap(b: &Path) -> Result<Bmap, OpenError> {
+    let io_err = |source| OpenError::Io {
+        path: b.to_path_buf(),
+        source,
+    };
+    let f = File::open(b).map_err(io_err)?;
+    let mut text = String::new();
+    f.take(crate::bmap::MAX_BMAP_BYTES)
+        .read_to_string(&mut text)
+        .map_err(io_err)?;
+    Bmap::parse(&text).map_err(|source| OpenError::Bmap {
+        path: b.to_path_buf(),
+        source,
+    })
+}
+
+/// Reads until `buf` is full or `r` ends; the count read.
+fn read_upto(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(buf.get_mut(n..).unwrap_or_default()) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// A FIFO or pipe (`curl … | blockwise write /dev/stdin DEV`): accepted only when it carries
+/// a compressed stream (xz, gzip, zstd, bzip2, lz4), whose own end marks and checksums say
+/// whether it arrived whole; a raw image through a pipe has no size to check and is refused.
+/// Opening waits for the pipe's writer, as any reader of a pipe does.
+fn open_pipe(
+    image: &Path,
+    bmap: Option<Bmap>,
+    bmap_path: Option<&Path>,
+    raw: bool,
+) -> Result<Opened, OpenError> {
+    let io_err = |source| OpenError::Io {
+        path: image.to_path_buf(),
+        source,
+    };
+    let refused = |what: String, hint: &str| OpenError::Refused {
+        path: image.to_path_buf(),
+        refusal: Refusal {
+            what,
+            hint: hint.to_string(),
+            kind: "pipe",
+        },
+    };
+    let mut f = File::open(image).map_err(io_err)?;
+    let mut head = vec![0u8; blockwise_container::recognise::HEAD];
+    let got = read_upto(&mut f, &mut head).map_err(io_err)?;
+    head.truncate(got);
+    let kind = match blockwise_container::recognise::recognise_bytes(&head, &[], u64::MAX) {
+        blockwise_container::Format::Container(k)
+            if !matches!(k, ContainerKind::Zip | ContainerKind::AndroidSparse) =>
+        {
+            k
+        }
+        blockwise_container::Format::Container(k) => {
+            return Err(refused(
+                format!("{} through a pipe", k.name()),
+                "it needs random access: save it to a file first",
+            ))
+        }
+        blockwise_container::Format::Refused(r) => {
+            return Err(OpenError::Refused {
+                path: image.to_path_buf(),
+                refusal: r,
+            })
+        }
+        _ => {
+            return Err(refused(
+                "a pipe that carries no compressed image".into(),
+                "an uncompressed image through a pipe has no size, so a cut one would look whole: save it to a file first, or send it compressed (xz, gzip, zstd)",
+            ))
+        }
+    };
+    let compressed = io::Cursor::new(head).chain(io::BufReader::with_capacity(1 << 20, f));
+    let mut decoder = blockwise_container::decode::stream_decoder(kind, compressed)
+        .ok_or_else(|| io_err(io::Error::other("not a stream container")))?
+        .map_err(io_err)?;
+    let mut inner = vec![0u8; blockwise_container::recognise::HEAD];
+    let n = read_upto(&mut decoder, &mut inner).map_err(|e| OpenError::Decode {
+        path: image.to_path_buf(),
+        source: blockwise_container::Error::Decoder {
+            format: kind.name(),
+            source: e,
+        },
+    })?;
+    inner.truncate(n);
+    let len = u64::try_from(n).unwrap_or(0);
+    let content = match blockwise_container::recognise::recognise_bytes(&inner, &[], len) {
+        blockwise_container::Format::Image(k) => Content::Image(k),
+        blockwise_container::Format::Unknown(u) => Content::Unknown(u),
+        blockwise_container::Format::Refused(r) => {
+            return Err(refused(
+                format!("{} inside {}", r.what, kind.name()),
+                &r.hint,
+            ))
+        }
+        blockwise_container::Format::Container(c) => {
+            return Err(refused(
+                format!("{} inside {}", c.name(), kind.name()),
+                "blockwise decodes one layer: unpack the outer one first",
+            ))
+        }
+    };
+    content
+        .require_image(raw, Some(kind.name()))
+        .map_err(|refusal| OpenError::Refused {
+            path: image.to_path_buf(),
+            refusal,
+        })?;
+    let mut notes = vec![format!(
+        "{} is a pipe carrying {}: writing the decoded stream",
+        image.display(),
+        kind.name()
+    )];
+    let reader: Box<dyn Read> = Box::new(io::Cursor::new(inner).chain(decoder));
+    let source: Box<dyn Source> = match bmap {
+        Some(bm) => {
+            let size = bm.image_size;
+            Box::new(Checked::new(Stream::from_decoded(reader, Some(size)), bm))
+        }
+        None => {
+            notes.push(
+                "no block map: the whole decompressed image is written, zeros included".into(),
+            );
+            Box::new(Stream::from_decoded(reader, None))
+        }
+    };
+    Ok(Opened {
+        source,
+        notes,
+        bmap: bmap_path.map(Path::to_path_buf),
+    })
+}
+
 /// Compression extensions: `X.img.xz`'s bmap is `X.img.bmap`.
 fn compressed_name(path: &Path) -> bool {
     path.extension()
@@ -479,6 +636,16 @@ pub fn open_image(image: &Path, bmap: Option<&Path>, raw: bool) -> Result<Opened
         move |source| OpenError::Io { path, source }
     };
     let mut notes = Vec::new();
+    let is_pipe = std::fs::metadata(image)
+        .map(|m| m.file_type().is_fifo())
+        .map_err(io_err(image))?;
+    if is_pipe {
+        let parsed = match bmap {
+            Some(b) => Some(read_bmap(b)?),
+            None => None,
+        };
+        return open_pipe(image, parsed, bmap, raw);
+    }
     let input = FileInput::open(image).map_err(|e| {
         if e.kind() == io::ErrorKind::InvalidInput {
             OpenError::NotImage {
@@ -508,17 +675,7 @@ pub fn open_image(image: &Path, bmap: Option<&Path>, raw: bool) -> Result<Opened
         }
     };
     let parsed = match &bmap_path {
-        Some(b) => {
-            let f = File::open(b).map_err(io_err(b))?;
-            let mut text = String::new();
-            f.take(crate::bmap::MAX_BMAP_BYTES)
-                .read_to_string(&mut text)
-                .map_err(io_err(b))?;
-            Some(Bmap::parse(&text).map_err(|source| OpenError::Bmap {
-                path: b.clone(),
-                source,
-            })?)
-        }
+        Some(b) => Some(read_bmap(b)?),
         None => None,
     };
     let refused = |refusal: Refusal| OpenError::Refused {
@@ -570,7 +727,11 @@ pub fn open_image(image: &Path, bmap: Option<&Path>, raw: bool) -> Result<Opened
                 "{} is a block device: copying all {} of it{}",
                 image.display(),
                 blockwise_geometry::format_size(size),
-                if dev.is_direct() { " (O_DIRECT reads)" } else { "" }
+                if dev.is_direct() {
+                    " (O_DIRECT reads)"
+                } else {
+                    ""
+                }
             ));
             match parsed {
                 Some(bm) => {
@@ -594,10 +755,12 @@ pub fn open_image(image: &Path, bmap: Option<&Path>, raw: bool) -> Result<Opened
         }
         Input::Container { mut decoded, .. } => {
             let ck = decoded.kind();
-            decoded.find_zero_frames().map_err(|source| OpenError::Decode {
-                path: image.to_path_buf(),
-                source,
-            })?;
+            decoded
+                .find_zero_frames()
+                .map_err(|source| OpenError::Decode {
+                    path: image.to_path_buf(),
+                    source,
+                })?;
             let by_name = Compression::of(image).map(Compression::container) == Some(ck)
                 || (compressed_name(image) && ck != ContainerKind::AndroidSparse);
             if !by_name {
@@ -706,7 +869,11 @@ mod tests {
         for &x in b {
             crc ^= u32::from(x);
             for _ in 0..8 {
-                crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
             }
         }
         !crc
@@ -781,7 +948,9 @@ mod tests {
         enc.finish().unwrap();
         let mut o = open_image(&path, None, false).unwrap();
         assert!(
-            o.notes.iter().any(|n| n.contains("is gzip (by its first bytes)")),
+            o.notes
+                .iter()
+                .any(|n| n.contains("is gzip (by its first bytes)")),
             "{:?}",
             o.notes
         );

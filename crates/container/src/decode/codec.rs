@@ -66,7 +66,27 @@ pub(crate) fn decoder<'r, R: BufRead + 'r>(
 fn zstd_decoder<'r, R: BufRead + 'r>(input: R) -> io::Result<Box<dyn Read + 'r>> {
     let mut d = zstd::stream::read::Decoder::with_buffer(input)?;
     d.window_log_max(27)?;
-    Ok(Box::new(d))
+    Ok(Box::new(NativeZstd(d)))
+}
+
+/// libzstd's "too much memory" in blockwise's words.
+#[cfg(feature = "native")]
+struct NativeZstd<R: Read>(R);
+
+#[cfg(feature = "native")]
+impl<R: Read> Read for NativeZstd<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf).map_err(|e| {
+            if e.to_string().contains("too much memory") {
+                io::Error::other(format!(
+                    "a frame needs a window larger than blockwise decodes ({}; made with --long=31 or --ultra): decompress it with `zstd -d --memory=2048MB` first",
+                    blockwise_geometry::format_size(zstd_frame::MAX_WINDOW)
+                ))
+            } else {
+                e
+            }
+        })
+    }
 }
 
 #[cfg(not(feature = "native"))]
