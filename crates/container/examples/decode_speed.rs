@@ -6,7 +6,9 @@
 //! ```
 //!
 //! Each file is opened by its bytes and read front to back in 4 MiB pieces, as `write` does;
-//! the decoded MB/s is printed (best of three).
+//! the decoded MB/s is printed (best of three). With `native`, the decoders `blockwise-flash`
+//! used before the container crate (libzstd, liblzma, flate2 over a 1 MiB `BufReader`) are
+//! timed too, as the baseline.
 
 use std::os::unix::fs::FileExt;
 use std::time::Instant;
@@ -59,5 +61,45 @@ fn main() {
                 "pure Rust"
             }
         );
+        #[cfg(feature = "native")]
+        baseline(&path);
     }
+}
+
+/// The decoders of `blockwise-flash` before the container crate, over a 1 MiB `BufReader`.
+#[cfg(feature = "native")]
+fn baseline(path: &str) {
+    use std::io::{BufReader, Read};
+    let mut best = f64::MAX;
+    let mut total = 0u64;
+    for _ in 0..3 {
+        let t = Instant::now();
+        let f = BufReader::with_capacity(1 << 20, std::fs::File::open(path).expect("open"));
+        let mut r: Box<dyn Read> = if path.ends_with(".zst") {
+            Box::new(zstd::stream::read::Decoder::with_buffer(f).expect("zstd"))
+        } else if path.ends_with(".xz") {
+            let s = xz2::stream::Stream::new_auto_decoder(512 << 20, xz2::stream::CONCATENATED)
+                .expect("xz");
+            Box::new(xz2::bufread::XzDecoder::new_stream(f, s))
+        } else if path.ends_with(".gz") {
+            Box::new(flate2::bufread::MultiGzDecoder::new(f))
+        } else {
+            return;
+        };
+        let mut buf = vec![0u8; 4 << 20];
+        total = 0;
+        loop {
+            let n = r.read(&mut buf).expect("decode");
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+        }
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    println!(
+        "{path}: {} MB in {best:.2} s: {:.0} MB/s (before: flash's decoders)",
+        total / 1_000_000,
+        total as f64 / 1e6 / best
+    );
 }

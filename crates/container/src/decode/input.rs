@@ -11,7 +11,7 @@ use crate::Error;
 
 /// Buffer of a [`Segments`] reader: large enough that a decoder library reads in few calls,
 /// small enough that a frame of a few bytes does not read a megabyte.
-const READ_BUF: usize = 64 << 10;
+const READ_BUF: usize = 1 << 20;
 
 /// The container file or device, shared by the decoders; counts the bytes read.
 #[derive(Debug)]
