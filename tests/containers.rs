@@ -94,7 +94,9 @@ fn simg(raw: &Path, out: &Path) {
     let size = fs::metadata(raw).unwrap().len();
     assert_eq!(size % 4096, 0);
     let f = fs::File::open(raw).unwrap();
-    let mut chunks: Vec<(u16, u64, Option<(u64, u64)>)> = Vec::new();
+    // (chunk type, blocks, data range for RAW)
+    type Chunk = (u16, u64, Option<(u64, u64)>);
+    let mut chunks: Vec<Chunk> = Vec::new();
     let mut pos = 0;
     for (s, e) in data_blocks(raw) {
         if s > pos {

@@ -4,7 +4,7 @@
 //! an input is; `write`, `verify`, Python and the page ask it. It is pure (no OS I/O) and
 //! builds for `wasm32-unknown-unknown`, so the page reads what the CLI reads.
 //!
-//! - [`recognise`]: an input's first bytes → a partition table, a filesystem, a container
+//! - [`recognise`](mod@recognise): an input's first bytes → a partition table, a filesystem, a container
 //!   blockwise decodes (xz, gzip, zstd, bzip2, lz4, zip, Android sparse), or a format it
 //!   names and refuses (tar, qcow2, VMDK, VHD/VHDX, VDI).
 //! - [`decode`]: containers as [`BlockSource`](blockwise_geometry::BlockSource)s, with random

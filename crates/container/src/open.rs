@@ -28,7 +28,7 @@ impl Content {
                     Some(c) => format!("not a disk image ({} inside {c})", u.looks_like),
                     None => format!("not a disk image ({})", u.looks_like),
                 },
-                hint: "no partition table and no filesystem blockwise knows; pass --raw to write it byte for byte anyway (firmware blobs, unknown filesystems)".into(),
+                hint: "no partition table and no filesystem blockwise knows; pass --raw (Python: raw=True) to write it byte for byte anyway (firmware blobs, unknown filesystems)".into(),
                 kind: "unknown",
             }),
         }

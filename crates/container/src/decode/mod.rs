@@ -1,6 +1,6 @@
 //! Containers decoded as image bytes.
 //!
-//! Every container is cut into [`Frame`]s, pieces of the image that can be produced without
+//! Every container is cut into frames, pieces of the image that can be produced without
 //! the ones before them: an Android sparse chunk (raw bytes in the file, a fill value, or a
 //! hole), a seekable-zstd frame, an xz block (re-framed as a stream of its own, so any xz
 //! decoder reads it), a stored zip entry, or, for a plain stream (gzip, bzip2, lz4, a zstd

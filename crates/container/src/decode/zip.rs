@@ -56,7 +56,7 @@ impl Entry {
         self.name.ends_with('/')
     }
 
-    /// Whether this entry could be the image: a file of at least [`MIN_IMAGE`] bytes whose
+    /// Whether this entry could be the image: a file of at least 1 MiB (`MIN_IMAGE`) whose
     /// name is not a text, checksum, signature or block map.
     #[must_use]
     pub fn could_be_image(&self) -> bool {
