@@ -125,6 +125,11 @@ pub struct Decoded<I> {
     open: RefCell<Option<Open>>,
     cache: RefCell<Cache>,
     scratch: RefCell<Vec<u8>>,
+    /// A zip entry's CRC-32, checked when the image is read front to back (as `write`
+    /// reads it): deflate itself has no checksum.
+    crc: Option<u32>,
+    /// The running CRC while reads are sequential: (next offset, hasher).
+    crc_state: RefCell<Option<(u64, crc32fast::Hasher)>>,
 }
 
 impl<I> std::fmt::Debug for Decoded<I> {
@@ -155,6 +160,7 @@ impl<I: BlockSource + 'static> Decoded<I> {
             },
         };
         let mut entry = None;
+        let mut crc = None;
         let (frames, size, seekable) = match kind {
             ContainerKind::AndroidSparse => {
                 let (frames, size) = sparse::chunk_map(&input)?;
@@ -180,6 +186,7 @@ impl<I: BlockSource + 'static> Decoded<I> {
                 let dir = ZipDirectory::read(&input)?;
                 let chosen = dir.image_entry()?;
                 entry = Some(chosen.name.clone());
+                crc = Some(chosen.crc32);
                 let (frame, seekable) = zip::entry_frame(&input, chosen)?;
                 (vec![frame], Some(chosen.size), seekable)
             }
@@ -198,6 +205,8 @@ impl<I: BlockSource + 'static> Decoded<I> {
             open: RefCell::new(None),
             cache: RefCell::new(Cache::default()),
             scratch: RefCell::new(Vec::new()),
+            crc,
+            crc_state: RefCell::new(crc.map(|_| (0, crc32fast::Hasher::new()))),
         })
     }
 
@@ -322,8 +331,41 @@ impl<I: BlockSource + 'static> Decoded<I> {
 
     /// Fills `buf` from `offset`, reading in ascending order as cheaply as the container
     /// allows; returns the bytes read, fewer than `buf.len()` only at the end of the image.
-    /// Reading backwards works but may decode a frame (or a whole stream) again.
+    /// Reading backwards works but may decode a frame (or a whole stream) again. A zip
+    /// entry read from its first byte to its last without a gap has its CRC-32 checked: a
+    /// mismatch fails the last read.
     pub fn read_forward(&self, offset: u64, buf: &mut [u8]) -> Result<usize, Error> {
+        let done = self.read_pieces(offset, buf)?;
+        let Some(want) = self.crc else {
+            return Ok(done);
+        };
+        let mut state = self.crc_state.borrow_mut();
+        let sequential = state.as_ref().is_some_and(|(next, _)| *next == offset);
+        if !sequential {
+            *state = None;
+            return Ok(done);
+        }
+        if let Some((next, h)) = state.as_mut() {
+            h.update(buf.get(..done).unwrap_or_default());
+            *next = next.saturating_add(u64::try_from(done).unwrap_or(0));
+            if self.size.is_some_and(|s| *next >= s) {
+                let got = h.clone().finalize();
+                *state = None;
+                if got != want {
+                    return Err(Error::corrupt(
+                        "zip",
+                        format!(
+                            "the CRC-32 of \"{}\" is {got:08x}, its directory says {want:08x}: the archive is damaged",
+                            crate::escape(self.entry.as_deref().unwrap_or_default())
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(done)
+    }
+
+    fn read_pieces(&self, offset: u64, buf: &mut [u8]) -> Result<usize, Error> {
         let mut done = 0usize;
         while done < buf.len() {
             let off = offset.saturating_add(u64::try_from(done).unwrap_or(u64::MAX));

@@ -229,3 +229,23 @@ fn truncated_containers_fail_instead_of_writing_less() {
         }
     }
 }
+
+#[test]
+fn a_damaged_zip_entry_fails_its_crc_when_read_through() {
+    let raw = disk();
+    let mut z = super::zip::tests::build(&[("os.img", 0, &raw)]);
+    // Flip a byte of the stored data (after the 30-byte local header and the name).
+    z[30 + 6 + 20 * MIB] ^= 1;
+    let d = Decoded::open(z, crate::ContainerKind::Zip).unwrap();
+    let mut buf = vec![0u8; 4 * MIB];
+    let mut at = 0u64;
+    let err = loop {
+        match d.read_forward(at, &mut buf) {
+            Ok(n) if n < buf.len() => panic!("read to the end without an error"),
+            Ok(n) => at += n as u64,
+            Err(e) => break e.to_string(),
+        }
+    };
+    assert!(err.contains("CRC-32"), "{err}");
+    assert_eq!(at, raw.len() as u64 - 4 * MIB as u64, "the last read fails");
+}
