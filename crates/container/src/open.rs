@@ -48,7 +48,7 @@ pub enum Opened<I> {
     /// A container, decoded.
     Container {
         /// The decoded image.
-        decoded: Decoded<I>,
+        decoded: Box<Decoded<I>>,
         /// What the decoded bytes are.
         content: Content,
     },
@@ -128,5 +128,8 @@ pub fn open<I: BlockSource + 'static>(src: I) -> Result<Opened<I>, OpenError> {
             }))
         }
     };
-    Ok(Opened::Container { decoded, content })
+    Ok(Opened::Container {
+        decoded: Box::new(decoded),
+        content,
+    })
 }

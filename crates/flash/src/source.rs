@@ -782,13 +782,18 @@ pub fn open_image(image: &Path, bmap: Option<&Path>, raw: bool) -> Result<Opened
                         bmap_size(size, &bm)?;
                     }
                     let size = bm.image_size;
-                    Box::new(Checked::new(ContainerSource::new(decoded, Some(size)), bm))
+                    Box::new(Checked::new(ContainerSource::new(*decoded, Some(size)), bm))
                 }
                 None => {
                     if decoded.mapped().is_some() {
                         notes.push(format!(
-                            "{}: only its data is written; its holes are skipped",
-                            ck.name()
+                            "{}: only its data is written; its holes are skipped{}",
+                            ck.name(),
+                            if ck == ContainerKind::Zstd {
+                                " (all-zero frames: a .bmap beside it would write the zeros the image wrote too)"
+                            } else {
+                                ""
+                            }
                         ));
                     } else {
                         notes.push(
@@ -796,7 +801,7 @@ pub fn open_image(image: &Path, bmap: Option<&Path>, raw: bool) -> Result<Opened
                                 .into(),
                         );
                     }
-                    Box::new(ContainerSource::new(decoded, None))
+                    Box::new(ContainerSource::new(*decoded, None))
                 }
             }
         }
