@@ -419,10 +419,12 @@ fn build(
 }
 
 /// A source that takes the GIL back now and then to check for Ctrl-C.
-struct Interruptible<'a> {
-    inner: &'a FileSource,
+struct Interruptible {
+    inner: FileSource,
     last_poll: std::cell::Cell<Instant>,
-    error: std::cell::RefCell<Option<PyErr>>,
+    /// The pending Python exception, shared with the caller (the source itself is handed to
+    /// the container decoders and dropped there).
+    error: std::rc::Rc<std::cell::RefCell<Option<PyErr>>>,
 }
 
 /// Why an [`Interruptible`] read failed.
@@ -450,7 +452,7 @@ impl std::error::Error for ReadError {
     }
 }
 
-impl BlockSource for Interruptible<'_> {
+impl BlockSource for Interruptible {
     type Error = ReadError;
 
     fn len(&self) -> u64 {
@@ -524,24 +526,51 @@ fn verify(
         .strict(strict)
         .sector_size(sector)
         .device(src.hints());
-    let (report, pending) = py.allow_threads(|| {
+    let (result, pending) = py.allow_threads(|| {
+        let error = std::rc::Rc::new(std::cell::RefCell::new(None));
         let source = Interruptible {
-            inner: &src,
+            inner: src,
             last_poll: std::cell::Cell::new(Instant::now()),
-            error: std::cell::RefCell::new(None),
+            error: error.clone(),
         };
-        let report = blockwise_verify::verify(&source, &opts);
-        (report, source.error.into_inner())
+        let result = blockwise_container::verify::verify(source, &opts);
+        let pending = error.borrow_mut().take();
+        (result, pending)
     });
-    let report = match report {
+    use blockwise_container::verify::VerifyError;
+    let (report, container) = match result {
         Ok(r) => r,
-        Err(ReadError::Io(e)) => {
-            let message = format!("{}: {e}", path.display());
-            return Err(os_error(py, Some(&path), message, e.raw_os_error()));
+        Err(VerifyError::Refused(r)) => {
+            return Err(UnsupportedError::new_err(format!(
+                "{}: {r}",
+                blockwise_container::escape(&path.display().to_string())
+            )));
         }
-        Err(ReadError::Interrupted) => {
-            return Err(pending
-                .unwrap_or_else(|| pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted")));
+        Err(VerifyError::Decode(blockwise_container::Error::Input(e))) => {
+            return Err(match e.downcast::<ReadError>() {
+                Ok(read) => match *read {
+                    ReadError::Io(e) => {
+                        let message = format!("{}: {e}", path.display());
+                        os_error(py, Some(&path), message, e.raw_os_error())
+                    }
+                    ReadError::Interrupted => pending.unwrap_or_else(|| {
+                        pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted")
+                    }),
+                },
+                Err(other) => {
+                    let message = format!("{}: {other}", path.display());
+                    os_error(py, Some(&path), message, None)
+                }
+            });
+        }
+        Err(e) => {
+            if let Some(p) = pending {
+                return Err(p);
+            }
+            return Err(CorruptImageError::new_err(format!(
+                "{}: {e}",
+                path.display()
+            )));
         }
     };
     if !report.recognised {
@@ -556,7 +585,8 @@ fn verify(
             }
         )));
     }
-    let v = serde_json::to_value(&report).map_err(json_error)?;
+    let v = blockwise_container::verify::report_json(&report, container.as_ref())
+        .map_err(json_error)?;
     to_python(py, &v)
 }
 
@@ -819,6 +849,8 @@ struct WriteArgs {
     direct: bool,
     yes: bool,
     partition_ok: bool,
+    /// Write bytes that are no disk image as they are.
+    raw: bool,
 }
 
 /// A unique work directory for a spec build (mke2fs temp files), removed on drop.
@@ -889,8 +921,8 @@ fn write_steps(
             &mut spec_source
         }
         WriteSource::Image(path) => {
-            opened =
-                blockwise_flash::open_image(path, a.bmap.as_deref()).map_err(WriteFailure::Open)?;
+            opened = blockwise_flash::open_image(path, a.bmap.as_deref(), a.raw)
+                .map_err(WriteFailure::Open)?;
             let mut paths = vec![path.as_path()];
             paths.extend(opened.bmap.as_deref());
             inputs = blockwise_flash::data_ids(&paths);
@@ -984,6 +1016,9 @@ fn write_error(
                 OpenError::Io { path, source } => {
                     os_error_msg(path, message, source.raw_os_error())
                 }
+                OpenError::Refused { .. } | OpenError::NotImage { .. } => {
+                    UnsupportedError::new_err(message)
+                }
                 _ => CorruptImageError::new_err(message),
             }
         }
@@ -1010,7 +1045,8 @@ fn write_error(
     }
 }
 
-/// Writes an image file (raw or .xz/.gz/.zst/.bz2, with a bmap beside it or given), a spec
+/// Writes an image file (raw; .xz/.gz/.zst/.bz2/.lz4/.zip or Android sparse, recognised by
+/// its bytes; a block device copied whole; with a bmap beside it or given), a spec
 /// file (`.toml`) or a spec dict to a block device or regular file, as the CLI's
 /// `write --json` prints it. A spec written to a block device is planned for it as the CLI's
 /// `write SPEC DEVICE` plans it ("auto" or left-out `erase-block`/`sector-size` and a
@@ -1019,7 +1055,7 @@ fn write_error(
 #[pyfunction]
 #[pyo3(signature = (
     source, target, verify=true, progress=None, *, yes=false, partition_ok=false, bmap=None,
-    chunk=None, zero_holes=false, discard=false, direct=false, base_dir=None
+    chunk=None, zero_holes=false, discard=false, direct=false, base_dir=None, raw=false
 ))]
 #[expect(clippy::too_many_arguments, reason = "the Python signature")]
 fn write(
@@ -1036,6 +1072,7 @@ fn write(
     discard: bool,
     direct: bool,
     base_dir: Option<PathBuf>,
+    raw: bool,
 ) -> PyResult<PyObject> {
     let chunk = match chunk {
         None => 4 << 20,
@@ -1104,6 +1141,7 @@ fn write(
         direct,
         yes,
         partition_ok,
+        raw,
     };
     let cancel = std::sync::atomic::AtomicBool::new(false);
     let mut build_progress = PyProgress::new(None);

@@ -85,9 +85,13 @@ def write(
     discard: bool = False,
     direct: bool = False,
     base_dir: _StrPath | None = None,
+    raw: bool = False,
 ) -> dict[str, Any]:
-    """Writes an image file (raw, .xz, .gz, .zst or .bz2), a spec file (``.toml``) or a spec
-    dict to a block device or regular file, as ``blockwise write --json`` prints it.
+    """Writes an image file (raw; .xz, .gz, .zst, .bz2, .lz4, .zip or Android sparse, known by
+    its bytes; a block device copied whole), a spec file (``.toml``) or a spec dict to a block
+    device or regular file, as ``blockwise write --json`` prints it. Formats that cannot be
+    written as they are (tar, qcow2, VMDK, VHD, ...) raise ``UnsupportedError`` naming them;
+    so do bytes that are no disk image, unless ``raw=True``.
 
     A spec written to a block device is planned for it as ``blockwise write SPEC DEVICE``
     does: ``image.erase-block``/``image.sector-size`` that are ``"auto"`` or left out take the
