@@ -358,9 +358,12 @@ fn plan(py: Python<'_>, spec: &Bound<'_, PyAny>, base_dir: Option<PathBuf>) -> P
     to_python(py, &v)
 }
 
-/// Builds the image of `spec` into `out` (atomically), as the CLI's `build --json` prints it.
+/// Builds the image of `spec` into `out` (atomically), as the CLI's `build --json` prints it;
+/// `format` (`"raw"`, `"simg"`, `"zst"`, `"xz"`) overrides what `out`'s name says, `level`
+/// is the zstd/xz compression level.
 #[pyfunction]
-#[pyo3(signature = (spec, out, bmap=None, progress=None, *, base_dir=None))]
+#[pyo3(signature = (spec, out, bmap=None, progress=None, *, base_dir=None, format=None, level=None))]
+#[allow(clippy::too_many_arguments, reason = "the Python signature")]
 fn build(
     py: Python<'_>,
     spec: &Bound<'_, PyAny>,
@@ -368,7 +371,25 @@ fn build(
     bmap: Option<PathBuf>,
     progress: Option<Py<PyAny>>,
     base_dir: Option<PathBuf>,
+    format: Option<String>,
+    level: Option<i32>,
 ) -> PyResult<PyObject> {
+    let format = match format.as_deref() {
+        None => None,
+        Some(f) => Some(blockwise_host::OutputFormat::parse(f).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "format {f:?}: must be one of {}",
+                blockwise_host::OutputFormat::CHOICES
+            ))
+        })?),
+    };
+    // A name promising a container blockwise does not write fails before any work.
+    let format =
+        blockwise_host::OutputFormat::resolve(&out, format).map_err(|e| host_error(py, e, None))?;
+    let options = blockwise_host::OutputOptions {
+        format: Some(format),
+        level,
+    };
     let Loaded { mut file, source } = load_spec(py, spec, base_dir)?;
     file.outputs = std::iter::once(out.clone()).chain(bmap.clone()).collect();
     let work_dir = out
@@ -379,12 +400,17 @@ fn build(
     let mut p = PyProgress::new(progress);
     let result = py.allow_threads(|| -> Result<serde_json::Value, blockwise_host::Error> {
         let built = build_with_progress(&mut file, &work_dir, &mut p)?;
-        let stats = built.write(&out, bmap.as_deref(), &mut p)?;
-        blockwise_host::json::build_json(&built, &stats, &source, &out.display().to_string())
-            .map_err(|e| blockwise_host::Error::Io {
-                path: out.clone(),
-                source: std::io::Error::other(e),
-            })
+        let written = built.write_as(&out, bmap.as_deref(), &options, &mut p)?;
+        blockwise_host::json::build_output_json(
+            &built,
+            &written,
+            &source,
+            &out.display().to_string(),
+        )
+        .map_err(|e| blockwise_host::Error::Io {
+            path: out.clone(),
+            source: std::io::Error::other(e),
+        })
     });
     match result {
         Ok(v) => to_python(py, &v),

@@ -50,11 +50,16 @@ def build(
     progress: Callable[[int, int], object] | None = None,
     *,
     base_dir: _StrPath | None = None,
+    format: str | None = None,
+    level: int | None = None,
 ) -> dict[str, Any]:
     """Builds ``spec`` into ``out`` atomically, as ``blockwise build --json`` prints it.
 
-    ``progress(done, total)`` is called with bytes written; an exception it raises cancels
-    the build (nothing is left behind) and is re-raised.
+    ``out``'s name picks the format (``.simg``/``.sparse`` Android sparse, ``.zst`` seekable
+    zstd, ``.xz`` xz, anything else raw) unless ``format`` (``"raw"``, ``"simg"``, ``"zst"``,
+    ``"xz"``) says; ``level`` is the zstd (1-22) or xz (0-9) level. ``bmap`` maps the raw
+    image whatever the format. ``progress(done, total)`` is called with bytes written; an
+    exception it raises cancels the build (nothing is left behind) and is re-raised.
     """
 
 def verify(
