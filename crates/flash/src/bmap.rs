@@ -3,7 +3,7 @@
 
 use sha2::{Digest as _, Sha256};
 
-use crate::source::Source;
+use crate::source::{Source, Verify};
 use crate::SourceError;
 
 /// The most ranges a bmap may have (bmaptool writes one per extent; this is generous).
@@ -176,21 +176,23 @@ impl Bmap {
     }
 }
 
-/// A [`Source`] whose bytes are checked against a bmap's range checksums as they are read
-/// (reads must come in ascending order and cover each range, as the writer's do).
-pub struct Checked<S> {
-    inner: S,
+/// A bmap's range checksums, checked over bytes fed in ascending offsets (each range from its
+/// start to its end, in one or more pieces): what [`Checked`] runs. The writer takes it out of
+/// the source ([`Source::take_verifier`]) and runs it on a thread of its own, so hashing is
+/// never on the write path.
+#[derive(Debug)]
+pub struct RangeCheck {
     bmap: Bmap,
     next: usize,
     hasher: Sha256,
     hashed_to: u64,
 }
 
-impl<S: Source> Checked<S> {
-    /// Wraps `inner`; its mapped ranges become the bmap's.
-    pub fn new(inner: S, bmap: Bmap) -> Self {
-        Checked {
-            inner,
+impl RangeCheck {
+    /// Checks the ranges of `bmap`.
+    #[must_use]
+    pub fn new(bmap: Bmap) -> Self {
+        RangeCheck {
             bmap,
             next: 0,
             hasher: Sha256::new(),
@@ -234,17 +236,61 @@ impl<S: Source> Checked<S> {
     }
 }
 
+impl Verify for RangeCheck {
+    fn update(&mut self, offset: u64, data: &[u8]) -> Result<(), SourceError> {
+        self.feed(offset, data)
+    }
+    /// Every range must have been fed whole and matched: a range never read is an error too.
+    fn finish(&mut self) -> Result<(), SourceError> {
+        match self.bmap.ranges.get(self.next) {
+            Some(r) => Err(SourceError::Checksum {
+                first: r.first,
+                last: r.last,
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A [`Source`] whose bytes are checked against a bmap's range checksums (reads must come in
+/// ascending order and cover each range, as the writer's do). It checks them as they are read,
+/// unless the reader takes the check to run it elsewhere ([`Source::take_verifier`]: the
+/// writer does, and hashes on a thread of its own).
+pub struct Checked<S> {
+    inner: S,
+    ranges: Vec<(u64, u64)>,
+    image_size: u64,
+    check: Option<RangeCheck>,
+}
+
+impl<S: Source> Checked<S> {
+    /// Wraps `inner`; its mapped ranges become the bmap's.
+    pub fn new(inner: S, bmap: Bmap) -> Self {
+        Checked {
+            inner,
+            ranges: bmap.byte_ranges(),
+            image_size: bmap.image_size,
+            check: Some(RangeCheck::new(bmap)),
+        }
+    }
+}
+
 impl<S: Source> Source for Checked<S> {
     fn size(&self) -> Option<u64> {
-        Some(self.bmap.image_size)
+        Some(self.image_size)
     }
     fn ranges(&self) -> Option<Vec<(u64, u64)>> {
-        Some(self.bmap.byte_ranges())
+        Some(self.ranges.clone())
     }
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<usize, SourceError> {
         let n = self.inner.read(offset, buf)?;
-        self.feed(offset, buf.get(..n).unwrap_or_default())?;
+        if let Some(c) = &mut self.check {
+            c.feed(offset, buf.get(..n).unwrap_or_default())?;
+        }
         Ok(n)
+    }
+    fn take_verifier(&mut self) -> Option<Box<dyn Verify>> {
+        self.check.take().map(|c| Box::new(c) as Box<dyn Verify>)
     }
 }
 
@@ -344,6 +390,18 @@ mod tests {
             Ok(())
         };
         read_all(data.clone()).unwrap();
+        // Taken out of the source, the check runs over what it is fed; a range never fed
+        // fails `finish`.
+        let mut c = Checked::new(MemSource::new(data.clone()), bmap.clone());
+        let mut v = c.take_verifier().unwrap();
+        assert!(c.take_verifier().is_none());
+        v.update(0, &data[..20480]).unwrap();
+        assert!(matches!(
+            v.finish(),
+            Err(SourceError::Checksum { first: 9, last: 9 })
+        ));
+        v.update(36864, &data[36864..]).unwrap();
+        v.finish().unwrap();
         data[17000] ^= 1;
         assert!(matches!(
             read_all(data),

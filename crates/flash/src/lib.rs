@@ -68,7 +68,7 @@ pub use bench::{
     Outcome as BenchOutcome, Pattern, RealClock, Report as BenchReport, Shift, TargetInfo,
     DEFAULT_CHUNKS,
 };
-pub use bmap::{bmap_text_for, Bmap, BmapError, BmapRange, Checked};
+pub use bmap::{bmap_text_for, Bmap, BmapError, BmapRange, Checked, RangeCheck};
 pub use buf::AlignedBuf;
 pub use device::Device;
 pub use error::{Error, Refusal, SourceError};
@@ -87,7 +87,7 @@ pub use probe::{
 pub use safety::{check, check_file_target, inspect, parse_mountinfo, sysfs_of, DeviceInfo};
 pub use source::{
     bmap_beside, data_ranges, open_image, Compression, ImageFile, MapSource, MemSource, OpenError,
-    Opened, Source, Stream,
+    Opened, Source, Stream, Verify,
 };
 pub use target::{DirectMode, Target, TargetKind};
 pub use writer::{write, Event, Options, Outcome, Rates, Stats, MAX_CHUNK};

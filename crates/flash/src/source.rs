@@ -27,6 +27,21 @@ pub trait Source {
     /// Fills `buf` from `offset`; returns the bytes read, fewer than asked only at the end of
     /// the image (the rest of `buf` is then unspecified).
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<usize, SourceError>;
+    /// Hands over the check of the bytes read (a bmap's range checksums), so that the reader
+    /// runs it elsewhere (the writer: on a thread of its own, off the write path); the
+    /// source then reads without checking. `None` (the default) when there is none.
+    fn take_verifier(&mut self) -> Option<Box<dyn Verify>> {
+        None
+    }
+}
+
+/// A check of a [`Source`]'s bytes, fed everything read in ascending offsets (from
+/// [`Source::take_verifier`]).
+pub trait Verify: Send {
+    /// Checks the next bytes read, at `offset`.
+    fn update(&mut self, offset: u64, data: &[u8]) -> Result<(), SourceError>;
+    /// Everything was read: the whole check must have passed.
+    fn finish(&mut self) -> Result<(), SourceError>;
 }
 
 impl<S: Source + ?Sized> Source for Box<S> {
@@ -38,6 +53,9 @@ impl<S: Source + ?Sized> Source for Box<S> {
     }
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<usize, SourceError> {
         (**self).read(offset, buf)
+    }
+    fn take_verifier(&mut self) -> Option<Box<dyn Verify>> {
+        (**self).take_verifier()
     }
 }
 

@@ -334,3 +334,50 @@ fn r25_a_larger_regular_file_ends_up_identical() {
     drop(t);
     assert_eq!(std::fs::read(&path).unwrap(), expect);
 }
+
+/// r34: with a bmap, the range checksums are checked on a thread beside the device writer:
+/// a good image is written whole, block 0 last; one changed byte anywhere (the first range,
+/// which holds block 0, or the last) is an error naming the range, with block 0 unwritten.
+#[test]
+fn r34_bmap_checked_beside_the_writer() {
+    use crate::{bmap_text_for, Bmap, Checked, SourceError};
+    let img = image(3 << 20);
+    let ranges = [
+        (0u64, 73_728u64),
+        (1 << 20, (1 << 20) + 8192),
+        ((3 << 20) - 8192, 3 << 20),
+    ];
+    let bmap = Bmap::parse(&bmap_text_for(&img, 4096, &ranges)).unwrap();
+    let run_checked = |data: Vec<u8>| {
+        let mut dev = FaultDevice::new(vec![OLD; 4 << 20], 4096);
+        let mut src = Checked::new(MemSource::new(data), bmap.clone());
+        let r = write(
+            &mut dev,
+            &mut src,
+            &Options::default().chunk(1 << 20),
+            &AtomicBool::new(false),
+            &mut |_| {},
+        );
+        (r, dev)
+    };
+    let (r, dev) = run_checked(img.clone());
+    r.unwrap();
+    assert_eq!(dev.data[..73_728], img[..73_728]);
+    assert_eq!(dev.writes.last().map(|w| w.0), Some(0));
+    for (at, first) in [(100usize, 0u64), ((3 << 20) - 10, 766)] {
+        let mut bad = img.clone();
+        bad[at] ^= 1;
+        let (r, dev) = run_checked(bad);
+        match r {
+            Err(Error::Source {
+                source: SourceError::Checksum { first: f, .. },
+                ..
+            }) => assert_eq!(f, first),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            dev.data[..4096].iter().all(|&x| x == OLD),
+            "block 0 written"
+        );
+    }
+}

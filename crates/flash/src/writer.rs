@@ -3,11 +3,11 @@
 //! verify and statistics.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
 
 use crate::buf::AlignedBuf;
-use crate::{Device, Error, Refusal, Source};
+use crate::{Device, Error, Refusal, Source, SourceError, Verify};
 
 /// The largest chunk: four times the largest erase block blockwise plans for. Larger chunks
 /// only cost memory (three buffers of it are in flight) and delay a cancel.
@@ -271,7 +271,46 @@ fn write_all(dev: &mut dyn Device, offset: u64, data: &[u8], before: u64) -> Res
 struct Job {
     offset: u64,
     len: usize,
-    buf: AlignedBuf,
+    /// Shared with the verifier's thread, when there is one: whichever finishes with it last
+    /// returns it to the pool (`Arc::into_inner`).
+    buf: Arc<AlignedBuf>,
+}
+
+/// Bytes for the verifier: `len` bytes of `buf` read at `offset`.
+struct Check {
+    offset: u64,
+    len: usize,
+    buf: Arc<AlignedBuf>,
+}
+
+/// Runs the source's check ([`Source::take_verifier`]: a bmap's range checksums) over every
+/// byte read, in read order, on a thread of its own beside the device writer; returns the
+/// buffers it was the last to hold to the pool. The first failure stops the checking, sets
+/// `failed` (the reader then stops) and is returned with the offset it was found at; at the
+/// end of the input the check must be complete (`Verify::finish`).
+fn run_verifier(
+    mut v: Box<dyn Verify>,
+    rx: mpsc::Receiver<Check>,
+    ret: &mpsc::Sender<AlignedBuf>,
+    failed: &AtomicBool,
+    cancel: &AtomicBool,
+) -> Result<(), (u64, SourceError)> {
+    let mut result = Ok(());
+    for c in rx {
+        if result.is_ok() && !cancel.load(Ordering::Relaxed) {
+            let data = c.buf.get(..c.len).unwrap_or_default();
+            if let Err(e) = v.update(c.offset, data) {
+                failed.store(true, Ordering::Relaxed);
+                result = Err((c.offset, e));
+            }
+        }
+        if let Some(b) = Arc::into_inner(c.buf) {
+            let _ = ret.send(b);
+        }
+    }
+    result?;
+    // u64::MAX: the end of what was read (the caller knows it).
+    v.finish().map_err(|e| (u64::MAX, e))
 }
 
 fn alloc(len: usize, align: usize) -> Result<AlignedBuf, Error> {
@@ -390,7 +429,7 @@ pub fn write(
     });
     let started = Instant::now();
     let written = AtomicU64::new(0);
-    let mut held: Vec<(u64, AlignedBuf, usize)> = Vec::new();
+    let mut held: Vec<(u64, Arc<AlignedBuf>, usize)> = Vec::new();
     let mut records: Vec<Written> = Vec::new();
     let mut reached = 0u64;
     let mut image_end = 0u64;
@@ -399,14 +438,34 @@ pub fn write(
 
     let (job_tx, job_rx) = mpsc::sync_channel::<Job>(1);
     let (ret_tx, ret_rx) = mpsc::channel::<AlignedBuf>();
-    for _ in 0..3 {
+    // The bmap check, when the source has one, hashes on a thread of its own: it sees each
+    // buffer while the device writer writes it, so the write never waits for the hash unless
+    // the hash is the slower of the two (one more buffer in flight gives it slack).
+    let verifier = src.take_verifier();
+    for _ in 0..(3 + usize::from(verifier.is_some())) {
         ret_tx
             .send(alloc(chunk_len, align)?)
             .map_err(|_| Error::Alloc { bytes: chunk_len })?;
     }
+    let check_failed = AtomicBool::new(false);
+    let check_result: Mutex<Option<Result<(), (u64, SourceError)>>> = Mutex::new(None);
     let worker = std::thread::scope(|scope| {
         let written = &written;
         let dev_ref: &mut dyn Device = &mut *dev;
+        let (check_tx, check_handle) = match verifier {
+            Some(v) => {
+                let (tx, rx) = mpsc::channel::<Check>();
+                let (ret, failed, result) = (ret_tx.clone(), &check_failed, &check_result);
+                let h = scope.spawn(move || {
+                    let r = run_verifier(v, rx, &ret, failed, cancel);
+                    if let Ok(mut slot) = result.lock() {
+                        *slot = Some(r);
+                    }
+                });
+                (Some(tx), Some(h))
+            }
+            None => (None, None),
+        };
         let handle = scope.spawn(move || -> Result<(Vec<f64>, u64), Error> {
             let mut rates = Vec::new();
             let mut end = 0u64;
@@ -425,8 +484,10 @@ pub fn write(
                 }
                 written.fetch_add(job.len as u64, Ordering::Relaxed);
                 end = end.max(job.offset + job.len as u64);
-                if ret_tx.send(job.buf).is_err() {
-                    break;
+                if let Some(b) = Arc::into_inner(job.buf) {
+                    if ret_tx.send(b).is_err() {
+                        break;
+                    }
                 }
             }
             Ok((rates, end))
@@ -434,6 +495,10 @@ pub fn write(
         for piece in pieces.by_ref() {
             if cancel.load(Ordering::Relaxed) {
                 interrupted = true;
+                break;
+            }
+            // The verifier found a mismatch: stop reading; its error is returned below.
+            if check_failed.load(Ordering::Relaxed) {
                 break;
             }
             let want = usize::try_from(piece.end - piece.start).unwrap_or(chunk_len);
@@ -479,6 +544,14 @@ pub fn write(
                     crcs: crcs(buf.get(..len).unwrap_or_default()),
                 });
             }
+            let buf = Arc::new(buf);
+            if let Some(tx) = &check_tx {
+                let _ = tx.send(Check {
+                    offset: piece.start,
+                    len: n,
+                    buf: Arc::clone(&buf),
+                });
+            }
             if piece.hold {
                 held.push((piece.start, buf, len));
             } else {
@@ -503,14 +576,37 @@ pub fn write(
             }
         }
         drop(job_tx);
-        handle
+        drop(check_tx);
+        let r = handle
             .join()
-            .unwrap_or_else(|_| Err(Error::Options("the writer thread panicked".into())))
+            .unwrap_or_else(|_| Err(Error::Options("the writer thread panicked".into())));
+        if let Some(h) = check_handle {
+            if h.join().is_err() {
+                return Err(Error::Options("the verifier thread panicked".into()));
+            }
+        }
+        r
     });
     let (rates, written_end) = worker?;
     reached = reached.max(written_end);
     if let Some(e) = source_err {
         return Err(e);
+    }
+    // The check must have passed before anything is synced and block 0 written; after a
+    // cancel it is incomplete by design (block 0 stays unwritten anyway).
+    let checked = check_result.into_inner().ok().flatten();
+    if let Some(Err((offset, source))) = checked {
+        if !(interrupted || cancel.load(Ordering::Relaxed)) {
+            return Err(Error::Source {
+                offset: if offset == u64::MAX {
+                    image_end
+                } else {
+                    offset
+                },
+                written: written.load(Ordering::Relaxed),
+                source,
+            });
+        }
     }
     let mut written = written.into_inner();
     progress(Event::Written(written));

@@ -50,14 +50,9 @@ impl Prepared {
         let start = g.group_start(grp);
         let glen = g.group_len(grp);
         let mut bb = vec![0u8; g.bs as usize];
-        let mut used = 0u64;
-        for k in 0..g.bpg {
-            if k >= glen || g.used.get(start + k) {
-                bb[(k / 8) as usize] |= 1 << (k % 8);
-                if k < glen {
-                    used += 1;
-                }
-            }
+        let used = g.used.fill_bits(start, glen, &mut bb);
+        if glen < g.bpg {
+            crate::geom::set_bits(&mut bb, glen, g.bpg);
         }
         (bb, glen - used)
     }
