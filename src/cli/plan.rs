@@ -263,9 +263,8 @@ pub fn human_plan(plan: &Plan) -> String {
     };
     let _ = writeln!(
         s,
-        "Disk: {} ({} bytes, {} sectors of {} B), {table}, erase block {}",
-        format_size(plan.size_bytes),
-        plan.size_bytes,
+        "Disk: {} ({} sectors of {} B), {table}, erase block {}",
+        blockwise_geometry::units::format_size_both(plan.size_bytes),
         plan.size_bytes / sb,
         sb,
         format_size(plan.erase_block_bytes)

@@ -469,8 +469,16 @@ pub fn check_erase_block(bytes: u64) -> Result<(), String> {
     if bytes.is_power_of_two() && (min..=max).contains(&bytes) {
         Ok(())
     } else {
+        let decimal = if bytes % 1000 == 0 && bytes > 0 {
+            format!(
+                "; {} bytes is a decimal size (KB, MB, GB are powers of 1000): write KiB or MiB, e.g. \"4MiB\"",
+                crate::units::group_thousands(bytes)
+            )
+        } else {
+            String::new()
+        };
         Err(format!(
-            "must be a power of two from {} to {} (SD cards: 4 MiB or 8 MiB, old USB sticks: 128 KiB)",
+            "must be a power of two from {} to {} (SD cards: 4 MiB or 8 MiB, old USB sticks: 128 KiB){decimal}",
             crate::format_size(min),
             crate::format_size(max)
         ))

@@ -569,12 +569,16 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
             disk
         }
         None => {
+            // The derived size ends on the erase block (and the GPT tail with it), even
+            // when an explicit start put the last partition off the grid.
             let tail = if gpt {
                 round_up(tail_bytes, e).ok_or_else(|| overflow(isize_))?
             } else {
                 0
             };
-            end.checked_add(tail).ok_or_else(|| overflow(isize_))?
+            round_up(end, e)
+                .and_then(|end| end.checked_add(tail))
+                .ok_or_else(|| overflow(isize_))?
         }
     };
 
@@ -818,6 +822,46 @@ mod tests {
         assert!(e.reason.contains("overlaps partition[1]"), "{e}");
     }
 
+    /// r26: an explicit start off the erase block on the last partition, with the image size
+    /// derived: the image (and the GPT backup tail) still ends on the erase block.
+    #[test]
+    fn r26_derived_size_ends_on_the_erase_block() {
+        for (table, tail) in [(TableKind::Mbr, 0), (TableKind::Gpt, 4 * MIB)] {
+            let mut sp = spec(
+                table,
+                None,
+                4 * MIB,
+                SectorSize::S512,
+                &[SizeSpec::Bytes(MIB), SizeSpec::Bytes(MIB)],
+            );
+            sp.partitions[1].start = Some(13 * MIB + 512 * 8);
+            let p = plan(&sp).unwrap();
+            assert_eq!(p.partitions[1].end_bytes(), 17 * MIB + 4096);
+            assert_eq!(p.size_bytes, 20 * MIB + tail, "{table}");
+            assert_eq!(p.size_bytes % (4 * MIB), 0);
+            if let Some(g) = p.gpt {
+                assert_eq!((g.backup_entries_lba * 512) % (4 * MIB), 4 * MIB - 33 * 512);
+                assert_eq!(g.backup_header_lba, p.size_bytes / 512 - 1);
+            }
+        }
+    }
+
+    #[test]
+    fn explicit_start_overlap_is_an_error() {
+        let mut sp = spec(
+            TableKind::Mbr,
+            Some(64 * MIB),
+            4 * MIB,
+            SectorSize::S512,
+            &[SizeSpec::Bytes(MIB), SizeSpec::Bytes(MIB), SizeSpec::Fill],
+        );
+        sp.partitions[0].in_table = false;
+        sp.partitions[1].start = Some(6 * MIB);
+        let e = plan(&sp).unwrap_err();
+        assert_eq!(e.key, LayoutKey::Partition(1, PartKey::Start));
+        assert!(e.reason.contains("overlaps partition[1]"), "{e}");
+    }
+
     #[test]
     fn raw_writes_are_checked() {
         let sp = spec(
@@ -910,6 +954,9 @@ mod tests {
                         prop_assert!(p.partitions[0].start_bytes >= g.first_usable_lba * sb);
                     }
                     prop_assert!(p.aligned);
+                    if sp.image.size.is_none() && sp.image.table != TableKind::None {
+                        prop_assert_eq!(p.size_bytes % e, 0);
+                    }
                 }
             }
         }
