@@ -67,6 +67,7 @@ pub struct Ext4Options {
     #[serde(deserialize_with = "opt_uint::<_, u32, U32_MAX>")]
     pub stripe_width: Option<u32>,
     /// Internal journal.
+    #[serde(deserialize_with = "blockwise_geometry::de::boolean")]
     pub journal: bool,
     /// Journal size in bytes; `None` = sized like mke2fs.
     #[serde(deserialize_with = "opt_size")]

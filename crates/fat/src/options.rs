@@ -19,6 +19,7 @@ pub struct FatOptions {
     #[serde(deserialize_with = "opt_size")]
     pub cluster: Option<u64>,
     /// Put the first FAT on an erase-block boundary too.
+    #[serde(deserialize_with = "blockwise_geometry::de::boolean")]
     pub align_fat: bool,
     /// Number of FAT copies (1 or 2).
     #[serde(deserialize_with = "uint::<_, u8, 255>")]

@@ -232,7 +232,7 @@ pub struct PartitionSpec {
     #[serde(default, rename = "type", deserialize_with = "opt_type")]
     pub type_: Option<String>,
     /// Bootable flag (MBR 0x80; GPT legacy-BIOS-bootable attribute).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "blockwise_geometry::de::boolean")]
     pub bootable: bool,
     /// Filesystem label.
     #[serde(default)]
@@ -260,7 +260,7 @@ pub struct PartitionSpec {
     #[serde(default, deserialize_with = "opt_size")]
     pub start: Option<u64>,
     /// Listed in the partition table (genimage's `in-partition-table`); default true.
-    #[serde(default = "yes")]
+    #[serde(default = "yes", deserialize_with = "blockwise_geometry::de::boolean")]
     pub in_partition_table: bool,
 }
 
