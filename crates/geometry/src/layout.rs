@@ -459,6 +459,12 @@ impl LayoutError {
     }
 }
 
+/// Most partitions an MBR layout may list: partitions 1–3, the extended partition 4 and
+/// logical partitions 5–60. util-linux's fdisk and sfdisk read at most 60 partition numbers
+/// and drop the rest when they write the table back; the kernel reads up to 255, and verify
+/// reads the EBR chain at least that far.
+pub const MAX_MBR_PARTITIONS: usize = 59;
+
 /// Smallest and largest erase block accepted.
 pub const ERASE_BLOCK_RANGE: (u64, u64) = (4096, 256 << 20);
 
@@ -560,6 +566,12 @@ impl Layout {
             return Err(LayoutError::new(
                 LayoutKey::Partitions,
                 format!("GPT holds at most 128 partitions, found {tabled}"),
+            ));
+        }
+        if img.table == TableKind::Mbr && tabled > MAX_MBR_PARTITIONS {
+            return Err(LayoutError::new(
+                LayoutKey::Partitions,
+                format!("an MBR table holds at most {MAX_MBR_PARTITIONS} partitions (3 primary, then logical ones numbered 5 to {}: fdisk and sfdisk list no more and drop the rest when they save the table), found {tabled}; use table = \"gpt\" (up to 128)", MAX_MBR_PARTITIONS + 1),
             ));
         }
         let last = n - 1;

@@ -55,6 +55,8 @@ finding_codes! {
     LogicalOutsideExtended = "logical-outside-extended",
     /// `gpt-missing`: An 0xEE entry next to other MBR entries, but no GPT header.
     GptMissing = "gpt-missing",
+    /// `mbr-many-partitions`: Logical partitions numbered above 60, which fdisk and sfdisk drop.
+    MbrManyPartitions = "mbr-many-partitions",
     /// `no-partitions`: The MBR has no entries.
     NoPartitions = "no-partitions",
     // GPT

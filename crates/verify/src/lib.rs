@@ -17,7 +17,7 @@
 //! | area | codes |
 //! |---|---|
 //! | source | `empty-source` (E), `unrecognised` (E, exit 2), `read-failed` (E), `erase-block-odd` (W), `sector-size-guessed` (I) |
-//! | MBR | `mbr-corrupt` (E), `ebr-chain` (E), `logical-outside-extended` (E), `gpt-missing` (E), `no-partitions` (I) |
+//! | MBR | `mbr-corrupt` (E), `ebr-chain` (E), `logical-outside-extended` (E), `gpt-missing` (E), `mbr-many-partitions` (W), `no-partitions` (I) |
 //! | GPT | `gpt-primary-bad`, `gpt-backup-bad`, `gpt-backup-missing`, `gpt-corrupt`, `gpt-copies-differ`, `gpt-entry-range`, `gpt-entry-outside-usable`, `mbr-gpt-disagree` (E); `gpt-backup-not-at-end`, `gpt-no-protective-mbr`, `hybrid-mbr` (W); `protective-mbr-size`, `protective-mbr-bootable` (I) |
 //! | partitions | `partition-not-4k-aligned`, `partition-overlap`, `partition-past-end`, `partition-overlaps-table` (E); `partition-not-erase-aligned` (E*); `partition-empty` (W); `not-checked` (I) |
 //! | FAT | `fat-corrupt`, `fat-cluster-count`, `fat-too-many-clusters`, `fat-too-small`, `fat-root-cluster`, `fat-reserved-location`, `fat-larger-than-partition`, `fat-data-not-4k-aligned`, `fat-sector-below-logical` (E); `fat-data-not-aligned` (E*); `fat32-field`, `fat-many-fats`, `fat-boot-signature`, `fat-cluster-straddles`, `fat-sector-4096`, `fat-sector-smaller-than-device`, `fat-fsinfo`, `fat-backup-boot-differs`, `fat-copies-differ`, `fat-entry0-media`, `fat-entry1-eoc` (W); `fat-table-not-aligned`, `fat-no-backup-boot`, `fat-hidden-sectors` (I) |

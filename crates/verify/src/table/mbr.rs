@@ -48,6 +48,18 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 format!("{problem} — logical partitions after this point are not visible to Linux or Windows; rebuild the extended partition"),
             );
         }
+        let last = chain.partitions.last().map_or(0, |l| l.number);
+        let tools = u32::try_from(blockwise_geometry::MAX_MBR_PARTITIONS)
+            .unwrap_or(u32::MAX)
+            .saturating_add(1);
+        if last > tools {
+            self.add(
+                Severity::Warning,
+                FindingCode::MbrManyPartitions,
+                None,
+                format!("the EBR chain numbers logical partitions up to {last}: fdisk and sfdisk list only partitions 1 to {tools} and drop the rest when they save the table (Linux itself reads up to 255); use GPT for this many partitions"),
+            );
+        }
         let ext = m.extended().map(|(_, e)| {
             (
                 u64::from(e.start_lba),
