@@ -77,3 +77,82 @@ fn r26_the_largest_mbr_layout_verifies_whole() {
         assert!(!out.exists());
     }
 }
+
+/// `debugfs -R "stat PATH"`: (inode, mode with type bits, uid, gid).
+fn debugfs_stat(img: &Path, path: &str) -> (u64, u32, u32, u32) {
+    let out = blockwise_test_kit::debugfs(img, &format!("stat \"{path}\""));
+    let num = |key: &str, radix: u32| -> u64 {
+        let rest = out
+            .split(key)
+            .nth(1)
+            .unwrap_or_else(|| panic!("{key} not in debugfs stat {path}: {out}"));
+        let word = rest.split_whitespace().next().unwrap_or("");
+        u64::from_str_radix(word.trim_start_matches("0x"), radix).unwrap_or_else(|e| {
+            panic!("{key} {word:?} in debugfs stat {path}: {e}\n{out}")
+        })
+    };
+    let mode = u32::try_from(num("Mode:", 8)).unwrap();
+    let ino = num("Inode:", 10);
+    let uid = u32::try_from(num("User:", 10)).unwrap();
+    let gid = u32::try_from(num("Group:", 10)).unwrap();
+    (ino, mode, uid, gid)
+}
+
+/// r26 item 1: an entry for the second name of a hard-linked file applies to the file (both
+/// names), on both ext4 backends, as debugfs and a kernel mount read it; entries that
+/// disagree about one file are refused naming both keys.
+#[test]
+fn r26_entries_on_hard_links_apply_to_the_inode() {
+    if !(have("debugfs") && have("mke2fs")) {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempdir!();
+    let t = dir.path().join("t");
+    std::fs::create_dir_all(t.join("d")).unwrap();
+    std::fs::write(t.join("a"), b"one file, two names\n").unwrap();
+    std::fs::hard_link(t.join("a"), t.join("d/b")).unwrap();
+    std::fs::write(t.join("c"), b"alone\n").unwrap();
+    for backend in ["native", "mke2fs"] {
+        let spec = format!(
+            "[image]\ntable = \"none\"\nseed = 2\ntimestamp = 1700000000\n[[partition]]\nfs = \"ext4\"\nsize = \"16MiB\"\ncontents = \"t\"\next4 = {{ backend = \"{backend}\" }}\n[[partition.entry]]\npath = \"/d/b\"\nmode = \"0600\"\nuid = 70000\ngid = 5\n"
+        );
+        let img = blockwise!().build_spec(dir.path(), backend, &spec);
+        let a = debugfs_stat(&img, "/a");
+        let b = debugfs_stat(&img, "/d/b");
+        assert_eq!(a, b, "{backend}: one inode");
+        assert_eq!((a.1 & 0o7777, a.2, a.3), (0o600, 70_000, 5), "{backend}");
+        let c = debugfs_stat(&img, "/c");
+        let host = std::fs::metadata(t.join("c")).unwrap();
+        assert_eq!(
+            (c.1 & 0o7777, c.2),
+            (host.mode() & 0o7777, host.uid()),
+            "{backend}: other files keep their own"
+        );
+        if blockwise_test_kit::have_loop() {
+            blockwise_test_kit::with_kernel_mount(&img, "ext4", &dir.path().join("mnt"), |m| {
+                let (ma, mb) = (
+                    std::fs::metadata(m.join("a")).unwrap(),
+                    std::fs::metadata(m.join("d/b")).unwrap(),
+                );
+                assert_eq!(ma.ino(), mb.ino(), "{backend}");
+                for md in [ma, mb] {
+                    assert_eq!(
+                        (md.mode() & 0o7777, md.uid(), md.gid(), md.nlink()),
+                        (0o600, 70_000, 5, 2),
+                        "{backend}"
+                    );
+                }
+            });
+        }
+    }
+    let bad = "[image]\ntable = \"none\"\n[[partition]]\nfs = \"ext4\"\nsize = \"16MiB\"\ncontents = \"t\"\n[[partition.entry]]\npath = \"/a\"\nuid = 1\n[[partition.entry]]\npath = \"/d/b\"\nuid = 2\n";
+    let spec = write_file(dir.path(), "bad.toml", bad);
+    let o = blockwise!().run(["plan".as_ref(), spec.as_os_str()]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("partition[1].entry[2].uid: partition[1].entry[1].uid sets the uid of /d/b (a hard link to /a, one file) to 1, this entry to 2"),
+        "{err}"
+    );
+}
