@@ -156,3 +156,109 @@ fn r26_entries_on_hard_links_apply_to_the_inode() {
         "{err}"
     );
 }
+
+fn sha256(path: &Path) -> String {
+    use sha2::Digest;
+    let bytes = std::fs::read(path).unwrap();
+    format!("{:x}", sha2::Sha256::digest(&bytes))
+}
+
+/// A contents tree with a file, a hard link, a symlink, an empty directory and a nested file.
+fn sample_tree(root: &Path) {
+    std::fs::create_dir_all(root.join("etc/empty")).unwrap();
+    std::fs::write(root.join("etc/hostname"), b"parity\n").unwrap();
+    std::fs::write(root.join("data.bin"), vec![7u8; 70_000]).unwrap();
+    std::fs::hard_link(root.join("data.bin"), root.join("etc/data.link")).unwrap();
+    std::os::unix::fs::symlink("hostname", root.join("etc/name")).unwrap();
+}
+
+/// Touches every file, directory and symlink under `root` (and reads every file, which moves
+/// atimes where the mount allows).
+fn touch_all(root: &Path) {
+    let o = run(
+        "find",
+        &[
+            root.as_os_str(),
+            "-exec".as_ref(),
+            "touch".as_ref(),
+            "-h".as_ref(),
+            "{}".as_ref(),
+            "+".as_ref(),
+        ],
+    );
+    assert!(o.status.success());
+    let o = run(
+        "find",
+        &[
+            root.as_os_str(),
+            "-type".as_ref(),
+            "f".as_ref(),
+            "-exec".as_ref(),
+            "cat".as_ref(),
+            "{}".as_ref(),
+            "+".as_ref(),
+        ],
+    );
+    assert!(o.status.success());
+}
+
+/// r26 item 2: building after `touch`-ing every source gives the same bytes, for FAT and both
+/// ext4 backends; with no `timestamp` but `SOURCE_DATE_EPOCH` too; and every inode time of the
+/// mke2fs backend's image (root, lost+found, files, directories, symlinks) is the clamp.
+#[test]
+fn r26_builds_after_touch_are_identical() {
+    if !(have("mke2fs") && have("debugfs") && have("find") && have("touch")) {
+        return;
+    }
+    let dir = tempdir!();
+    let t = dir.path().join("t");
+    sample_tree(&t);
+    let ts = 1_700_000_000i64;
+    for (name, part, stamp) in [
+        ("fat", "fs = \"fat32\"\nsize = \"300MiB\"", true),
+        ("native", "fs = \"ext4\"\nsize = \"32MiB\"", true),
+        ("mke2fs", "fs = \"ext4\"\nsize = \"32MiB\"\next4 = { backend = \"mke2fs\" }", true),
+        ("mke2fs-sde", "fs = \"ext4\"\nsize = \"32MiB\"\next4 = { backend = \"mke2fs\" }", false),
+    ] {
+        let stamp_line = if stamp { format!("timestamp = {ts}\n") } else { String::new() };
+        let entry = if name == "fat" {
+            ""
+        } else {
+            "[[partition.entry]]\npath = \"/etc/new\"\nkind = \"dir\"\n"
+        };
+        let spec = write_file(
+            dir.path(),
+            &format!("{name}.toml"),
+            &format!("[image]\ntable = \"none\"\nseed = 4\n{stamp_line}[[partition]]\n{part}\ncontents = \"t\"\n{entry}"),
+        );
+        let build = |out: &Path| {
+            let mut c = std::process::Command::new(blockwise!().path());
+            c.args(["build".as_ref(), spec.as_os_str(), "-o".as_ref(), out.as_os_str(), "-q".as_ref()]);
+            c.env("SOURCE_DATE_EPOCH", ts.to_string());
+            let o = c.output().unwrap();
+            assert!(o.status.success(), "{name}: {}", stderr(&o));
+        };
+        let first = dir.path().join(format!("{name}-1.img"));
+        build(&first);
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        touch_all(&t);
+        let second = dir.path().join(format!("{name}-2.img"));
+        build(&second);
+        assert_eq!(sha256(&first), sha256(&second), "{name}: touching the sources changed the image");
+        if name.starts_with("mke2fs") {
+            for path in ["/", "/lost+found", "/etc", "/etc/empty", "/etc/name", "/etc/new", "/data.bin", "/etc/hostname"] {
+                let out = blockwise_test_kit::debugfs(&second, &format!("stat \"{path}\""));
+                for field in [" ctime:", " atime:", " mtime:", "crtime:"] {
+                    let line = out
+                        .lines()
+                        .find(|l| l.starts_with(field))
+                        .unwrap_or_else(|| panic!("{name} {path}: no {field}\n{out}"));
+                    assert!(
+                        line.contains(&format!("0x{ts:08x}:00000000")),
+                        "{name} {path}: {line}"
+                    );
+                }
+            }
+        }
+    }
+}

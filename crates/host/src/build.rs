@@ -99,6 +99,13 @@ pub fn resolve_inputs(sf: &mut SpecFile) -> Result<(), Error> {
     Ok(())
 }
 
+/// The time file times are clamped to: `timestamp` when the spec or `SOURCE_DATE_EPOCH` sets
+/// it (reproducible builds), else none (times as on the host).
+fn clamp_times(spec: &blockwise_image::Spec, timestamp: i64) -> Option<i64> {
+    let clamp = spec.image.timestamp.is_some() || std::env::var_os("SOURCE_DATE_EPOCH").is_some();
+    clamp.then_some(timestamp)
+}
+
 /// Reads every FAT/ext4 partition's `contents` (plus its `[[partition.entry]]` overrides)
 /// into a [`Tree`], in spec order (`None` for other partitions), leaving out the build's
 /// own outputs (`sf.outputs`) with a warning each in `warnings`.
@@ -111,8 +118,7 @@ fn load_trees(
     let own = OwnOutputs::new(&sf.outputs);
     progress.phase(Phase::Scanning);
     let spec = &sf.spec;
-    let clamp = spec.image.timestamp.is_some() || std::env::var_os("SOURCE_DATE_EPOCH").is_some();
-    let clamp = clamp.then_some(timestamp);
+    let clamp = clamp_times(spec, timestamp);
     let mut content = HostContent::default();
     let mut trees: Vec<Option<Tree>> = Vec::new();
     for (i, p) in spec.partitions.iter().enumerate() {
@@ -281,6 +287,7 @@ pub fn build_with_progress(
                 dir.as_deref(),
                 &ps.entries,
                 work_dir,
+                clamp_times(spec, timestamp),
             )
             .map_err(|source| Error::Mke2fs { index, source })?;
             scratch.push(kept);
