@@ -262,3 +262,47 @@ fn r26_builds_after_touch_are_identical() {
         }
     }
 }
+
+/// r26 item 3: verify reads an ext4 label as UTF-8 (what dumpe2fs and e2label show),
+/// for both backends, and prints control characters escaped, never raw and never as `?`.
+#[test]
+fn r26_labels_read_as_the_filesystem_defines_them() {
+    if !(have("dumpe2fs") && have("e2label") && have("mke2fs")) {
+        return;
+    }
+    let dir = tempdir!();
+    for (backend, label) in [
+        ("native", "Données"),
+        ("mke2fs", "Données"),
+        ("native", "日本語ラベ"),
+        ("native", "a\u{1b}[2Jb"),
+    ] {
+        let toml_label = label.replace('\u{1b}', "\\u001b");
+        let spec = format!(
+            "[image]\ntable = \"none\"\nseed = 1\n[[partition]]\nfs = \"ext4\"\nsize = \"16MiB\"\nlabel = \"{toml_label}\"\next4 = {{ backend = \"{backend}\" }}\n"
+        );
+        let img = blockwise!().build_spec(dir.path(), "label", &spec);
+        let (report, code) = verify_json(&img, &[]);
+        assert_eq!(code, 0, "{report:#}");
+        assert_eq!(report["partitions"][0]["filesystem"]["label"], label, "{backend}");
+        let plan = plan_json(&dir.path().join("label.toml"));
+        assert_eq!(plan["partitions"][0]["filesystem"]["label"], label);
+        let human = blockwise!().run(["verify".as_ref(), img.as_os_str()]);
+        let text = String::from_utf8(human.stdout).unwrap();
+        assert!(!text.contains('\u{1b}'), "a raw ESC in the human output: {text:?}");
+        assert!(
+            text.contains(&format!("\"{}\"", label.replace('\u{1b}', "\\x1b"))),
+            "{text}"
+        );
+        if !label.contains('\u{1b}') {
+            let d = run("dumpe2fs", &["-h".as_ref(), img.as_os_str()]);
+            let d = String::from_utf8_lossy(&d.stdout).into_owned();
+            assert!(
+                d.lines().any(|l| l.starts_with("Filesystem volume name:") && l.ends_with(label)),
+                "{d}"
+            );
+            let e = run("e2label", &[img.as_os_str()]);
+            assert_eq!(String::from_utf8_lossy(&e.stdout).trim_end(), label);
+        }
+    }
+}

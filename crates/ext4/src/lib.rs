@@ -266,7 +266,7 @@ fn to_plan(req: &Ext4Request, prep: &build::Prepared) -> Ext4Plan {
         );
         let mut plan = Ext4Plan {
             kind: "ext4".to_string(),
-            label: req.label.clone(),
+            label: req.label.clone().filter(|l| !l.is_empty()),
             uuid: Some(build::uuid_string(&prep.uuid)),
             block_bytes: g.bs as u32,
             blocks: g.blocks,
@@ -284,7 +284,7 @@ fn to_plan(req: &Ext4Request, prep: &build::Prepared) -> Ext4Plan {
     }
     let mut plan = Ext4Plan {
         kind: "ext4".to_string(),
-        label: req.label.clone(),
+        label: req.label.clone().filter(|l| !l.is_empty()),
         uuid: Some(build::uuid_string(&prep.uuid)),
         block_bytes: g.bs as u32,
         blocks: g.blocks,

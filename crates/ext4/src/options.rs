@@ -228,6 +228,12 @@ impl Ext4Options {
 
 /// Checks a volume label: at most 16 bytes.
 pub fn validate_label(label: &str) -> Result<(), Invalid> {
+    if label.contains('\0') {
+        return Err(Invalid::new(
+            Field::Label,
+            "contains a NUL byte, which ends an ext4 label: the rest would be lost",
+        ));
+    }
     if label.len() > 16 {
         return Err(Invalid::new(
             Field::Label,

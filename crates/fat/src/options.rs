@@ -157,7 +157,8 @@ pub fn validate_label(label: &str) -> Result<Option<String>, Invalid> {
             format!("{label:?} is not a FAT label: 1 to 11 ASCII characters, none of \"*+,./:;<=>?[\\]|"),
         ));
     }
-    Ok(Some(label.trim_end().to_string()).filter(|s| !s.is_empty()))
+    // "NO NAME" is the boot sector's "no label" (mkfs.fat writes no label entry for it).
+    Ok(Some(label.trim_end().to_string()).filter(|s| !s.is_empty() && s != "NO NAME"))
 }
 
 /// The warning for a label with lowercase letters (stored as given), as mkfs.fat 4.2 gives.
@@ -251,6 +252,7 @@ mod tests {
         assert_eq!(validate_label("BOOT  "), Ok(Some("BOOT".into())));
         assert!(label_warning("bootfs").is_some() && label_warning("BOOT-1").is_none());
         assert_eq!(validate_label("   "), Ok(None));
+        assert_eq!(validate_label("NO NAME"), Ok(None));
         assert_eq!(
             validate_label("a.b").map_err(|i| i.field),
             Err(Field::Label)

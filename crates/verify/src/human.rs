@@ -20,7 +20,9 @@ fn type_text(t: &PartType) -> String {
 
 /// ` "LABEL"`, or nothing.
 fn label_text(label: Option<&str>) -> String {
-    label.map(|l| format!(" \"{l}\"")).unwrap_or_default()
+    label
+        .map(|l| format!(" \"{}\"", crate::label::escape_control(l)))
+        .unwrap_or_default()
 }
 
 fn fs_text(fs: Option<&FsPlan>) -> String {

@@ -54,6 +54,7 @@ mod code;
 pub mod ext4;
 pub mod fat;
 mod human;
+pub mod label;
 pub mod magic;
 mod num;
 mod partition;

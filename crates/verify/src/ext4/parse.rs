@@ -12,7 +12,7 @@ use zerocopy::{FromBytes, IntoBytes};
 
 use blockwise_ext4::csum::{crc16, crc32c_raw};
 
-use crate::bytes::{read_zero_extended, text};
+use crate::bytes::read_zero_extended;
 use crate::FindingCode;
 
 pub use blockwise_ext4::raw::SUPERBLOCK_OFFSET;
@@ -427,7 +427,7 @@ pub fn parse_superblock(sb: &[u8]) -> Result<Superblock, Ext4Error> {
         incompat: features.incompat.bits(),
         ro_compat: features.ro_compat.bits(),
         uuid: raw.s_uuid,
-        label: text(&raw.s_volume_name),
+        label: crate::label::utf8_label(&raw.s_volume_name),
         desc_size,
         jnl_backup_type: raw.s_jnl_backup_type,
         jnl_blocks: read_zero_extended(raw.s_jnl_blocks.as_bytes()),

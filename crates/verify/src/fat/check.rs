@@ -14,6 +14,8 @@ use crate::{align, fat, read_clamped, FindingCode, Severity, Verifier};
 
 /// Sectors of each FAT copy compared with the first FAT (first and last included).
 const FAT_SAMPLES: u64 = 8;
+/// Bytes of the root directory searched for the volume label (512 entries).
+const ROOT_LABEL_BYTES: u64 = 16 << 10;
 /// FAT copies compared (more than two is already a warning).
 const MAX_FAT_COPIES: u8 = 4;
 
@@ -123,9 +125,10 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             }
         }
         let aligned = is_multiple(data_start, e) && cluster_ok;
+        let label = self.fat_root_label(base, fat_start, data_start, &vol)?;
         p.filesystem = Some(FsPlan::Fat(FatPlan {
             kind,
-            label: vol.bpb.label.clone(),
+            label: label.or_else(|| vol.bpb.label.clone()),
             sector_bytes: vol.bpb.bytes_per_sector.into(),
             cluster_bytes: u32::try_from(cluster).unwrap_or(u32::MAX),
             reserved_sectors: vol.bpb.reserved_sectors.into(),
@@ -139,6 +142,41 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             notes: Vec::new(),
         }));
         Ok(())
+    }
+
+    /// The volume label of the root directory (what Linux and Windows show; the boot
+    /// sector's copy is the fallback), from at most [`ROOT_LABEL_BYTES`] of its start.
+    fn fat_root_label(
+        &self,
+        base: u64,
+        fat_start: u64,
+        data_start: u64,
+        vol: &fat::FatVolume,
+    ) -> Result<Option<String>, S::Error> {
+        let bps = vol.sector_bytes();
+        let (at, len) = if vol.layout == fat::FatType::Fat32 {
+            let rc = u64::from(vol.bpb.root_cluster);
+            if rc < 2 || rc >= vol.clusters.saturating_add(2) {
+                return Ok(None);
+            }
+            let cluster = vol.cluster_bytes();
+            (
+                data_start.saturating_add(rc.saturating_sub(2).saturating_mul(cluster)),
+                cluster,
+            )
+        } else {
+            let fats = u64::from(vol.bpb.fat_count).saturating_mul(vol.fat_sectors);
+            (
+                fat_start.saturating_add(fats.saturating_mul(bps)),
+                vol.root_dir_sectors.saturating_mul(bps),
+            )
+        };
+        if at < base {
+            return Ok(None);
+        }
+        let len = usize::try_from(len.min(ROOT_LABEL_BYTES)).unwrap_or(0);
+        let dir = read_clamped(self.src, at, len)?;
+        Ok(crate::label::root_dir_label(&dir))
     }
 
     /// The first two FAT entries and the copies of the FAT, from at most [`FAT_SAMPLES`]
