@@ -87,9 +87,8 @@ fn debugfs_stat(img: &Path, path: &str) -> (u64, u32, u32, u32) {
             .nth(1)
             .unwrap_or_else(|| panic!("{key} not in debugfs stat {path}: {out}"));
         let word = rest.split_whitespace().next().unwrap_or("");
-        u64::from_str_radix(word.trim_start_matches("0x"), radix).unwrap_or_else(|e| {
-            panic!("{key} {word:?} in debugfs stat {path}: {e}\n{out}")
-        })
+        u64::from_str_radix(word.trim_start_matches("0x"), radix)
+            .unwrap_or_else(|e| panic!("{key} {word:?} in debugfs stat {path}: {e}\n{out}"))
     };
     let mode = u32::try_from(num("Mode:", 8)).unwrap();
     let ino = num("Inode:", 10);
@@ -217,10 +216,22 @@ fn r26_builds_after_touch_are_identical() {
     for (name, part, stamp) in [
         ("fat", "fs = \"fat32\"\nsize = \"300MiB\"", true),
         ("native", "fs = \"ext4\"\nsize = \"32MiB\"", true),
-        ("mke2fs", "fs = \"ext4\"\nsize = \"32MiB\"\next4 = { backend = \"mke2fs\" }", true),
-        ("mke2fs-sde", "fs = \"ext4\"\nsize = \"32MiB\"\next4 = { backend = \"mke2fs\" }", false),
+        (
+            "mke2fs",
+            "fs = \"ext4\"\nsize = \"32MiB\"\next4 = { backend = \"mke2fs\" }",
+            true,
+        ),
+        (
+            "mke2fs-sde",
+            "fs = \"ext4\"\nsize = \"32MiB\"\next4 = { backend = \"mke2fs\" }",
+            false,
+        ),
     ] {
-        let stamp_line = if stamp { format!("timestamp = {ts}\n") } else { String::new() };
+        let stamp_line = if stamp {
+            format!("timestamp = {ts}\n")
+        } else {
+            String::new()
+        };
         let entry = if name == "fat" {
             ""
         } else {
@@ -233,7 +244,13 @@ fn r26_builds_after_touch_are_identical() {
         );
         let build = |out: &Path| {
             let mut c = std::process::Command::new(blockwise!().path());
-            c.args(["build".as_ref(), spec.as_os_str(), "-o".as_ref(), out.as_os_str(), "-q".as_ref()]);
+            c.args([
+                "build".as_ref(),
+                spec.as_os_str(),
+                "-o".as_ref(),
+                out.as_os_str(),
+                "-q".as_ref(),
+            ]);
             c.env("SOURCE_DATE_EPOCH", ts.to_string());
             let o = c.output().unwrap();
             assert!(o.status.success(), "{name}: {}", stderr(&o));
@@ -244,9 +261,22 @@ fn r26_builds_after_touch_are_identical() {
         touch_all(&t);
         let second = dir.path().join(format!("{name}-2.img"));
         build(&second);
-        assert_eq!(sha256(&first), sha256(&second), "{name}: touching the sources changed the image");
+        assert_eq!(
+            sha256(&first),
+            sha256(&second),
+            "{name}: touching the sources changed the image"
+        );
         if name.starts_with("mke2fs") {
-            for path in ["/", "/lost+found", "/etc", "/etc/empty", "/etc/name", "/etc/new", "/data.bin", "/etc/hostname"] {
+            for path in [
+                "/",
+                "/lost+found",
+                "/etc",
+                "/etc/empty",
+                "/etc/name",
+                "/etc/new",
+                "/data.bin",
+                "/etc/hostname",
+            ] {
                 let out = blockwise_test_kit::debugfs(&second, &format!("stat \"{path}\""));
                 for field in [" ctime:", " atime:", " mtime:", "crtime:"] {
                     let line = out
@@ -284,12 +314,18 @@ fn r26_labels_read_as_the_filesystem_defines_them() {
         let img = blockwise!().build_spec(dir.path(), "label", &spec);
         let (report, code) = verify_json(&img, &[]);
         assert_eq!(code, 0, "{report:#}");
-        assert_eq!(report["partitions"][0]["filesystem"]["label"], label, "{backend}");
+        assert_eq!(
+            report["partitions"][0]["filesystem"]["label"], label,
+            "{backend}"
+        );
         let plan = plan_json(&dir.path().join("label.toml"));
         assert_eq!(plan["partitions"][0]["filesystem"]["label"], label);
         let human = blockwise!().run(["verify".as_ref(), img.as_os_str()]);
         let text = String::from_utf8(human.stdout).unwrap();
-        assert!(!text.contains('\u{1b}'), "a raw ESC in the human output: {text:?}");
+        assert!(
+            !text.contains('\u{1b}'),
+            "a raw ESC in the human output: {text:?}"
+        );
         assert!(
             text.contains(&format!("\"{}\"", label.replace('\u{1b}', "\\x1b"))),
             "{text}"
@@ -298,11 +334,146 @@ fn r26_labels_read_as_the_filesystem_defines_them() {
             let d = run("dumpe2fs", &["-h".as_ref(), img.as_os_str()]);
             let d = String::from_utf8_lossy(&d.stdout).into_owned();
             assert!(
-                d.lines().any(|l| l.starts_with("Filesystem volume name:") && l.ends_with(label)),
+                d.lines()
+                    .any(|l| l.starts_with("Filesystem volume name:") && l.ends_with(label)),
                 "{d}"
             );
             let e = run("e2label", &[img.as_os_str()]);
             assert_eq!(String::from_utf8_lossy(&e.stdout).trim_end(), label);
+        }
+    }
+}
+
+/// Sets the superblock field of the bare ext4 image `img` at `at` to `value` (little endian,
+/// `value.len()` bytes) and recomputes the superblock checksum, as a tool editing it would.
+fn patch_superblock(img: &Path, at: usize, value: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(img)
+        .unwrap();
+    let mut sb = vec![0u8; 1024];
+    f.read_exact_at(&mut sb, 1024).unwrap();
+    sb[at..at + value.len()].copy_from_slice(value);
+    let sum = blockwise_ext4::csum::crc32c_raw(!0, &sb[..0x3fc]);
+    sb[0x3fc..].copy_from_slice(&sum.to_le_bytes());
+    f.write_all_at(&sb, 1024).unwrap();
+}
+
+/// r26 item 9: superblocks the kernel refuses to mount (or mounts read-only only), checksums
+/// made to match, make verify exit 1 with the exact finding; the kernel is asked too.
+#[test]
+fn r26_verify_refuses_what_the_kernel_refuses() {
+    let dir = tempdir!();
+    let spec =
+        "[image]\ntable = \"none\"\nseed = 3\n[[partition]]\nfs = \"ext4\"\nsize = \"16MiB\"\n";
+    let good = blockwise!().build_spec(dir.path(), "good", spec);
+    let (report, code) = verify_json(&good, &[]);
+    assert_eq!(code, 0, "{report:#}");
+    let sb = std::fs::read(&good).unwrap();
+    let word = |at: usize| u32::from_le_bytes(sb[1024 + at..1024 + at + 4].try_into().unwrap());
+    // (what, offset in the superblock, new bytes, finding, the kernel mounts it read-only)
+    let cases: [(&str, usize, Vec<u8>, &str, bool); 6] = [
+        (
+            "incompat bit 31",
+            0x60,
+            (word(0x60) | 1 << 31).to_le_bytes().to_vec(),
+            "ext4-unsupported",
+            false,
+        ),
+        (
+            "ro_compat bit 31",
+            0x64,
+            (word(0x64) | 1 << 31).to_le_bytes().to_vec(),
+            "ext4-read-only",
+            true,
+        ),
+        (
+            "s_first_ino 0",
+            0x54,
+            0u32.to_le_bytes().to_vec(),
+            "ext4-first-ino",
+            false,
+        ),
+        (
+            "s_log_groups_per_flex 255",
+            0x174,
+            vec![255],
+            "ext4-flex-bg",
+            false,
+        ),
+        (
+            "s_rev_level 0xFFFFFFFF",
+            0x4c,
+            u32::MAX.to_le_bytes().to_vec(),
+            "ext4-read-only",
+            true,
+        ),
+        (
+            "s_rev_level 2",
+            0x4c,
+            2u32.to_le_bytes().to_vec(),
+            "ext4-read-only",
+            true,
+        ),
+    ];
+    for (what, at, value, finding, ro) in cases {
+        let img = dir.path().join("bad.img");
+        std::fs::copy(&good, &img).unwrap();
+        patch_superblock(&img, at, &value);
+        let (report, code) = verify_json(&img, &[]);
+        assert_eq!(code, 1, "{what}: {report:#}");
+        let codes: Vec<(&str, &str)> = report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| (f["code"].as_str().unwrap(), f["severity"].as_str().unwrap()))
+            .collect();
+        assert_eq!(codes, [(finding, "error")], "{what}");
+        if blockwise_test_kit::have_loop() && have("mount") {
+            // The kernel agrees: it refuses even a read-only mount, or mounts it read-only
+            // only (a read-write mount fails or comes back read-only).
+            let dev = blockwise_test_kit::LoopDevice::attach(&img, false, None);
+            let mnt = dir.path().join("mnt");
+            std::fs::create_dir_all(&mnt).unwrap();
+            let mount = |opts: &str| -> Option<bool> {
+                let m = run(
+                    "mount",
+                    &[
+                        "-t".as_ref(),
+                        "ext4".as_ref(),
+                        "-o".as_ref(),
+                        opts.as_ref(),
+                        dev.path().as_os_str(),
+                        mnt.as_os_str(),
+                    ],
+                );
+                if !m.status.success() {
+                    return None;
+                }
+                let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+                let read_only = mounts
+                    .lines()
+                    .find(|l| l.split(' ').nth(1) == mnt.to_str())
+                    .and_then(|l| l.split(' ').nth(3))
+                    .is_some_and(|o| o.split(',').any(|x| x == "ro"));
+                let _ = run("umount", &[&mnt]);
+                Some(read_only)
+            };
+            let rw = mount("rw");
+            let ro_mount = mount("ro");
+            if ro {
+                assert!(
+                    rw != Some(false) && ro_mount.is_some(),
+                    "{what}: the kernel should mount it read-only only ({rw:?}, {ro_mount:?})"
+                );
+            } else {
+                assert!(
+                    rw.is_none() && ro_mount.is_none(),
+                    "{what}: the kernel mounted it"
+                );
+            }
         }
     }
 }

@@ -268,7 +268,11 @@ mod tests {
 
     #[test]
     fn booleans_are_only_booleans() {
-        let b = |json: &str| serde_json::from_str::<B>(json).map(|b| b.on).map_err(|e| e.to_string());
+        let b = |json: &str| {
+            serde_json::from_str::<B>(json)
+                .map(|b| b.on)
+                .map_err(|e| e.to_string())
+        };
         assert_eq!(b(r#"{"on": true}"#), Ok(true));
         assert_eq!(b(r#"{"on": false}"#), Ok(false));
         assert_eq!(b("{}"), Ok(false));

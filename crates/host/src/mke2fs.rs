@@ -418,8 +418,7 @@ fn decode_time(lo: u32, extra: u32) -> i64 {
 /// `_lo`/`_extra` fields are set, so dates past 2038 and before 1970 come out exact.
 fn time_commands(img: &Path, clamp: Option<i64>) -> Result<String, Mke2fsError> {
     use blockwise_ext4::raw::{
-        GroupDesc64Raw, GroupFlags, InodeRaw, SuperblockRaw, GOOD_OLD_INODE_SIZE,
-        SUPERBLOCK_OFFSET,
+        GroupDesc64Raw, GroupFlags, InodeRaw, SuperblockRaw, GOOD_OLD_INODE_SIZE, SUPERBLOCK_OFFSET,
     };
     use zerocopy::FromBytes;
     let corrupt = |what: &'static str| Mke2fsError::Plan { what };
@@ -447,11 +446,17 @@ fn time_commands(img: &Path, clamp: Option<i64>) -> Result<String, Mke2fsError> 
         let mut d = [0u8; 64];
         let n = usize::try_from(desc.min(64)).unwrap_or(32);
         d[..n].copy_from_slice(table.get(at..at + n).ok_or(corrupt("group descriptors"))?);
-        let (gd, _) = GroupDesc64Raw::read_from_prefix(&d).map_err(|_| corrupt("group descriptor"))?;
+        let (gd, _) =
+            GroupDesc64Raw::read_from_prefix(&d).map_err(|_| corrupt("group descriptor"))?;
         if GroupFlags::from_bits_retain(gd.base.bg_flags.get()).contains(GroupFlags::INODE_UNINIT) {
             continue;
         }
-        let bitmap = read_exact_at(&f, img, gd.inode_bitmap() * bs, usize::try_from(ipg.div_ceil(8)).unwrap_or(0))?;
+        let bitmap = read_exact_at(
+            &f,
+            img,
+            gd.inode_bitmap() * bs,
+            usize::try_from(ipg.div_ceil(8)).unwrap_or(0),
+        )?;
         for slot in 0..ipg {
             let used = bitmap
                 .get(usize::try_from(slot / 8).unwrap_or(usize::MAX))
@@ -460,7 +465,12 @@ fn time_commands(img: &Path, clamp: Option<i64>) -> Result<String, Mke2fsError> 
                 continue;
             }
             let ino = g * ipg + slot + 1;
-            let rec = read_exact_at(&f, img, gd.inode_table() * bs + slot * isz, usize::try_from(isz.min(160)).unwrap_or(128))?;
+            let rec = read_exact_at(
+                &f,
+                img,
+                gd.inode_table() * bs + slot * isz,
+                usize::try_from(isz.min(160)).unwrap_or(128),
+            )?;
             let mut full = [0u8; 160];
             full[..rec.len()].copy_from_slice(&rec);
             let (i, _) = InodeRaw::read_from_prefix(&full).map_err(|_| corrupt("inode"))?;

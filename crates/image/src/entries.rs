@@ -312,7 +312,13 @@ mod tests {
     #[test]
     fn r26_entries_apply_to_every_hard_link() {
         let mut t = linked();
-        apply_entries(&mut t, &[entry("/t/b", Some(0), Some(70_000))], "partition[1]", 0).unwrap();
+        apply_entries(
+            &mut t,
+            &[entry("/t/b", Some(0), Some(70_000))],
+            "partition[1]",
+            0,
+        )
+        .unwrap();
         assert_eq!(meta_of(&t, "/t/a"), (0, 70_000));
         assert_eq!(meta_of(&t, "/t/b"), (0, 70_000));
         assert_eq!(meta_of(&t, "/c"), (0o644, 0));

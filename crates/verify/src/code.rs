@@ -174,8 +174,14 @@ finding_codes! {
     Ext4ReservedBlocks = "ext4-reserved-blocks",
     /// `ext4-first-data-block`: s_first_data_block is unexpected for the block size.
     Ext4FirstDataBlock = "ext4-first-data-block",
-    /// `ext4-unsupported`: Unknown incompatible feature bits.
+    /// `ext4-unsupported`: Incompatible feature bits Linux does not support: it refuses to mount.
     Ext4Unsupported = "ext4-unsupported",
+    /// `ext4-read-only`: Read-only-compatible feature bits Linux does not support, or a revision above 1: it mounts read-only only.
+    Ext4ReadOnly = "ext4-read-only",
+    /// `ext4-first-ino`: s_first_ino below 11: Linux refuses to mount.
+    Ext4FirstIno = "ext4-first-ino",
+    /// `ext4-flex-bg`: s_log_groups_per_flex above 31 with flex_bg: Linux refuses to mount.
+    Ext4FlexBg = "ext4-flex-bg",
     /// `ext4-stride-mismatch`: The RAID stride neither divides nor is a multiple of the erase block.
     Ext4StrideMismatch = "ext4-stride-mismatch",
     /// `ext4-stripe-mismatch`: The RAID stripe width neither divides nor is a multiple of the erase block.

@@ -190,7 +190,10 @@ mod tests {
         assert_eq!(utf8_label(b"root \0").as_deref(), Some("root "));
         assert_eq!(utf8_label(&[0u8; 16]), None);
         // A UTF-8 sequence cut by the 16-byte field.
-        assert_eq!(utf8_label(b"abcdefghijklmno\xc3").as_deref(), Some("abcdefghijklmno\\xc3"));
+        assert_eq!(
+            utf8_label(b"abcdefghijklmno\xc3").as_deref(),
+            Some("abcdefghijklmno\\xc3")
+        );
     }
 
     #[test]

@@ -462,10 +462,18 @@ fn r26_long_ebr_chains() {
     let opts = Options::new("d").erase_block(4096);
     let r = verify_bytes(&ebr_chain(56), &opts);
     assert_eq!(r.partitions.len(), 56);
-    assert!(!codes(&r).contains(&"mbr-many-partitions"), "{:?}", codes(&r));
+    assert!(
+        !codes(&r).contains(&"mbr-many-partitions"),
+        "{:?}",
+        codes(&r)
+    );
     let r = verify_bytes(&ebr_chain(57), &opts);
     assert_eq!(r.partitions.len(), 57);
-    assert!(codes(&r).contains(&"mbr-many-partitions"), "{:?}", codes(&r));
+    assert!(
+        codes(&r).contains(&"mbr-many-partitions"),
+        "{:?}",
+        codes(&r)
+    );
     let r = verify_bytes(&ebr_chain(251), &opts);
     assert_eq!(r.partitions.len(), 251);
     assert_eq!(r.partitions.last().map(|p| p.index), Some(255));
