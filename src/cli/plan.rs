@@ -331,7 +331,11 @@ pub fn human_plan(plan: &Plan) -> String {
             type_name(p),
             p.content.as_str(),
             align,
-            if p.aligned { "yes" } else { "NO" }
+            match (p.checked, p.aligned) {
+                (false, _) => "not checked",
+                (true, true) => "yes",
+                (true, false) => "NO",
+            }
         );
     }
     if !plan.raw.is_empty() {
@@ -399,16 +403,32 @@ pub fn human_plan(plan: &Plan) -> String {
             let _ = writeln!(s, "{:<7} {}: {}", f.severity.as_str(), f.code, f.message);
         }
     }
+    let unchecked: Vec<String> = plan
+        .partitions
+        .iter()
+        .filter(|p| !p.checked)
+        .map(|p| {
+            format!(
+                "{} ({})",
+                p.index,
+                p.filesystem.as_ref().map_or("contents", FsPlan::kind_name)
+            )
+        })
+        .collect();
+    let misaligned = plan.partitions.iter().any(|p| p.checked && !p.aligned);
     let _ = writeln!(
         s,
         "\n{}",
-        if plan.aligned {
-            format!(
+        match (misaligned, unchecked.is_empty()) {
+            (false, true) => format!(
                 "aligned: every partition and filesystem region starts on a {} boundary",
                 format_size(plan.erase_block_bytes)
-            )
-        } else {
-            "NOT aligned: see the rows marked NO".to_string()
+            ),
+            (false, false) => format!(
+                "aligned where checked: verify cannot check inside partition {} (only the start), so the image is not called aligned",
+                unchecked.join(", ")
+            ),
+            (true, _) => "NOT aligned: see the rows marked NO".to_string(),
         }
     );
     s

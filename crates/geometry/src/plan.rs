@@ -95,8 +95,15 @@ pub struct PartitionPlan {
     /// Where this logical partition's EBR lives, bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ebr_bytes: Option<u64>,
-    /// Start (and filesystem, if planned) on erase-block boundaries.
+    /// Start on the erase block, and the contents checked and aligned: `false` for a
+    /// partition whose contents are not checked (see [`PartitionPlan::checked`]), whatever
+    /// its start.
     pub aligned: bool,
+    /// The contents are checked: empty, or a filesystem whose layout a planner or parser
+    /// knows ([`FsPlan::alignment`] is `Some`). `false` for swap, raw bytes and filesystems
+    /// verify only names. Serialised only when false.
+    #[serde(skip_serializing_if = "is_true")]
+    pub checked: bool,
     /// Largest power of two dividing the start.
     pub alignment_bytes: u64,
     /// The filesystem geometry, filled in by the FAT and ext4 planners.
@@ -112,6 +119,15 @@ fn is_true(v: &bool) -> bool {
 }
 
 impl PartitionPlan {
+    /// Sets [`PartitionPlan::checked`] and [`PartitionPlan::aligned`] from the start and the
+    /// filesystem: the one rule for plans and reports alike.
+    pub fn refresh_aligned(&mut self, erase_block: u64) {
+        let fs = self.filesystem.as_ref().map(FsPlan::alignment);
+        self.checked = !matches!(fs, Some(None));
+        let start_ok = erase_block != 0 && self.start_bytes % erase_block == 0;
+        self.aligned = start_ok && matches!(fs, None | Some(Some(true)));
+    }
+
     /// Start in logical sectors.
     #[must_use]
     pub fn start_lba(&self, s: SectorSize) -> u64 {
@@ -273,17 +289,12 @@ pub fn place_raw(plan: &mut Plan, raws: Vec<RawPlan>) -> Result<(), (usize, Stri
 }
 
 impl Plan {
-    /// Recomputes every `aligned` flag from starts and filesystem plans.
+    /// Recomputes every `checked` and `aligned` flag from starts and filesystem plans
+    /// ([`PartitionPlan::refresh_aligned`]): the plan is aligned when every partition is.
     pub fn refresh_aligned(&mut self) {
         let e = self.erase_block_bytes;
         for p in &mut self.partitions {
-            let fs_ok = match &p.filesystem {
-                Some(FsPlan::Fat(f)) => f.aligned,
-                Some(FsPlan::Ext4(x)) => x.aligned,
-                Some(FsPlan::Other(o)) => o.aligned.unwrap_or(true),
-                None => true,
-            };
-            p.aligned = p.start_bytes % e == 0 && fs_ok;
+            p.refresh_aligned(e);
         }
         self.aligned = self.partitions.iter().all(|p| p.aligned);
     }
@@ -379,6 +390,7 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
                 logical: false,
                 ebr_bytes: None,
                 aligned: true,
+                checked: true,
                 alignment_bytes: alignment_of(0).min(largest_pow2_le(size)),
                 filesystem: None,
                 in_table: true,
@@ -533,6 +545,7 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
             logical,
             ebr_bytes: ebr,
             aligned: true,
+            checked: true,
             alignment_bytes: alignment_of(start),
             filesystem: None,
             in_table: p.in_table,

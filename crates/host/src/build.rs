@@ -192,7 +192,59 @@ pub fn plan_file(sf: &mut SpecFile) -> Result<Plan, Error> {
     resolve_inputs(sf)?;
     let timestamp = resolve_timestamp(&sf.spec);
     let (trees, _) = load_trees(sf, timestamp, &mut (), &mut Vec::new())?;
-    Ok(plan_full(&sf.spec, &trees, timestamp)?)
+    let mut plan = plan_full(&sf.spec, &trees, timestamp)?;
+    predict_mke2fs(&sf.spec, &mut plan, timestamp)?;
+    Ok(plan)
+}
+
+/// The mke2fs backend lays out inode tables (and, when the requested blocks are taken, the
+/// journal) itself: each such partition's plan is what a dry run of mke2fs with the build's
+/// arguments lays out ([`crate::mke2fs::predict_layout`], in the system's temp directory), so
+/// that `plan` says what `verify` will read. Without the backend compiled in, nothing.
+fn predict_mke2fs(
+    spec: &blockwise_image::Spec,
+    plan: &mut Plan,
+    timestamp: i64,
+) -> Result<(), Error> {
+    #[cfg(feature = "mke2fs")]
+    {
+        let mut found = Vec::new();
+        for (i, part) in plan.partitions.iter().enumerate() {
+            let Some(ps) = spec.partitions.get(part.spec_index) else {
+                continue;
+            };
+            if ps.fs != FsKind::Ext4 || ps.ext4.backend != Ext4Backend::Mke2fs {
+                continue;
+            }
+            let (Some(blockwise_geometry::FsPlan::Ext4(xp)), Some(req)) =
+                (&part.filesystem, ext4_request(spec, plan, i, timestamp))
+            else {
+                continue;
+            };
+            let x = crate::mke2fs::predict_layout(&req, xp, &std::env::temp_dir()).map_err(
+                |source| Error::Mke2fs {
+                    index: part.spec_index + 1,
+                    source,
+                },
+            )?;
+            found.push((i, x));
+        }
+        set_ext4_plans(plan, found);
+    }
+    #[cfg(not(feature = "mke2fs"))]
+    let _ = (spec, plan, timestamp);
+    Ok(())
+}
+
+/// Replaces the ext4 plans of partitions `(i, plan)` and recomputes the alignment flags.
+#[cfg(feature = "mke2fs")]
+fn set_ext4_plans(plan: &mut Plan, found: Vec<(usize, blockwise_geometry::Ext4Plan)>) {
+    for (i, x) in found {
+        if let Some(p) = plan.partitions.get_mut(i) {
+            p.filesystem = Some(blockwise_geometry::FsPlan::Ext4(x));
+        }
+    }
+    plan.refresh_aligned();
 }
 
 /// Builds the image of a spec file: metadata in memory, file content by reference (nothing
@@ -215,7 +267,7 @@ pub fn build_with_progress(
     let (trees, mut content) = load_trees(sf, timestamp, progress, &mut scan_warnings)?;
     progress.phase(Phase::Planning);
     Error::check(progress)?;
-    let plan = plan_full(spec, &trees, timestamp)?;
+    let mut plan = plan_full(spec, &trees, timestamp)?;
     progress.phase(Phase::Assembling);
     Error::check(progress)?;
     let mut fills: Vec<Fill<'_>> = Vec::new();
@@ -250,6 +302,8 @@ pub fn build_with_progress(
     )?);
     #[cfg(feature = "mke2fs")]
     let mut scratch = Vec::new();
+    #[cfg(feature = "mke2fs")]
+    let mut laid_out = Vec::new();
     // The mke2fs fallback writes its partitions through a real file.
     for (i, part) in plan.partitions.iter().enumerate() {
         let Some(ps) = spec.partitions.get(part.spec_index) else {
@@ -290,7 +344,8 @@ pub fn build_with_progress(
                 clamp_times(spec, timestamp),
             )
             .map_err(|source| Error::Mke2fs { index, source })?;
-            scratch.push(kept);
+            scratch.push(kept.0);
+            laid_out.push((i, kept.1));
         }
         #[cfg(not(feature = "mke2fs"))]
         {
@@ -302,6 +357,9 @@ pub fn build_with_progress(
             .into());
         }
     }
+    // The built image's plan says where mke2fs put things (what `verify` reads).
+    #[cfg(feature = "mke2fs")]
+    set_ext4_plans(&mut plan, laid_out);
     Ok(Built {
         plan,
         image,

@@ -221,9 +221,24 @@ fn mke2fs_args(
         args.push(l.clone());
     }
     if plan.features.iter().any(|f| f == "has_journal") {
+        let mut j = Vec::new();
         if let Some(bytes) = o.journal_size {
+            j.push(format!("size={}", bytes.div_ceil(1 << 20)));
+        }
+        // Ask for the journal where the native writer puts it (on the erase block where
+        // the filesystem has room); mke2fs takes the next free blocks when those are taken,
+        // and the plan reads back where it went (predict_layout).
+        let bs = u64::from(plan.block_bytes);
+        if let Some(at) = plan
+            .journal_start_bytes
+            .and_then(|a| a.checked_sub(req.partition_start_bytes))
+            .filter(|_| bs != 0)
+        {
+            j.push(format!("location={}", at / bs));
+        }
+        if !j.is_empty() {
             args.push("-J".into());
-            args.push(format!("size={}", bytes.div_ceil(1 << 20)));
+            args.push(j.join(","));
         }
     }
     // The compat profile is expressed by the feature list already.
@@ -373,6 +388,110 @@ fn entry_commands(
         }
     }
     Ok(cmds)
+}
+
+/// Where mke2fs put the filesystem in the image file `img` (the partition alone), read back
+/// with the verifier: the plan's geometry with the journal, the first inode table, the
+/// inode count and the features as mke2fs laid them out (absolute offsets for a partition
+/// at `req.partition_start_bytes`), and its `aligned` by the planner's rule. `planned`
+/// gives the notes.
+fn read_layout(
+    img: &Path,
+    req: &blockwise_ext4::Ext4Request,
+    planned: &Ext4Plan,
+) -> Result<Ext4Plan, Mke2fsError> {
+    use blockwise_geometry::{FsPlan, SectorSize};
+    let src = crate::FileSource::open(img).map_err(|e| Mke2fsError::Io {
+        path: img.to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    let opts = blockwise_verify::Options::new("mke2fs")
+        .erase_block(req.erase_block_bytes)
+        .sector_size(Some(SectorSize::S512))
+        .scan_gaps(false);
+    let report = blockwise_verify::verify(&src, &opts).map_err(|e| Mke2fsError::Io {
+        path: img.to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    let Some(FsPlan::Ext4(mut x)) = report
+        .partitions
+        .into_iter()
+        .next()
+        .and_then(|p| p.filesystem)
+    else {
+        return Err(Mke2fsError::Plan {
+            what: "ext4 filesystem in the mke2fs result",
+        });
+    };
+    let start = req.partition_start_bytes;
+    x.journal_start_bytes = x.journal_start_bytes.map(|j| j + start);
+    x.inode_table_start_bytes = x.inode_table_start_bytes.map(|i| i + start);
+    x.aligned = x.alignment_holds(start, req.erase_block_bytes);
+    let mut notes: Vec<String> = planned
+        .notes
+        .iter()
+        .filter(|n| !n.starts_with("backend = mke2fs"))
+        .cloned()
+        .collect();
+    notes.insert(
+        0,
+        format!(
+            "backend = mke2fs: geometry, UUID, hash seed, RAID hints, features and the journal's place are passed to mke2fs, which lays out the rest itself; this plan reads back where it put them (journal at {}, first inode table at {}{}).",
+            x.journal_start_bytes.map_or_else(|| "-".to_string(), |j| format!("{j} B")),
+            x.inode_table_start_bytes.map_or_else(|| "-".to_string(), |i| format!("{i} B")),
+            match (x.journal_start_bytes, planned.journal_start_bytes) {
+                (Some(got), Some(asked)) if got != asked => format!(
+                    "; the journal was asked for at {asked} B, where mke2fs had put metadata"
+                ),
+                _ => String::new(),
+            }
+        ),
+    );
+    x.notes = notes;
+    Ok(x)
+}
+
+/// The mke2fs backend's plan of one partition: mke2fs run with the build's arguments but
+/// without `-d` (the layout does not depend on the files: mke2fs creates the journal before
+/// it copies them) and with lazily initialised inode tables, on a sparse scratch file in
+/// `dir`, and [`read_layout`] of the result. `plan` and `build` agree because both read
+/// what this mke2fs does with these arguments.
+pub(crate) fn predict_layout(
+    req: &blockwise_ext4::Ext4Request,
+    plan: &Ext4Plan,
+    dir: &Path,
+) -> Result<Ext4Plan, Mke2fsError> {
+    check_version()?;
+    let img = dir.join(format!(
+        "{TEMP_PREFIX}plan-{}-{}.img",
+        crate::output::owner_tag(),
+        req.partition_start_bytes
+    ));
+    let tmp = TempFiles(vec![img.clone()]);
+    {
+        let f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&img)
+            .map_err(io_err(&img))?;
+        f.set_len(req.partition_size_bytes).map_err(io_err(&img))?;
+    }
+    let ts = req.timestamp.max(0).to_string();
+    let mut args = mke2fs_args(req, plan)?;
+    for a in &mut args {
+        if a.contains("lazy_itable_init=0") {
+            *a = a.replace("lazy_itable_init=0", "lazy_itable_init=1");
+        }
+    }
+    let mut cmd = Command::new("mke2fs");
+    cmd.args(args).arg(&img).arg(plan.blocks.to_string());
+    cmd.env("E2FSPROGS_FAKE_TIME", &ts)
+        .env("SOURCE_DATE_EPOCH", &ts);
+    cmd.env_remove("MKE2FS_SYNC");
+    run("mke2fs", &mut cmd)?;
+    let x = read_layout(&img, req, plan);
+    drop(tmp);
+    x
 }
 
 /// Runs the debugfs commands in `cmds` on `img` (read-write, clock pinned to `ts`). debugfs
@@ -525,7 +644,8 @@ fn time_commands(img: &Path, clamp: Option<i64>) -> Result<String, Mke2fsError> 
 /// Builds the partition with `mke2fs -d` in a temp file under `work_dir` and places its
 /// non-zero 4 KiB runs in `sink` as references into that file (registered in `content`), so
 /// memory stays with the metadata, as in the native writer. The returned guard owns the temp
-/// file: keep it until the image has been written.
+/// file: keep it until the image has been written. With it comes the geometry mke2fs laid
+/// out ([`read_layout`]): the built image's plan.
 pub(crate) fn write_with_mke2fs<S: BlockSink + ?Sized>(
     sink: &mut S,
     content: &mut crate::HostContent,
@@ -535,7 +655,7 @@ pub(crate) fn write_with_mke2fs<S: BlockSink + ?Sized>(
     entries: &[EntrySpec],
     work_dir: &Path,
     clamp: Option<i64>,
-) -> Result<TempFiles, Mke2fsError> {
+) -> Result<(TempFiles, Ext4Plan), Mke2fsError> {
     check_version()?;
     // A build killed while this temp file existed (kill -9, a second Ctrl-C) left it: its
     // name carries the owner's PID and start time, so the next build here removes it.
@@ -630,12 +750,13 @@ pub(crate) fn write_with_mke2fs<S: BlockSink + ?Sized>(
     if let Some(start) = run {
         place(start, off)?;
     }
+    let layout = read_layout(&img, req, plan)?;
     // The command files go now; the image file lives on in the returned guard.
     let keep = TempFiles(vec![img]);
     tmp.0.retain(|p| !keep.0.contains(p));
     drop(tmp);
     let _ = std::io::stderr().flush();
-    Ok(keep)
+    Ok((keep, layout))
 }
 
 #[cfg(test)]

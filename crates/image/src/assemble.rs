@@ -126,10 +126,27 @@ pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<
             _ => None,
         };
         if let Some(p) = plan.partitions.get_mut(i) {
+            // fs = "fat": the content is the type the planner chose (what verify reads).
+            if let Some(FsPlan::Fat(f)) = &fs {
+                p.content = FsKind::Fat(Some(f.kind));
+            }
             p.filesystem = fs;
             if let Some(t) = chosen_type {
                 p.type_ = PartType::Mbr(t);
             }
+        }
+    }
+    // A bare FAT volume records no device sector but its own: a 4096-byte FAT is reported
+    // (by this plan and by verify) as made for 4096-byte sectors.
+    if spec.image.table == TableKind::None {
+        let fat_sector = match plan.partitions.first().and_then(|p| p.filesystem.as_ref()) {
+            Some(FsPlan::Fat(f)) => {
+                blockwise_geometry::SectorSize::from_bytes(u64::from(f.sector_bytes))
+            }
+            _ => None,
+        };
+        if let Some(s) = fat_sector {
+            plan.sector_bytes = s;
         }
     }
     plan.refresh_aligned();

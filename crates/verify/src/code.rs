@@ -46,6 +46,8 @@ finding_codes! {
     EraseBlockOdd = "erase-block-odd",
     /// `sector-size-guessed`: The MBR's LBAs were read as 4096-byte sectors because filesystems are found there.
     SectorSizeGuessed = "sector-size-guessed",
+    /// `size-not-sector-multiple`: The source's size is not a multiple of its sector size (an error with `strict`).
+    SizeNotSectorMultiple = "size-not-sector-multiple",
     // MBR
     /// `mbr-corrupt`: The MBR does not parse (bad status byte, …).
     MbrCorrupt = "mbr-corrupt",
@@ -100,7 +102,7 @@ finding_codes! {
     PartitionNotEraseAligned = "partition-not-erase-aligned",
     /// `partition-empty`: A partition has 0 sectors.
     PartitionEmpty = "partition-empty",
-    /// `not-checked`: A recognised filesystem whose internal layout is not checked.
+    /// `not-checked`: Contents whose internal layout is not checked (swap, raw bytes, a filesystem verify only names; an error with `strict`).
     NotChecked = "not-checked",
     // FAT
     /// `fat-corrupt`: The FAT boot sector does not parse.

@@ -177,7 +177,7 @@ pub fn escape_control(s: &str) -> String {
 }
 
 #[cfg(test)]
-#[expect(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
+#[expect(clippy::indexing_slicing, reason = "tests")]
 mod tests {
     use super::*;
 

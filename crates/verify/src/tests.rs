@@ -443,10 +443,11 @@ fn logical_outside_extended() {
 /// An EBR chain of `n` logical partitions of 8 sectors each, one EBR every 16 sectors from
 /// sector 2048 (relative next-EBR pointers, as the format wants).
 fn ebr_chain(n: u32) -> Vec<u8> {
-    let mut d = vec![0u8; (2048 + 16 * n as usize + 64) * 512];
+    let n_us = usize::try_from(n).unwrap();
+    let mut d = vec![0u8; (2048 + 16 * n_us + 64) * 512];
     mbr_entry(&mut d, 0, 0x05, 2048, 16 * n);
     for k in 0..n {
-        let ebr = (2048 + 16 * k) as usize * 512;
+        let ebr = usize::try_from(2048 + 16 * k).unwrap() * 512;
         mbr_entry(&mut d[ebr..], 0, 0x83, 8, 8);
         if k + 1 < n {
             mbr_entry(&mut d[ebr..], 1, 0x05, 16 * (k + 1), 16);

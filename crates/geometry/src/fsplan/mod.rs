@@ -21,10 +21,37 @@ pub enum FsPlan {
     Other(OtherFs),
 }
 
+impl FsPlan {
+    /// The filesystem's alignment verdict: `Some(true)`/`Some(false)` when a parser (or a
+    /// planner) knows its internal layout, `None` when it is only named (swap, raw bytes, a
+    /// filesystem verify has no parser for, one too damaged to read). The one place that
+    /// decides whether a partition's contents count as checked: a new filesystem variant
+    /// gives its verdict here.
+    #[must_use]
+    pub fn alignment(&self) -> Option<bool> {
+        match self {
+            FsPlan::Fat(f) => Some(f.aligned),
+            FsPlan::Ext4(x) => Some(x.aligned),
+            FsPlan::Other(o) => o.aligned,
+        }
+    }
+
+    /// The kind as the JSON names it (`fat32`, `ext4`, `swap`, `raw`, …).
+    #[must_use]
+    pub fn kind_name(&self) -> &str {
+        match self {
+            FsPlan::Fat(f) => f.kind.name(),
+            FsPlan::Ext4(x) => &x.kind,
+            FsPlan::Other(o) => &o.kind,
+        }
+    }
+}
+
 /// A filesystem that is only named, not planned or checked.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct OtherFs {
-    /// What it is (`raw`, `swap`, `squashfs`, …).
+    /// What it is (`raw` for bytes that are no filesystem verify recognises, `swap`,
+    /// `squashfs`, …).
     pub kind: String,
     /// Whether alignment was checked (`None`: not checked).
     pub aligned: Option<bool>,

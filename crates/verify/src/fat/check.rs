@@ -10,7 +10,7 @@ use blockwise_geometry::{
 };
 
 use crate::num::{div, is_multiple};
-use crate::{align, fat, read_clamped, FindingCode, Severity, Verifier};
+use crate::{fat, read_clamped, FindingCode, Severity, Verifier};
 
 /// Sectors of each FAT copy compared with the first FAT (first and last included).
 const FAT_SAMPLES: u64 = 8;
@@ -54,7 +54,6 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         let fat_start =
             base.saturating_add(u64::from(vol.bpb.reserved_sectors).saturating_mul(bps));
         let data_start = base.saturating_add(vol.first_data_sector.saturating_mul(bps));
-        let e = self.e;
         if vol.volume_bytes() > p.size_bytes {
             self.add(
                 Severity::Error,
@@ -66,44 +65,6 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                     format_size(vol.volume_bytes()),
                     format_size(p.size_bytes)
                 ),
-            );
-        }
-        let places = align::FatPlaces {
-            i,
-            name: &name,
-            bps,
-            reserved_sectors: u64::from(vol.bpb.reserved_sectors),
-            first_data_sector: vol.first_data_sector,
-            fat_start,
-            data_start,
-            cluster,
-        };
-        self.r
-            .findings
-            .extend(align::fat_alignment(&places, e, self.opts.strict));
-        let cluster_ok = is_multiple(e, cluster);
-        if bps == 4096 {
-            self.add(
-                Severity::Warning,
-                FindingCode::FatSector4096,
-                Some(i),
-                format!("partition {i} ({name}): 4096-byte logical sectors: Raspberry Pi firmware, U-Boot and many UEFI firmwares only read 512-byte FAT sectors; use 512 unless the device is 4Kn"),
-            );
-        }
-        let dev_logical = self.sector.bytes_u64();
-        if bps < dev_logical {
-            self.add(
-                Severity::Error,
-                FindingCode::FatSectorBelowLogical,
-                Some(i),
-                format!("partition {i} ({name}): the FAT sector ({bps} B) is smaller than the device's logical sector ({dev_logical} B): Linux refuses to mount it (\"logical sector size too small for device\"); reformat with mkfs.fat -S {dev_logical}"),
-            );
-        } else if let Some(phys) = self.physical_sector_above(bps) {
-            self.add(
-                Severity::Warning,
-                FindingCode::FatSectorSmallerThanDevice,
-                Some(i),
-                format!("partition {i} ({name}): the FAT sector ({bps} B) is smaller than the device's physical sector ({phys} B): single-sector FAT writes become read-modify-write cycles"),
             );
         }
         if kind == fat::FatType::Fat32 {
@@ -124,9 +85,8 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 );
             }
         }
-        let aligned = is_multiple(data_start, e) && cluster_ok;
         let label = self.fat_root_label(base, fat_start, data_start, &vol)?;
-        p.filesystem = Some(FsPlan::Fat(FatPlan {
+        let mut found = FatPlan {
             kind,
             label: label.or_else(|| vol.bpb.label.clone()),
             sector_bytes: vol.bpb.bytes_per_sector.into(),
@@ -138,9 +98,12 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             fat_start_bytes: fat_start,
             data_start_bytes: data_start,
             volume_id: vol.bpb.volume_id.unwrap_or(0),
-            aligned,
+            aligned: false,
             notes: Vec::new(),
-        }));
+        };
+        // The planner's rule; the geometry's findings come from align::partition_findings.
+        found.aligned = found.alignment_holds(self.e);
+        p.filesystem = Some(FsPlan::Fat(found));
         Ok(())
     }
 

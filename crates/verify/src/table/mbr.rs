@@ -1,6 +1,6 @@
 //! MBR and EBR-chain checks.
 
-use blockwise_geometry::{BlockSource, DiskId, PartType, TableKind, TablePlan};
+use blockwise_geometry::{BlockSource, DiskId, ExtendedPlan, PartType, TableKind, TablePlan};
 use blockwise_ptable::{read_logical, Mbr};
 
 use crate::{FindingCode, Severity, Verifier};
@@ -27,6 +27,10 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             let size = u64::from(e.sectors).saturating_mul(sb);
             if e.is_extended() {
                 self.check_extent(u32::from(slot), start, size, "extended partition");
+                self.r.extended.get_or_insert(ExtendedPlan {
+                    start_bytes: start,
+                    size_bytes: size,
+                });
                 continue;
             }
             parts.push(self.part(
