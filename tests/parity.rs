@@ -477,3 +477,110 @@ fn r26_verify_refuses_what_the_kernel_refuses() {
         }
     }
 }
+
+/// r25 item 7: a partition whose contents verify cannot check (swap, raw bytes) makes the
+/// verdict say so, `aligned` false and `--strict` exit 1; plan says the same beforehand.
+#[test]
+fn r25_verdicts_say_what_was_not_checked() {
+    let dir = tempdir!();
+    std::fs::write(
+        dir.path().join("blob.bin"),
+        (0..70_000u32)
+            .map(|i| u8::try_from(i % 251).unwrap() + 1)
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let spec = "[image]\ntable = \"gpt\"\nseed = 8\n[[partition]]\nfs = \"fat32\"\nsize = \"300MiB\"\n[[partition]]\nfs = \"swap\"\nsize = \"8MiB\"\n[[partition]]\nfs = \"raw\"\nsource = \"blob.bin\"\n";
+    let img = blockwise!().build_spec(dir.path(), "mixed", spec);
+    let (report, code) = verify_json(&img, &[]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(report["aligned"], false);
+    let parts = report["partitions"].as_array().unwrap();
+    let checked: Vec<_> = parts.iter().map(|p| p.get("checked").cloned()).collect();
+    assert_eq!(checked, [None, Some(false.into()), Some(false.into())]);
+    assert_eq!(parts[1]["content"], "swap");
+    assert_eq!(parts[2]["filesystem"]["kind"], "raw");
+    let (strict, code) = verify_json(&img, &["--strict"]);
+    assert_eq!(code, 1, "{strict:#}");
+    let human = blockwise!().run(["verify".as_ref(), img.as_os_str()]);
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        text.contains("verdict: 1 of 3 partitions checked; swap in partition 2, raw bytes in partition 3 not checked — what was checked sits on the 4 MiB erase block (2 warnings)"),
+        "{text}"
+    );
+    let plan = plan_json(&dir.path().join("mixed.toml"));
+    assert_eq!(plan["aligned"], false);
+    assert_eq!(plan["findings"], report["findings"]);
+    let o = blockwise!().run(["plan".as_ref(), dir.path().join("mixed.toml").as_os_str()]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains(
+            "aligned where checked: verify cannot check inside partition 2 (swap), 3 (raw)"
+        ),
+        "{text}"
+    );
+}
+
+/// r26 item 6: KB/MB/GB/TB are powers of 1000 (as sfdisk and parted read them), K/M/G/T and
+/// KiB/MiB/GiB/TiB powers of 1024, in specs and CLI flags; plan shows a decimal size both
+/// ways.
+#[test]
+fn r26_decimal_and_binary_units() {
+    let o = blockwise!().run([
+        "plan",
+        "--json",
+        "--size",
+        "8GB",
+        "--partition",
+        "fat32:256MiB",
+        "--partition",
+        "ext4:fill",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["size_bytes"], 8_000_000_000u64);
+    let parts = v["partitions"].as_array().unwrap();
+    assert_eq!(parts[0]["size_bytes"], 256u64 << 20);
+    let end = parts[1]["start_bytes"].as_u64().unwrap() + parts[1]["size_bytes"].as_u64().unwrap();
+    assert!(
+        end <= 8_000_000_000,
+        "the fill partition ends past a retail 8 GB card: {end}"
+    );
+    let o = blockwise!().run([
+        "plan",
+        "--size",
+        "8GB",
+        "--partition",
+        "fat32:256M",
+        "--partition",
+        "ext4:fill",
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("8 GB = 8,000,000,000 bytes = 7.45 GiB"),
+        "{text}"
+    );
+    let dir = tempdir!();
+    let spec = write_file(
+        dir.path(),
+        "u.toml",
+        "[image]\nsize = \"1GB\"\nerase-block = \"4MiB\"\n[[partition]]\nfs = \"none\"\nsize = \"100MB\"\n[[partition]]\nfs = \"none\"\nsize = \"4M\"\n",
+    );
+    let v = plan_json(&spec);
+    assert_eq!(v["size_bytes"], 1_000_000_000u64);
+    // 100 MB rounds up to the 4 MiB erase block: 100,663,296 bytes.
+    assert_eq!(v["partitions"][0]["size_bytes"], 24u64 * (4 << 20));
+    assert_eq!(v["partitions"][1]["size_bytes"], 4u64 << 20);
+    let bad = write_file(
+        dir.path(),
+        "e.toml",
+        "[image]\nerase-block = \"4MB\"\n[[partition]]\nfs = \"none\"\nsize = \"4MiB\"\n",
+    );
+    let o = blockwise!().run(["plan".as_ref(), bad.as_os_str()]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        err.contains("image.erase-block") && err.contains("4,000,000 bytes is a decimal size"),
+        "{err}"
+    );
+}

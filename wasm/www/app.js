@@ -113,6 +113,9 @@ function alignText(p, e, sector) {
   const where = `starts at ${fmtSize(s)} (sector ${Math.floor(s / sector)})`;
   if (p.aligned) return `${where}, a multiple of the ${fmtSize(e)} erase block`;
   const off = s % e;
+  if (p.checked === false && off === 0) {
+    return `${where}, a multiple of the ${fmtSize(e)} erase block; what is inside is not checked`;
+  }
   const f = p.filesystem || {};
   if (off !== 0) {
     return `${where}: ${fmtSize(off)} past a ${fmtSize(e)} boundary (aligned only to ${fmtSize(p.alignment_bytes || 1)})`;
@@ -121,6 +124,22 @@ function alignText(p, e, sector) {
     return `${where}, but the FAT data area starts ${fmtSize(f.data_start_bytes % e)} past a ${fmtSize(e)} boundary`;
   }
   return `${where}; a filesystem region inside is off the ${fmtSize(e)} grid`;
+}
+
+/** The plan's one-line verdict: aligned, aligned where checked, or not aligned. */
+function planVerdict(p, e) {
+  const unchecked = p.partitions.filter((q) => q.checked === false);
+  const misaligned = p.partitions.some((q) => q.checked !== false && !q.aligned);
+  if (misaligned) {
+    return el('p', { id: 'plan-verdict', class: 'verdict bad' }, 'NOT aligned: see the rows marked misaligned');
+  }
+  if (unchecked.length) {
+    const what = unchecked.map((q) => `${q.index} (${q.filesystem ? q.filesystem.kind : 'contents'})`).join(', ');
+    return el('p', { id: 'plan-verdict', class: 'verdict warn' },
+      `aligned where checked: verify cannot check inside partition ${what} (only the start), so the image is not called aligned`);
+  }
+  return el('p', { id: 'plan-verdict', class: 'verdict ok' },
+    `aligned: every partition and filesystem region starts on a ${fmtSize(e)} boundary`);
 }
 
 function layoutTable(r, e) {
@@ -132,7 +151,9 @@ function layoutTable(r, e) {
     el('td', {}, typeOf(p), p.bootable ? ' *' : ''),
     el('td', {}, fsOf(p)),
     el('td', { class: 'verdict-cell' },
-      el('span', { class: p.aligned ? 'aligned' : 'misaligned' }, p.aligned ? 'aligned' : 'misaligned'),
+      p.checked === false && p.start_bytes % e === 0
+        ? el('span', { class: 'unchecked' }, 'not checked')
+        : el('span', { class: p.aligned ? 'aligned' : 'misaligned' }, p.aligned ? 'aligned' : 'misaligned'),
       el('br'), el('span', { class: 'small' }, alignText(p, e, sector)))));
   return el('div', { class: 'scroll' }, el('table', { class: 'layout' },
     el('thead', {}, el('tr', {}, ['#', 'start', 'size', 'type', 'filesystem', 'alignment'].map((h) => el('th', { scope: 'col' }, h)))),
@@ -330,8 +351,7 @@ function planView(p) {
   }
   const table = p.table.kind === 'none' ? 'no partition table' : `${p.table.kind.toUpperCase()} table`;
   return [
-    el('p', { id: 'plan-verdict', class: `verdict ${p.aligned ? 'ok' : 'bad'}` },
-      p.aligned ? `aligned: every partition and filesystem region starts on a ${fmtSize(e)} boundary` : 'NOT aligned: see the rows marked misaligned'),
+    planVerdict(p, e),
     el('p', {}, `Disk: ${fmtSize(p.size_bytes)} (${p.size_bytes} bytes), ${table}, ${p.sector_bytes} B sectors, erase block ${fmtSize(e)}.`),
     p.gpt ? el('p', { class: 'small' }, `GPT: usable LBAs ${p.gpt.first_usable_lba}..${p.gpt.last_usable_lba}; backup header at LBA ${p.gpt.backup_header_lba}.`) : null,
     layoutTable(p, e),

@@ -483,3 +483,29 @@ fn r26_long_ebr_chains() {
     assert_eq!(r.partitions.len(), 251);
     assert!(codes(&r).contains(&"ebr-chain"), "{:?}", codes(&r));
 }
+
+/// r25: a source whose size is not a whole number of sectors is a warning, an error with
+/// `strict`.
+#[test]
+fn r25_size_not_a_multiple_of_the_sector() {
+    let mut d = vec![0u8; 8 << 20];
+    mbr_entry(&mut d, 0, 0x83, 8192, 4096);
+    d.extend_from_slice(&[0u8; 100]);
+    let r = verify_bytes(&d, &Options::new("d"));
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.code == "size-not-sector-multiple")
+        .unwrap();
+    assert_eq!(f.severity, Severity::Warning);
+    assert!(
+        f.message.contains("100 bytes past the last full one"),
+        "{}",
+        f.message
+    );
+    let r = verify_bytes(&d, &Options::new("d").strict(true));
+    assert_eq!(r.exit_code(), 1, "{:?}", codes(&r));
+    d.truncate(8 << 20);
+    let r = verify_bytes(&d, &Options::new("d"));
+    assert!(!codes(&r).contains(&"size-not-sector-multiple"));
+}
