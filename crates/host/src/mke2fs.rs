@@ -646,6 +646,10 @@ fn time_commands(img: &Path, clamp: Option<i64>) -> Result<String, Mke2fsError> 
 /// memory stays with the metadata, as in the native writer. The returned guard owns the temp
 /// file: keep it until the image has been written. With it comes the geometry mke2fs laid
 /// out ([`read_layout`]): the built image's plan.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the partition's request and plan, its inputs, where to work and the time clamp: one call site"
+)]
 pub(crate) fn write_with_mke2fs<S: BlockSink + ?Sized>(
     sink: &mut S,
     content: &mut crate::HostContent,

@@ -403,7 +403,7 @@ pub fn mbr_sector_guessed(plan: &Plan) -> bool {
 /// The findings `verify` gives the image built from `plan` (not strict, no device hints,
 /// `--erase-block` the plan's; a 4Kn MBR read by guessing, see [`mbr_sector_guessed`]):
 /// what `blockwise plan --json` lists under `findings`, from the same
-/// [`partition_findings`] verify uses on what it reads. Partitions left out of the table
+/// `partition_findings` verify uses on what it reads. Partitions left out of the table
 /// are not visible to verify and give none.
 pub fn plan_findings(plan: &Plan) -> Vec<Finding> {
     let ctx = Context {
