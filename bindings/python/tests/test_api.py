@@ -336,3 +336,20 @@ def test_output_inside_its_contents_is_left_out(tmp_path: pathlib.Path) -> None:
     with pytest.raises(blockwise.SpecError) as e:
         blockwise.build(spec, tmp_path / "m.img")
     assert e.value.key == "partition[1].contents"
+
+
+def test_decimal_units_are_powers_of_1000() -> None:
+    # As sfdisk and parted read them: a retail "8 GB" card is 8,000,000,000 bytes.
+    planned = blockwise.plan(
+        {
+            "image": {"size": "8GB", "erase-block": "4MiB"},
+            "partition": [{"fs": "none", "size": "100MB"}, {"fs": "none", "size": "fill"}],
+        }
+    )
+    assert planned["size_bytes"] == 8_000_000_000
+    assert planned["partitions"][0]["size_bytes"] == 24 * (4 << 20)
+    last = planned["partitions"][1]
+    assert last["start_bytes"] + last["size_bytes"] <= 8_000_000_000
+    assert blockwise.plan({"image": {"size": "8G"}, "partition": [{"fs": "none", "size": "fill"}]})[
+        "size_bytes"
+    ] == 8 << 30
