@@ -477,10 +477,16 @@ pub(crate) fn predict_layout(
         f.set_len(req.partition_size_bytes).map_err(io_err(&img))?;
     }
     let ts = req.timestamp.max(0).to_string();
+    // Inode tables and the journal left unzeroed (the layout is the same): a dry run of a
+    // 64 GiB partition then writes a few MiB of metadata, not 1 GiB of journal into the
+    // (often RAM-backed) temp directory.
     let mut args = mke2fs_args(req, plan)?;
     for a in &mut args {
         if a.contains("lazy_itable_init=0") {
-            *a = a.replace("lazy_itable_init=0", "lazy_itable_init=1");
+            *a = a.replace(
+                "lazy_itable_init=0",
+                "lazy_itable_init=1,lazy_journal_init=1",
+            );
         }
     }
     let mut cmd = Command::new("mke2fs");
@@ -553,12 +559,18 @@ fn time_commands(img: &Path, clamp: Option<i64>) -> Result<String, Mke2fsError> 
     }
     let groups = inodes.div_ceil(ipg);
     let desc = if sb.s_feature_incompat.get() & 0x80 != 0 {
-        u64::from(sb.s_desc_size.get()).max(32)
+        u64::from(sb.s_desc_size.get()).clamp(32, 1024)
     } else {
         32
     };
     let gdt = (u64::from(sb.s_first_data_block.get()) + 1) * bs;
-    let table = read_exact_at(&f, img, gdt, usize::try_from(groups * desc).unwrap_or(0))?;
+    // mke2fs's own output, but read as bytes all the same: sizes bounded by the file.
+    let file_len = f.metadata().map_err(io_err(img))?.len();
+    let table_len = groups.saturating_mul(desc);
+    if table_len > file_len || ipg > bs.saturating_mul(8) {
+        return Err(corrupt("group descriptor table"));
+    }
+    let table = read_exact_at(&f, img, gdt, usize::try_from(table_len).unwrap_or(0))?;
     let mut cmds = String::new();
     for g in 0..groups {
         let at = usize::try_from(g * desc).unwrap_or(usize::MAX);
