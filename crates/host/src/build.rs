@@ -267,6 +267,7 @@ pub fn build_with_progress(
     let (trees, mut content) = load_trees(sf, timestamp, progress, &mut scan_warnings)?;
     progress.phase(Phase::Planning);
     Error::check(progress)?;
+    #[cfg_attr(not(feature = "mke2fs"), allow(unused_mut))]
     let mut plan = plan_full(spec, &trees, timestamp)?;
     progress.phase(Phase::Assembling);
     Error::check(progress)?;
