@@ -20,7 +20,12 @@ fn main() -> ExitCode {
     match cli::run(args) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("blockwise: {}", cli::one_line(&e));
+            // Paths, names and labels in the message may be the user's or an image's: control
+            // characters come out escaped (`\xNN`).
+            eprintln!(
+                "blockwise: {}",
+                blockwise_geometry::display_str(&cli::one_line(&e))
+            );
             ExitCode::from(cli::exit_code(&e))
         }
     }

@@ -166,7 +166,7 @@ fn pinned_ids_are_validated_naming_the_key() {
     build_fails(
         d,
         &format!("{gpt}[[partition]]\nfs = \"ext4\"\nsize = \"8MiB\"\nvolume-id = 5\n"),
-        "partition[2].volume-id: only FAT has a volume ID",
+        "partition[2].volume-id: only FAT and exFAT have a volume ID",
     );
     build_fails(
         d,

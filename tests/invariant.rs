@@ -172,6 +172,21 @@ size = "64MiB"
 contents = "tree"
 "#,
     );
+    check(
+        d,
+        "exfat",
+        r#"
+[image]
+size = "2GiB"
+erase-block = "4MiB"
+[[partition]]
+fs = "exfat"
+size = "fill"
+contents = "tree"
+label = "CARD"
+exfat = { cluster = "64KiB", boundary = "8MiB" }
+"#,
+    );
     let mut many = String::from("[image]\nerase-block = \"1MiB\"\n");
     for fs in ["fat16", "ext4", "none", "fat32", "ext4", "none"] {
         let size = if fs == "fat32" { "300MiB" } else { "64MiB" };

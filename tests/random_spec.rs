@@ -94,6 +94,14 @@ fn ext4_label() -> impl Strategy<Value = Option<String>> {
     ]
 }
 
+fn exfat_label() -> impl Strategy<Value = Option<String>> {
+    prop_oneof![
+        2 => Just(None),
+        1 => "[A-Za-z][A-Za-z0-9_ -]{0,10}".prop_map(Some),
+        1 => prop_oneof![Just("Données"), Just("日本語")].prop_map(|s| Some(s.to_string())),
+    ]
+}
+
 fn fat_options() -> impl Strategy<Value = String> {
     (
         prop_oneof![
@@ -169,6 +177,33 @@ fn part() -> impl Strategy<Value = Part> {
             tree: Vec::new(),
             raw_len: len,
         }),
+        1 => (2u64..=300, prop::option::of(12u32..=18), exfat_label(), tree()).prop_map(|(s, c, label, t)| Part {
+            fs: "exfat",
+            size_mib: s,
+            options: c.map_or_else(String::new, |c| format!(
+                "exfat = {{ cluster = {} }}",
+                1u64 << c
+            )),
+            label,
+            tree: t,
+            raw_len: 0,
+        }),
+        1 => (
+            64u64..=400,
+            prop::option::of(prop_oneof![Just(1u32), Just(2), Just(4)]),
+            ext4_label(),
+            tree(),
+        )
+            .prop_map(|(s, sps, label, t)| Part {
+                fs: "f2fs",
+                size_mib: s,
+                options: sps.map_or_else(String::new, |n| format!(
+                    "f2fs = {{ segments-per-section = {n} }}"
+                )),
+                label,
+                tree: t,
+                raw_len: 0,
+            }),
         1 => (1u64..=8).prop_map(|s| Part {
             fs: "none",
             size_mib: s,
@@ -196,6 +231,20 @@ fn case() -> impl Strategy<Value = Case> {
         proptest::collection::vec(part(), 1..=6),
     )
         .prop_map(|(mut table, sector, erase_block, mut parts)| {
+            // sload.f2fs (1.16) asserts in move_one_curseg_info on volumes of fewer than
+            // about 25 sections (measured: 64 MiB with -s 2 and 154 MiB with -s 4 fail,
+            // 100 MiB with -s 2 and 200 MiB with -s 4 work), which plan does not refuse yet
+            // (reported); random F2FS partitions hold at least 32 sections.
+            for p in parts.iter_mut().filter(|p| p.fs == "f2fs") {
+                let sps = p
+                    .options
+                    .split("segments-per-section = ")
+                    .nth(1)
+                    .and_then(|r| r.split(' ').next())
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .unwrap_or((erase_block >> 21).max(1));
+                p.size_mib = p.size_mib.max(64 * sps);
+            }
             // A bare image holds one filesystem verify can name (not empty, not raw bytes).
             if table == "none" {
                 parts.truncate(1);
@@ -224,7 +273,10 @@ impl Case {
                 "raw" => t.push_str(&format!("source = \"raw{i}.bin\"\n")),
                 _ => t.push_str(&format!("size = \"{}MiB\"\n", p.size_mib)),
             }
-            if matches!(p.fs, "fat12" | "fat16" | "fat32" | "fat" | "ext4") {
+            if matches!(
+                p.fs,
+                "fat12" | "fat16" | "fat32" | "fat" | "ext4" | "exfat" | "f2fs"
+            ) {
                 t.push_str(&format!("contents = \"p{i}\"\n"));
             }
             if let Some(l) = &p.label {
@@ -372,14 +424,16 @@ fn readback(fs: &str, img: &SparseImage, start: u64, len: u64) -> Files {
     }
 }
 
-/// Removes every `notes` key (explanations only a plan has).
-fn drop_notes(v: &mut Value) {
+/// Removes every `notes` key (explanations only a plan has) and exFAT's `boundary_bytes`
+/// (what the planner was asked to align to).
+fn drop_one_sided(v: &mut Value) {
     match v {
         Value::Object(m) => {
             m.remove("notes");
-            m.values_mut().for_each(drop_notes);
+            m.remove("boundary_bytes");
+            m.values_mut().for_each(drop_one_sided);
         }
-        Value::Array(a) => a.iter_mut().for_each(drop_notes),
+        Value::Array(a) => a.iter_mut().for_each(drop_one_sided),
         _ => {}
     }
 }
@@ -387,7 +441,7 @@ fn drop_notes(v: &mut Value) {
 /// The JSON of `plan --json` or `verify --json` with what ARCHITECTURE.md lists as known to
 /// one side only taken out, and findings in a canonical order.
 fn comparable(mut v: Value, bare_non_fat: bool) -> Value {
-    drop_notes(&mut v);
+    drop_one_sided(&mut v);
     let m = v.as_object_mut().unwrap();
     m.remove("source");
     if bare_non_fat {
@@ -447,7 +501,7 @@ proptest! {
         // combinations with a reason, and a random tree may not fit a small random partition:
         // those cases are rejected, not failed.
         let refused = |e: &blockwise_host::Error| {
-            matches!(e.kind(), ErrorKind::Spec | ErrorKind::Unsupported) || e.to_string().contains("more")
+            matches!(e.kind(), ErrorKind::Spec | ErrorKind::Unsupported) || e.to_string().contains("more") || e.to_string().contains("larger")
         };
         let mut sf = match SpecFile::load(&spec_path) {
             Ok(s) => s,
@@ -514,6 +568,12 @@ proptest! {
             // ext4-view refuses 128-byte inodes (InodeTruncated); e2fsck accepts them, and
             // verify above has checked the layout.
             if spec_part.options.contains("inode-size = 128") {
+                continue;
+            }
+            // No exFAT or F2FS reader in Rust's crates here: tests/exfat.rs and crates/exfat
+            // read exFAT back through fsck.exfat and exfat-fuse, tests/fsmisc.rs F2FS through
+            // fsck.f2fs and dump.f2fs; verify above checked the layout.
+            if spec_part.fs == "exfat" || spec_part.fs == "f2fs" {
                 continue;
             }
             let got = readback(spec_part.fs, &img, part.start_bytes, part.size_bytes);

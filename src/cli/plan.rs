@@ -9,7 +9,8 @@ use blockwise_geometry::{
     format_size, FsKind, FsPlan, ImageSpec, Plan, SectorSize, SizeSpec, TableKind,
 };
 use blockwise_host::{
-    build_with_progress, check_output_path, plan_file, DeviceValues, SpecFile, Taken,
+    build_with_progress, check_output_path, plan_file_with_progress, DeviceValues, OutputFormat,
+    OutputOptions, SpecFile, Taken,
 };
 use blockwise_image::{PartitionSpec, Spec, SpecError};
 
@@ -234,7 +235,7 @@ fn load_for_device(
             eprintln!("blockwise: {n}");
         }
         for w in &notes.warnings {
-            eprintln!("blockwise: warning: {w}");
+            eprintln!("blockwise: warning: {}", blockwise_geometry::display_str(w));
         }
     }
     Ok(sf)
@@ -347,7 +348,7 @@ pub fn human_plan(plan: &Plan) -> String {
                 r.offset_bytes / sb,
                 format_size(r.offset_bytes),
                 r.size_bytes,
-                r.source
+                blockwise_geometry::display_str(&r.source)
             );
         }
     }
@@ -386,8 +387,61 @@ pub fn human_plan(plan: &Plan) -> String {
                     let _ = writeln!(s, "  - {n}");
                 }
             }
+            Some(FsPlan::F2fs(f)) => {
+                let _ = writeln!(
+                    s,
+                    "\npartition {} f2fs: {} blocks, sections of {} ({} × 2 MiB segments), zones of {}, segment0 at {} ({}), main area at {} ({}), {} main segments",
+                    p.index, f.blocks, format_size(f.section_bytes), f.segments_per_section,
+                    format_size(f.zone_bytes), f.segment0_start_bytes, format_size(f.segment0_start_bytes),
+                    f.main_start_bytes, format_size(f.main_start_bytes), f.main_segments
+                );
+                for n in &f.notes {
+                    let _ = writeln!(s, "  - {n}");
+                }
+            }
+            Some(FsPlan::Exfat(x)) => {
+                let _ = writeln!(
+                    s,
+                    "\npartition {} exfat: {} B sectors, {} clusters of {}, FAT of {} sectors at {} ({}), cluster heap at {} ({})",
+                    p.index, x.sector_bytes, x.cluster_count, format_size(u64::from(x.cluster_bytes)),
+                    x.fat_sectors, x.fat_start_bytes, format_size(x.fat_start_bytes),
+                    x.heap_start_bytes, format_size(x.heap_start_bytes)
+                );
+                for n in &x.notes {
+                    let _ = writeln!(s, "  - {n}");
+                }
+            }
             _ => {}
         }
+        if !p.attributes.is_empty() {
+            let _ = writeln!(
+                s,
+                "partition {} GPT attributes: {} (0x{:016x}{})",
+                p.index,
+                p.attributes.names().join(", "),
+                p.attributes.bits() | if p.bootable { 4 } else { 0 },
+                if p.bootable {
+                    " with legacy-bios-bootable"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    for g in &plan.slots {
+        let members: Vec<String> = g
+            .partitions
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} = partition {} at {}",
+                    m.slot,
+                    m.index,
+                    format_size(m.start_bytes)
+                )
+            })
+            .collect();
+        let _ = writeln!(s, "\nslots of {}: {}", g.name, members.join(", "));
     }
     if !plan.notes.is_empty() {
         let _ = writeln!(s);
@@ -411,7 +465,9 @@ pub fn human_plan(plan: &Plan) -> String {
             format!(
                 "{} ({})",
                 p.index,
-                p.filesystem.as_ref().map_or("contents", FsPlan::kind_name)
+                p.filesystem
+                    .as_ref()
+                    .map_or_else(|| "contents".to_string(), FsPlan::kind_name)
             )
         })
         .collect();
@@ -437,7 +493,21 @@ pub fn human_plan(plan: &Plan) -> String {
 /// `blockwise plan`.
 pub fn run_plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
     let mut sf = load(a.spec.as_deref(), &a.flags, a.device.as_deref(), false)?;
-    let plan = plan_file(&mut sf)?;
+    // The scan of a large tree stops at the first SIGINT/SIGTERM/SIGHUP (exit 128 + it).
+    let mut progress = super::progress::Bar::new(!a.json);
+    let plan = match plan_file_with_progress(&mut sf, &mut progress) {
+        Ok(p) => p,
+        Err(blockwise_host::Error::Cancelled) if progress.signal().is_some() => {
+            progress.println(&format!(
+                "blockwise: interrupted by signal {} {}: nothing planned",
+                progress.signal().unwrap_or(0),
+                progress.reached()
+            ));
+            return Ok(ExitCode::from(super::exit_interrupted()));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    drop(progress);
     let source = a
         .spec
         .as_ref()
@@ -455,10 +525,18 @@ pub fn run_plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
 pub struct BuildArgs {
     /// Spec file (TOML).
     pub spec: PathBuf,
-    /// Output image (written to a temp file next to it, then renamed).
+    /// Output image (written to a temp file next to it, then renamed). The name picks the
+    /// format: .simg or .sparse (Android sparse), .zst (seekable zstd), .xz (xz), anything
+    /// else raw.
     #[arg(short, long)]
     pub output: PathBuf,
-    /// Also write a bmaptool block map.
+    /// Output format whatever the name says: raw, simg, zst or xz.
+    #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
+    pub format: Option<OutputFormat>,
+    /// Compression level of a .zst (1-22, default 3) or .xz (0-9, default 6) output.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub level: Option<i32>,
+    /// Also write a bmaptool block map (of the raw image, whatever the output format).
     #[arg(long, value_name = "FILE")]
     pub bmap: Option<PathBuf>,
     /// Take the erase block and sector size from a probe of this device (where the spec says
@@ -474,6 +552,10 @@ pub struct BuildArgs {
     pub quiet: bool,
 }
 
+fn parse_format(s: &str) -> Result<OutputFormat, String> {
+    OutputFormat::parse(s).ok_or_else(|| format!("{s:?}: must be one of {}", OutputFormat::CHOICES))
+}
+
 /// A build that failed: interrupted by a signal (exit 128 + the signal, temp files already
 /// removed), or an error (with `context` when it happened while writing `output`).
 fn stopped(
@@ -484,12 +566,15 @@ fn stopped(
 ) -> anyhow::Result<ExitCode> {
     if let (blockwise_host::Error::Cancelled, Some(sig)) = (&e, progress.signal()) {
         progress.println(&format!(
-            "blockwise: interrupted by signal {sig}: stopped, temp files removed, {} untouched",
-            output.display()
+            "blockwise: interrupted by signal {sig} {}: stopped, temp files removed, {} untouched",
+            progress.reached(),
+            blockwise_geometry::display_path(output)
         ));
         return Ok(ExitCode::from(super::exit_interrupted()));
     }
     match context {
+        // The refusal names the output already.
+        Some(_) if matches!(e, blockwise_host::Error::OutputIsInput { .. }) => Err(e.into()),
         Some(c) => Err(anyhow::Error::new(e).context(c)),
         None => Err(e.into()),
     }
@@ -500,8 +585,14 @@ pub fn run_build(a: &BuildArgs) -> anyhow::Result<ExitCode> {
     if !a.spec.exists() {
         bail!("{}: no such spec file", a.spec.display());
     }
-    // Refuse a device or other non-file output before any work (see `blockwise write`).
+    // Refuse a device or other non-file output, or a name promising a container blockwise
+    // does not write, before any work (see `blockwise write`).
     check_output_path(&a.output)?;
+    let format = OutputFormat::resolve(&a.output, a.format)?;
+    let out_options = OutputOptions {
+        format: Some(format),
+        level: a.level,
+    };
     if let Some(b) = &a.bmap {
         check_output_path(b)?;
     }
@@ -529,9 +620,12 @@ pub fn run_build(a: &BuildArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return stopped(&progress, e, &a.output, None),
     };
     for w in &built.warnings {
-        progress.println(&format!("blockwise: warning: {w}"));
+        progress.println(&format!(
+            "blockwise: warning: {}",
+            blockwise_geometry::display_str(w)
+        ));
     }
-    let stats = match built.write(&a.output, a.bmap.as_deref(), &mut progress) {
+    let written = match built.write_as(&a.output, a.bmap.as_deref(), &out_options, &mut progress) {
         Ok(s) => s,
         Err(e) => {
             let what = match &a.bmap {
@@ -543,21 +637,47 @@ pub fn run_build(a: &BuildArgs) -> anyhow::Result<ExitCode> {
     };
     drop(progress);
     if a.json {
-        let v = blockwise_host::json::build_json(
+        let v = blockwise_host::json::build_output_json(
             &built,
-            &stats,
+            &written,
             &a.spec.display().to_string(),
             &a.output.display().to_string(),
         )?;
         let text = serde_json::to_string_pretty(&v)?;
         super::emit(&format!("{text}\n"));
     } else if !a.quiet {
+        let what = match (&written.summary, written.format) {
+            (Some(s), OutputFormat::AndroidSparse) => format!(
+                "Android sparse, {} chunks, {} file for a {} image with {} of data; {} don't care",
+                s.units,
+                format_size(written.output_bytes),
+                format_size(built.plan.size_bytes),
+                format_size(built.image.data_bytes()),
+                format_size(s.dont_care_bytes)
+            ),
+            (Some(s), f) => format!(
+                "{}, {} frames ({} all zero), {} file for a {} image with {} of data",
+                if f == OutputFormat::Xz {
+                    "xz"
+                } else {
+                    "seekable zstd"
+                },
+                s.units,
+                format_size(s.fill_bytes),
+                format_size(written.output_bytes),
+                format_size(built.plan.size_bytes),
+                format_size(built.image.data_bytes())
+            ),
+            _ => format!(
+                "{}, {} of data",
+                format_size(built.plan.size_bytes),
+                format_size(built.image.data_bytes())
+            ),
+        };
         super::emit(&format!(
-            "{}wrote {} ({}, {} of data)\n",
+            "{}wrote {} ({what})\n",
             human_plan(&built.plan),
-            a.output.display(),
-            format_size(built.plan.size_bytes),
-            format_size(built.image.data_bytes())
+            blockwise_geometry::display_path(&a.output),
         ));
     }
     Ok(ExitCode::SUCCESS)

@@ -14,6 +14,10 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 pub struct Bar {
     bar: ProgressBar,
     files: u64,
+    /// The phase reached, and the bytes written / to write while writing: how far the work
+    /// got when a signal stopped it.
+    phase: Option<Phase>,
+    bytes: u64,
     /// Set by SIGINT, SIGTERM or SIGHUP instead of killing the process
     /// ([`blockwise_flash::cancel_on_signals`], as `write` and `bench` use it), so that a build
     /// can stop, remove its temp file and exit 128 + the signal. A second signal while one is
@@ -35,6 +39,8 @@ impl Bar {
         Bar {
             bar,
             files: 0,
+            phase: None,
+            bytes: 0,
             cancel,
         }
     }
@@ -45,6 +51,23 @@ impl Bar {
             blockwise_flash::cancelling_signal()
         } else {
             None
+        }
+    }
+
+    /// How far the work got, for the message of an interrupted plan or build: `while
+    /// scanning (1234 files)`, `while writing (12 MiB of 64 MiB)` …
+    pub fn reached(&self) -> String {
+        match self.phase {
+            None | Some(Phase::Scanning) => format!("while scanning ({} files)", self.files),
+            Some(Phase::Planning) => format!("while planning ({} files scanned)", self.files),
+            Some(Phase::Assembling) => "while laying out metadata".into(),
+            Some(Phase::Writing { bytes }) => format!(
+                "while writing ({} of {})",
+                blockwise_geometry::format_size(self.bytes),
+                blockwise_geometry::format_size(bytes)
+            ),
+            Some(Phase::Syncing) => "while syncing or hashing the .bmap".into(),
+            Some(_) => "at the end".into(),
         }
     }
 
@@ -71,6 +94,7 @@ impl Bar {
 
 impl Progress for Bar {
     fn phase(&mut self, phase: Phase) {
+        self.phase = Some(phase);
         match phase {
             Phase::Scanning => self.spinner("scanning contents: files"),
             Phase::Planning => {
@@ -106,7 +130,11 @@ impl Progress for Bar {
     }
 
     fn advance(&mut self, n: u64) {
-        self.files = self.files.saturating_add(n);
+        if matches!(self.phase, Some(Phase::Writing { .. })) {
+            self.bytes = self.bytes.saturating_add(n);
+        } else {
+            self.files = self.files.saturating_add(n);
+        }
         self.bar.inc(n);
     }
 }

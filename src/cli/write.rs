@@ -9,8 +9,9 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use blockwise_flash::{
-    check, inspect, open_image, write, DeviceInfo, DirectMode, Error, Event, MapSource, Options,
-    Outcome, Refusal, Source, Target, TargetKind,
+    check, check_file_target, data_ids, inspect, open_image, refuse_input_as_target, write, DataId,
+    DeviceInfo, DirectMode, Error, Event, MapSource, Options, Outcome, Refusal, Source, Target,
+    TargetKind, MAX_CHUNK,
 };
 use blockwise_geometry::format_size;
 use blockwise_host::{build_with_progress, Built, SpecFile};
@@ -66,13 +67,19 @@ pub struct WriteArgs {
 }
 
 pub(super) fn fail(code: u8, msg: &str) -> ExitCode {
-    eprintln!("blockwise: {}", msg.replace('\n', " "));
+    // Paths and names inside may come from the user or an image: control characters are
+    // printed escaped (`\xNN`), never raw.
+    eprintln!(
+        "blockwise: {}",
+        blockwise_geometry::display_str(&msg.replace('\n', " "))
+    );
     ExitCode::from(code)
 }
 
 /// `write`'s and `bench`'s safety checks on `path` (mounted, swap, held, system disk, a
-/// partition without `partition_ok`): `Ok(None)` for a path that does not exist yet (a new
-/// file), `Err` with the exit code once the refusal is printed.
+/// partition without `partition_ok`): `Ok(None)` for a regular file or a path that does not
+/// exist yet (a new file; never in `/dev`, where it means a card that is not there), `Err`
+/// with the exit code once the refusal is printed.
 pub(super) fn inspect_and_check(
     path: &std::path::Path,
     partition_ok: bool,
@@ -80,12 +87,62 @@ pub(super) fn inspect_and_check(
     let info = match inspect(path) {
         Ok(i) => i,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(fail(EXIT_REFUSED, &format!("{}: {e}", path.display()))),
+        Err(e) => {
+            return Err(fail(
+                EXIT_REFUSED,
+                &format!("{}: {e}", blockwise_geometry::display_path(path)),
+            ))
+        }
     };
-    if let Some(info) = &info {
-        check(info, partition_ok).map_err(|r| fail(EXIT_REFUSED, &r.to_string()))?;
+    match &info {
+        Some(info) => check(info, partition_ok),
+        None => check_file_target(path),
     }
+    .map_err(|r| fail(EXIT_REFUSED, &r.to_string()))?;
     Ok(info)
+}
+
+/// Refuses a target that is one of the write's `inputs` (the image, its `.bmap`, a file of
+/// the spec), by path before anything is opened for writing, and again by the open
+/// descriptor of `target` once it is opened (so a path changed in between is caught) but
+/// before anything is written. A block device that appeared where a file was checked
+/// (`info` is `None`) is refused too: its device checks were not made.
+pub(super) fn refuse_inputs(
+    path: &std::path::Path,
+    target: Option<&Target>,
+    info: Option<&DeviceInfo>,
+    inputs: &[(PathBuf, DataId)],
+) -> Result<(), ExitCode> {
+    let refuse = |r: Refusal| fail(EXIT_REFUSED, &r.to_string());
+    let id = match target {
+        Some(t) => {
+            if info.is_none() && t.kind() != TargetKind::File {
+                return Err(fail(
+                    EXIT_REFUSED,
+                    &format!(
+                        "{} became a block device after it was checked; run the write again",
+                        blockwise_geometry::display_path(path)
+                    ),
+                ));
+            }
+            Some(t.data_id().map_err(|e| {
+                fail(
+                    EXIT_REFUSED,
+                    &format!("{}: {e}", blockwise_geometry::display_path(path)),
+                )
+            })?)
+        }
+        None => DataId::of_path(path).map_err(|e| {
+            fail(
+                EXIT_REFUSED,
+                &format!("{}: {e}", blockwise_geometry::display_path(path)),
+            )
+        })?,
+    };
+    match id {
+        Some(id) => refuse_input_as_target(path, &id, inputs).map_err(refuse),
+        None => Ok(()),
+    }
 }
 
 /// Opens `path` for `write` and `bench`: the open's warnings on stderr (with `warn_suffix`),
@@ -98,7 +155,10 @@ pub(super) fn open_target(
     let (target, warnings) =
         Target::open(path, mode).map_err(|e| fail(EXIT_REFUSED, &e.to_string()))?;
     for w in &warnings {
-        eprintln!("blockwise: warning: {w}{warn_suffix}");
+        eprintln!(
+            "blockwise: warning: {}{warn_suffix}",
+            blockwise_geometry::display_str(w)
+        );
     }
     if target.kind() != TargetKind::File && target.read_only().unwrap_or(false) {
         let r = Refusal::ReadOnly {
@@ -120,6 +180,15 @@ pub fn run(a: &WriteArgs) -> anyhow::Result<ExitCode> {
     let terminal = std::io::stderr().is_terminal();
     let show = !a.quiet && !a.json;
     let chunk = match blockwise_geometry::parse_size(&a.chunk) {
+        Ok(c) if c > MAX_CHUNK => {
+            return Ok(fail(
+                EXIT_REFUSED,
+                &format!(
+                    "--chunk {}: at most 64MiB (erase blocks are 4 to 16 MiB; a larger chunk only costs memory)",
+                    a.chunk
+                ),
+            ))
+        }
         Ok(c) if c > 0 => c,
         _ => {
             return Ok(fail(
@@ -169,7 +238,10 @@ pub fn run(a: &WriteArgs) -> anyhow::Result<ExitCode> {
             }
         };
         for w in &built.warnings {
-            bar.println(&format!("blockwise: warning: {w}"));
+            bar.println(&format!(
+                "blockwise: warning: {}",
+                blockwise_geometry::display_str(w)
+            ));
         }
         Input::Spec(Box::new(built), work)
     } else {
@@ -193,6 +265,18 @@ fn write_input(
     verify: bool,
     show: bool,
 ) -> anyhow::Result<ExitCode> {
+    // What the write reads, which the target must not be.
+    let inputs = match &*input {
+        Input::Image(o) => {
+            let mut paths = vec![a.source.as_path()];
+            paths.extend(o.bmap.as_deref());
+            data_ids(&paths)
+        }
+        Input::Spec(built, _) => built.inputs(),
+    };
+    if let Err(code) = refuse_inputs(&a.target, None, info, &inputs) {
+        return Ok(code);
+    }
     let mut spec_source;
     let source: &mut dyn Source = match input {
         Input::Image(o) => {
@@ -238,6 +322,9 @@ fn write_input(
         Ok(t) => t,
         Err(code) => return Ok(code),
     };
+    if let Err(code) = refuse_inputs(&a.target, Some(&target), info, &inputs) {
+        return Ok(code);
+    }
     let cancel = blockwise_flash::cancel_on_signals()
         .unwrap_or_else(|_| std::sync::Arc::new(AtomicBool::new(false)));
     let opts = Options::default()
@@ -275,19 +362,23 @@ fn report(a: &WriteArgs, result: Result<Outcome, Error>, direct: bool) -> ExitCo
     } else {
         if !a.quiet {
             for n in &out.notes {
-                eprintln!("blockwise: {n}");
+                eprintln!("blockwise: {}", blockwise_geometry::display_str(n));
             }
         }
         let verified = match s.verify_mb_per_s {
             Some(v) if s.verified => format!(", verified at {v:.1} MB/s"),
+            _ if out.interrupted_verifying => format!(
+                ", read back {} before the interrupt",
+                format_size(out.verified_bytes)
+            ),
             _ => String::new(),
         };
         super::emit(&format!(
             "{} {} of {} to {} in {:.2} s: {:.1} MB/s (chunks {:.1}/{:.1}/{:.1} MB/s min/median/max, fsync {:.2} s){}\n",
-            if out.interrupted { "interrupted after writing" } else { "wrote" },
+            if out.interrupted && !out.interrupted_verifying { "interrupted after writing" } else { "wrote" },
             format_size(s.bytes_written),
-            a.source.display(),
-            a.target.display(),
+            blockwise_geometry::display_path(&a.source),
+            blockwise_geometry::display_path(&a.target),
             s.seconds,
             s.mb_per_s,
             s.chunk_mb_per_s.min,
@@ -296,6 +387,13 @@ fn report(a: &WriteArgs, result: Result<Outcome, Error>, direct: bool) -> ExitCo
             s.fsync_seconds,
             verified,
         ));
+    }
+    if out.interrupted_verifying {
+        eprintln!(
+            "blockwise: interrupted during the read-back after checking {} of the written bytes: the image was written and synced in full but is NOT verified",
+            out.verified_bytes
+        );
+        return ExitCode::from(super::exit_interrupted());
     }
     if out.interrupted {
         eprintln!(

@@ -42,7 +42,7 @@ create_exception!(
     blockwise,
     UnsafeTargetError,
     PyException,
-    "`write` refused the target before writing anything: mounted, swap, held, read-only, the running system, a partition without `partition_ok=True`, a non-removable disk without `yes=True`, too small, busy, or neither a block device nor a regular file."
+    "`write` refused the target before writing anything: mounted, swap, held, read-only, the running system, a partition without `partition_ok=True`, a non-removable disk without `yes=True`, too small, busy, neither a block device nor a regular file, a missing device under /dev, or one of the write's own inputs (the source through a link, its bmap, a spec's files, the loop device backed by the source); or `build` refused an output that is one of its inputs or its other output."
 );
 
 /// How often a long operation takes the GIL back to report progress and check for Ctrl-C.
@@ -50,7 +50,8 @@ const POLL: Duration = Duration::from_millis(50);
 
 /// A `SpecError` carrying `key`.
 fn spec_error(py: Python<'_>, key: &str, message: String) -> PyErr {
-    let err = SpecError::new_err(message);
+    // A message quotes the user's text (keys, values, paths): control characters escaped.
+    let err = SpecError::new_err(blockwise_geometry::display_str(&message));
     let _ = err.value(py).setattr("key", key);
     err
 }
@@ -102,7 +103,7 @@ fn host_error(py: Python<'_>, e: blockwise_host::Error, pending: Option<PyErr>) 
     if let Some(err) = pending {
         return err;
     }
-    let message = e.to_string();
+    let message = blockwise_geometry::display_str(&e.to_string());
     match &e {
         E::Io { path, source } | E::Write { path, source, .. } => {
             os_error(py, Some(path), message, source.raw_os_error())
@@ -111,6 +112,7 @@ fn host_error(py: Python<'_>, e: blockwise_host::Error, pending: Option<PyErr>) 
             os_error(py, Some(path), message, None)
         }
         E::Cancelled => pyo3::exceptions::PyKeyboardInterrupt::new_err(message),
+        E::OutputIsInput { .. } => UnsafeTargetError::new_err(message),
         _ => {
             if let Some(se) = e.spec_error() {
                 return spec_error(py, &se.key, message);
@@ -356,9 +358,12 @@ fn plan(py: Python<'_>, spec: &Bound<'_, PyAny>, base_dir: Option<PathBuf>) -> P
     to_python(py, &v)
 }
 
-/// Builds the image of `spec` into `out` (atomically), as the CLI's `build --json` prints it.
+/// Builds the image of `spec` into `out` (atomically), as the CLI's `build --json` prints it;
+/// `format` (`"raw"`, `"simg"`, `"zst"`, `"xz"`) overrides what `out`'s name says, `level`
+/// is the zstd/xz compression level.
 #[pyfunction]
-#[pyo3(signature = (spec, out, bmap=None, progress=None, *, base_dir=None))]
+#[pyo3(signature = (spec, out, bmap=None, progress=None, *, base_dir=None, format=None, level=None))]
+#[allow(clippy::too_many_arguments, reason = "the Python signature")]
 fn build(
     py: Python<'_>,
     spec: &Bound<'_, PyAny>,
@@ -366,7 +371,25 @@ fn build(
     bmap: Option<PathBuf>,
     progress: Option<Py<PyAny>>,
     base_dir: Option<PathBuf>,
+    format: Option<String>,
+    level: Option<i32>,
 ) -> PyResult<PyObject> {
+    let format = match format.as_deref() {
+        None => None,
+        Some(f) => Some(blockwise_host::OutputFormat::parse(f).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "format {f:?}: must be one of {}",
+                blockwise_host::OutputFormat::CHOICES
+            ))
+        })?),
+    };
+    // A name promising a container blockwise does not write fails before any work.
+    let format =
+        blockwise_host::OutputFormat::resolve(&out, format).map_err(|e| host_error(py, e, None))?;
+    let options = blockwise_host::OutputOptions {
+        format: Some(format),
+        level,
+    };
     let Loaded { mut file, source } = load_spec(py, spec, base_dir)?;
     file.outputs = std::iter::once(out.clone()).chain(bmap.clone()).collect();
     let work_dir = out
@@ -377,12 +400,17 @@ fn build(
     let mut p = PyProgress::new(progress);
     let result = py.allow_threads(|| -> Result<serde_json::Value, blockwise_host::Error> {
         let built = build_with_progress(&mut file, &work_dir, &mut p)?;
-        let stats = built.write(&out, bmap.as_deref(), &mut p)?;
-        blockwise_host::json::build_json(&built, &stats, &source, &out.display().to_string())
-            .map_err(|e| blockwise_host::Error::Io {
-                path: out.clone(),
-                source: std::io::Error::other(e),
-            })
+        let written = built.write_as(&out, bmap.as_deref(), &options, &mut p)?;
+        blockwise_host::json::build_output_json(
+            &built,
+            &written,
+            &source,
+            &out.display().to_string(),
+        )
+        .map_err(|e| blockwise_host::Error::Io {
+            path: out.clone(),
+            source: std::io::Error::other(e),
+        })
     });
     match result {
         Ok(v) => to_python(py, &v),
@@ -679,9 +707,9 @@ impl WriteProgress<'_> {
                 self.poll(true);
                 self.writing = false;
             }
-            // The read-back cannot be stopped half-way; a Ctrl-C meanwhile is raised by
-            // Python once `write` returns.
-            Event::Verifying { .. } | Event::Verified(_) => {}
+            // The read-back stops at the next read (at most 1 MiB) once Ctrl-C or the
+            // callback raised: polled here as while writing.
+            Event::Verifying { .. } | Event::Verified(_) => self.poll(false),
         }
     }
 }
@@ -830,8 +858,9 @@ fn write_steps(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(WriteFailure::Inspect(e)),
     };
-    if let Some(info) = &info {
-        blockwise_flash::check(info, a.partition_ok)?;
+    match &info {
+        Some(info) => blockwise_flash::check(info, a.partition_ok)?,
+        None => blockwise_flash::check_file_target(&a.target)?,
     }
     let mut warnings = Vec::new();
     let mut planned = Vec::new();
@@ -839,6 +868,7 @@ fn write_steps(
     let built;
     let mut opened;
     let mut spec_source;
+    let inputs;
     let source: &mut dyn Source = match src {
         WriteSource::Spec(spec) => {
             let (mut sf, notes) = spec.load(&a.target, info.is_some())?;
@@ -851,6 +881,7 @@ fn write_steps(
             built =
                 build_with_progress(&mut sf, &dir.0, build_progress).map_err(WriteFailure::Host)?;
             warnings.extend(built.warnings.iter().cloned());
+            inputs = built.inputs();
             spec_source = MapSource::new(
                 built.image.reader(&built.content),
                 built.image.mapped_ranges(),
@@ -860,9 +891,16 @@ fn write_steps(
         WriteSource::Image(path) => {
             opened =
                 blockwise_flash::open_image(path, a.bmap.as_deref()).map_err(WriteFailure::Open)?;
+            let mut paths = vec![path.as_path()];
+            paths.extend(opened.bmap.as_deref());
+            inputs = blockwise_flash::data_ids(&paths);
             &mut *opened.source
         }
     };
+    // The target is none of the inputs: by path now, by the opened descriptor below.
+    if let Some(id) = blockwise_flash::DataId::of_path(&a.target).map_err(WriteFailure::Inspect)? {
+        blockwise_flash::refuse_input_as_target(&a.target, &id, &inputs)?;
+    }
     if let (Some(info), Some(size)) = (&info, source.size()) {
         if size > info.size_bytes {
             return Err(Refusal::TooSmall {
@@ -890,6 +928,16 @@ fn write_steps(
     };
     let (mut target, open_warnings) = Target::open(&a.target, mode).map_err(WriteFailure::Flash)?;
     warnings.extend(open_warnings);
+    if info.is_none() && target.kind() != TargetKind::File {
+        // A device node appeared after the checks: they were a file's, not a device's.
+        return Err(Refusal::NotConfirmed(format!(
+            "{} became a block device after it was checked; write again",
+            blockwise_geometry::display_path(&a.target)
+        ))
+        .into());
+    }
+    let id = target.data_id().map_err(WriteFailure::Inspect)?;
+    blockwise_flash::refuse_input_as_target(&a.target, &id, &inputs)?;
     if target.kind() != TargetKind::File && target.read_only().unwrap_or(false) {
         return Err(Refusal::ReadOnly {
             dev: a.target.display().to_string(),
@@ -931,7 +979,7 @@ fn write_error(
         }
         WriteFailure::Probe(e) => probe_error(py, &e),
         WriteFailure::Open(e) => {
-            let message = e.to_string();
+            let message = blockwise_geometry::display_str(&e.to_string());
             match &e {
                 OpenError::Io { path, source } => {
                     os_error_msg(path, message, source.raw_os_error())
@@ -940,7 +988,7 @@ fn write_error(
             }
         }
         WriteFailure::Flash(e) => {
-            let message = e.to_string();
+            let message = blockwise_geometry::display_str(&e.to_string());
             match &e {
                 F::Refused(_) => UnsafeTargetError::new_err(message),
                 F::Open { path, source } => os_error_msg(path, message, source.raw_os_error()),
@@ -995,6 +1043,13 @@ fn write(
     };
     if chunk == 0 {
         return Err(spec_error(py, "chunk", "chunk: must not be 0".into()));
+    }
+    if chunk > blockwise_flash::MAX_CHUNK {
+        return Err(spec_error(
+            py,
+            "chunk",
+            format!("chunk {chunk}: at most 64 MiB (erase blocks are 4 to 16 MiB; a larger chunk only costs memory)"),
+        ));
     }
     let (mut src, source_path, source_name) = if let Ok(map) = source.downcast::<PyMapping>() {
         // Both forms now, while the GIL is held; which one is used depends on the target.

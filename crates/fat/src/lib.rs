@@ -57,7 +57,7 @@ mod time;
 mod write;
 
 pub use blockwise_geometry::{FatType, MAX_FAT32_CLUSTERS};
-pub use names::{lfn_checksum, BadName};
+pub use names::{lfn_checksum, long_name, BadName};
 pub use options::{label_warning, validate_label, FatOptions, Field, Invalid};
 pub use plan::{Layout, ROOT_ENTRIES};
 pub use time::{fat_time, FatTime};

@@ -74,6 +74,22 @@ fn names_fat_cannot_store_are_an_error_naming_the_path() {
     }
 }
 
+/// r25: a name with ESC and a newline is printed escaped in the error (`\x1b`, `\x0a`), so
+/// it cannot drive the terminal or forge a log line; a case conflict quotes it escaped too.
+#[test]
+fn r25_names_with_control_characters_are_escaped_in_errors() {
+    let bad = "evil\u{1b}[2J\nfake: ok";
+    let mut t = Tree::default();
+    let mut c = Vec::new();
+    let d = add_dir(&mut t, 0, "dir");
+    add_file(&mut t, &mut c, d, bad, b"x".to_vec(), 0);
+    let e = try_write(&small_req(), &t, &c).0.unwrap_err();
+    assert!(matches!(e, Error::BadName { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(!msg.chars().any(char::is_control), "{msg:?}");
+    assert!(msg.starts_with("/dir/evil\\x1b[2J\\x0afake: ok: "), "{msg}");
+}
+
 #[test]
 fn no_space_says_how_much_more_is_needed() {
     let mut t = Tree::default();

@@ -26,8 +26,18 @@ pub trait Device: Send {
     fn discard(&mut self, _offset: u64, _len: u64) -> io::Result<()> {
         Err(io::ErrorKind::Unsupported.into())
     }
+    /// Called once before anything is read or written: a regular file is emptied, so that
+    /// the holes of the image read as zeros and the file ends up byte-identical to it.
+    fn prepare(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    /// Whether bytes the writer does not write read as zeros afterwards (a regular file,
+    /// emptied by [`Device::prepare`]); otherwise they keep their old contents.
+    fn holes_read_zero(&self) -> bool {
+        false
+    }
     /// Called once after the last write and sync with the image size: a regular file is
-    /// cut or grown to it when the write left it at another length.
+    /// cut or grown to exactly that length.
     fn finish(&mut self, _image_size: u64) -> io::Result<()> {
         Ok(())
     }

@@ -1,7 +1,9 @@
 //! Errors of the writer, the targets, the sources and the safety checks.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use blockwise_geometry::display_path;
 
 /// Why a target is refused before any byte is written (the CLI's exit code 2).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -76,12 +78,45 @@ pub enum Refusal {
         /// The path.
         path: PathBuf,
     },
+    /// The target holds (or is held by) what the write reads: the source image itself through
+    /// another name (a symlink, a hard link), its `.bmap`, a file of the spec being built, the
+    /// same block device, a disk and its partition, or the loop device backed by the source.
+    #[error("{} is {}, which this write reads: it would be overwritten while read; write to another target", display_path(target), same_as(target, input))]
+    TargetIsInput {
+        /// The target.
+        target: PathBuf,
+        /// The input it shares data with.
+        input: PathBuf,
+    },
+    /// The target does not exist and its directory is the kernel's device filesystem
+    /// (devtmpfs, `/dev`): writing would create a regular file in RAM, not reach a card.
+    #[error("{}: no such device: is the card plugged in? (nothing was written; a file is never created in /dev)", display_path(path))]
+    NoSuchDevice {
+        /// The missing device node.
+        path: PathBuf,
+    },
+    /// The target is a regular file in the kernel's device filesystem (devtmpfs): a file an
+    /// earlier write created there in RAM when no card was plugged in, not a device.
+    #[error("{} is a regular file in /dev (devtmpfs, in RAM), not a device: remove it, plug in the card and give its device", display_path(path))]
+    FileInDev {
+        /// The file.
+        path: PathBuf,
+    },
     /// O_DIRECT was refused and `--direct` demands it.
     #[error("{path}: O_DIRECT is not supported here and --direct was given")]
     DirectRefused {
         /// The target.
         path: PathBuf,
     },
+}
+
+/// `the source image a.img`-style words for [`Refusal::TargetIsInput`].
+fn same_as(target: &Path, input: &Path) -> String {
+    if target == input {
+        "also the input".into()
+    } else {
+        format!("the same data as the input {}", display_path(input))
+    }
 }
 
 /// What failed while writing, reading the source, or verifying.

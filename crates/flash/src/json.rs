@@ -7,7 +7,8 @@ use crate::Outcome;
 
 /// A finished (or interrupted) write as JSON: `source` and `target` as the caller names them,
 /// the sizes, the [`Stats`](crate::Stats), whether the target was written with O_DIRECT, and
-/// the outcome's `interrupted` flag and notes.
+/// the outcome's `interrupted` flag (with `interrupted_verifying` and `verified_bytes`: a
+/// cancel during the read-back) and notes.
 #[must_use]
 pub fn write_json(out: &Outcome, source: &str, target: &str, direct: bool) -> Value {
     let s = &out.stats;
@@ -30,6 +31,8 @@ pub fn write_json(out: &Outcome, source: &str, target: &str, direct: bool) -> Va
         "verify_mb_per_s": s.verify_mb_per_s,
         "direct": direct,
         "interrupted": out.interrupted,
+        "interrupted_verifying": out.interrupted_verifying,
+        "verified_bytes": out.verified_bytes,
         "notes": out.notes,
     })
 }
@@ -49,6 +52,8 @@ mod tests {
                 ..Stats::default()
             },
             interrupted: false,
+            interrupted_verifying: false,
+            verified_bytes: 8192,
             offset_reached: 8192,
             image_size: 16384,
             mapped_bytes: 8192,
@@ -76,6 +81,8 @@ mod tests {
                 "verify_mb_per_s",
                 "direct",
                 "interrupted",
+                "interrupted_verifying",
+                "verified_bytes",
                 "notes"
             ]
         );

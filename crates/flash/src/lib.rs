@@ -12,7 +12,10 @@
 //!   second thread), block 0 and the GPT headers last, stale GPT headers cleared, fdatasync,
 //!   BLKRRPART, read-back verify, [`Stats`], cancellation through an `AtomicBool`;
 //! - [`inspect`] and [`check`]: the refusals (mounted, swap, holders, `/`, read-only,
-//!   partition) before anything is written;
+//!   partition) before anything is written; [`check_file_target`]: no file is created in
+//!   `/dev` (devtmpfs) for a card that is not there; [`DataId`] and
+//!   [`refuse_input_as_target`]: a target is never what the write reads (the source through
+//!   a link, its `.bmap`, the loop device backed by it);
 //! - [`probe`]: what sysfs says about a device (`blockwise probe`), [`Probe::recommend`]
 //!   the erase block and sector size to plan with, and [`estimate_erase_block`] an erase
 //!   block from read timing when the kernel gives none;
@@ -45,6 +48,7 @@ mod device;
 mod error;
 mod estimate;
 mod fault;
+mod identity;
 mod json;
 mod probe;
 mod safety;
@@ -72,18 +76,19 @@ pub use estimate::{
     SizeEffect,
 };
 pub use fault::{Fault, FaultDevice};
+pub use identity::{data_ids, refuse_input_as_target, DataId};
 pub use json::write_json;
 pub use probe::{
     probe, probe_in, probe_sysfs, Probe, ProbeError, Recommendation, Source as ValueSource,
     SysPartition, Transport, DEFAULT_ERASE_BLOCK, MIN_USED_CONFIDENCE,
 };
-pub use safety::{check, inspect, parse_mountinfo, sysfs_of, DeviceInfo};
+pub use safety::{check, check_file_target, inspect, parse_mountinfo, sysfs_of, DeviceInfo};
 pub use source::{
     bmap_beside, data_ranges, open_image, Compression, ImageFile, MapSource, MemSource, OpenError,
     Opened, Source, Stream,
 };
 pub use target::{DirectMode, Target, TargetKind};
-pub use writer::{write, Event, Options, Outcome, Rates, Stats};
+pub use writer::{write, Event, Options, Outcome, Rates, Stats, MAX_CHUNK};
 
 /// The number of the signal that set [`cancel_on_signals`]'s flag, 0 while none did.
 static CANCELLED_BY: std::sync::OnceLock<Arc<AtomicUsize>> = std::sync::OnceLock::new();

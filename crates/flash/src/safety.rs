@@ -134,6 +134,79 @@ pub fn inspect(path: &Path) -> std::io::Result<Option<DeviceInfo>> {
     }))
 }
 
+/// `statfs` magic of tmpfs, which devtmpfs reports too (`TMPFS_MAGIC`).
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+/// Checks a target that is not a block device: a path that does not exist yet (a new image
+/// file) or a regular file. Refuses both when their directory is the kernel's device
+/// filesystem (devtmpfs, `/dev`): a missing `/dev/sdz9` is a card that is not plugged in (or
+/// a partition node the kernel has not made), never a file to create in RAM
+/// ([`Refusal::NoSuchDevice`]), and a regular file there is what such a write left
+/// ([`Refusal::FileInDev`]).
+pub fn check_file_target(path: &Path) -> Result<(), Refusal> {
+    let exists = match fs::metadata(path) {
+        Ok(md) if md.file_type().is_block_device() => return Ok(()),
+        Ok(_) => true,
+        Err(_) => false,
+    };
+    let parent = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let Ok(dir) = fs::canonicalize(parent) else {
+        return Ok(()); // no directory: the open fails with ENOENT
+    };
+    if !in_devtmpfs(
+        &dir,
+        &fs::read_to_string("/proc/self/mountinfo").unwrap_or_default(),
+    ) {
+        return Ok(());
+    }
+    let path = path.to_path_buf();
+    Err(if exists {
+        Refusal::FileInDev { path }
+    } else {
+        Refusal::NoSuchDevice { path }
+    })
+}
+
+/// Whether the directory `dir` (canonical) is on devtmpfs: its mount says so in `mountinfo`;
+/// without an answer there, a tmpfs (devtmpfs reports tmpfs's magic) under `/dev` other than
+/// `/dev/shm` counts.
+fn in_devtmpfs(dir: &Path, mountinfo: &str) -> bool {
+    let Ok(st) = rustix::fs::statfs(dir) else {
+        return false;
+    };
+    #[allow(
+        clippy::unnecessary_cast,
+        reason = "f_type's width differs between targets"
+    )]
+    if st.f_type as i64 != TMPFS_MAGIC {
+        return false;
+    }
+    let Ok(md) = fs::metadata(dir) else {
+        return false;
+    };
+    let (major, minor) = split_dev(md.dev());
+    let dev = format!("{major}:{minor}");
+    match fstype_of(mountinfo, &dev) {
+        Some(t) => t == "devtmpfs",
+        None => dir.starts_with("/dev") && !dir.starts_with("/dev/shm"),
+    }
+}
+
+/// The filesystem type of the mount with device number `dev` (`MAJ:MIN`) in mountinfo text.
+fn fstype_of(mountinfo: &str, dev: &str) -> Option<String> {
+    mountinfo.lines().find_map(|line| {
+        let f: Vec<&str> = line.split(' ').collect();
+        if *f.get(2)? != dev {
+            return None;
+        }
+        let dash = f.iter().position(|&x| x == "-")?;
+        Some((*f.get(dash + 1)?).to_string())
+    })
+}
+
 /// Undoes mountinfo's octal escapes (`\040` etc.).
 fn unescape(s: &str) -> String {
     let b = s.as_bytes();
@@ -279,6 +352,25 @@ mod tests {
             model: String::new(),
             partitions: vec!["loop9p1".into(), "loop9p2".into()],
         }
+    }
+
+    #[test]
+    fn devtmpfs_is_found_by_mount_type() {
+        let mi = "24 27 0:6 / /dev rw,relatime - devtmpfs devtmpfs rw\n\
+                  30 24 0:25 / /dev/shm rw - tmpfs shm rw\n";
+        assert_eq!(fstype_of(mi, "0:6").as_deref(), Some("devtmpfs"));
+        assert_eq!(fstype_of(mi, "0:25").as_deref(), Some("tmpfs"));
+        assert_eq!(fstype_of(mi, "8:1"), None);
+        // The real /dev of this machine (devtmpfs in a normal system or container).
+        let real = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        if fstype_of(&real, "0:6").is_some() || Path::new("/dev/null").exists() {
+            let on_devtmpfs = in_devtmpfs(Path::new("/dev"), &real);
+            let missing = check_file_target(Path::new("/dev/blockwise-no-such-card"));
+            assert_eq!(missing.is_err(), on_devtmpfs, "{missing:?}");
+        }
+        // A temp directory is not /dev.
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(check_file_target(&dir.path().join("new.img")), Ok(()));
     }
 
     #[test]

@@ -42,7 +42,6 @@ pub struct Target {
     block: u32,
     mem_align: usize,
     direct: bool,
-    start_len: u64,
 }
 
 const BLK: u8 = 0x12;
@@ -81,8 +80,14 @@ impl Target {
                     },
                 )
             }
-            Ok(m) if m.is_file() => (false, TargetKind::File),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => (false, TargetKind::File),
+            Ok(m) if m.is_file() => {
+                crate::check_file_target(path)?;
+                (false, TargetKind::File)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                crate::check_file_target(path)?;
+                (false, TargetKind::File)
+            }
             Ok(_) => {
                 return Err(Refusal::NotUsable {
                     path: path.to_path_buf(),
@@ -113,7 +118,6 @@ impl Target {
         } else {
             None
         };
-        let start_len = file.metadata().map_err(open_err)?.len();
         Ok((
             Target {
                 file,
@@ -123,7 +127,6 @@ impl Target {
                 block,
                 mem_align,
                 direct,
-                start_len,
             },
             warnings,
         ))
@@ -139,6 +142,13 @@ impl Target {
     #[must_use]
     pub fn kind(&self) -> TargetKind {
         self.kind
+    }
+
+    /// What the opened target is (the file or device behind the open descriptor, symlinks
+    /// resolved when it was opened), to compare with the write's inputs
+    /// ([`crate::refuse_input_as_target`]) before [`Device::prepare`] empties a file.
+    pub fn data_id(&self) -> io::Result<crate::DataId> {
+        crate::DataId::of_file(&self.file)
     }
 
     /// True when writes bypass the page cache (O_DIRECT).
@@ -158,7 +168,6 @@ impl Target {
         {
             self.file.set_len(len)?;
         }
-        self.start_len = self.start_len.max(len);
         Ok(())
     }
 
@@ -297,14 +306,22 @@ impl Device for Target {
         }?;
         Ok(())
     }
+    fn prepare(&mut self) -> io::Result<()> {
+        if self.kind == TargetKind::File {
+            // Emptied, as bmaptool does: what the image leaves unwritten then reads as zeros.
+            self.file.set_len(0)?;
+        }
+        Ok(())
+    }
+    fn holes_read_zero(&self) -> bool {
+        self.kind == TargetKind::File
+    }
     fn finish(&mut self, image_size: u64) -> io::Result<()> {
         if self.kind != TargetKind::File {
             return Ok(());
         }
-        let now = self.file.metadata()?.len();
-        let want = image_size.max(self.start_len);
-        if now != want {
-            self.file.set_len(want)?;
+        if self.file.metadata()?.len() != image_size {
+            self.file.set_len(image_size)?;
             self.file.sync_all()?;
         }
         Ok(())

@@ -241,3 +241,96 @@ fn short_stream_pads_the_last_block() {
     assert!(dev.data[10_000..10_240].iter().all(|&x| x == 0));
     assert_eq!(dev.data[10_240], OLD);
 }
+
+/// r25: the first cancel during the read-back stops it after the read in flight (at most
+/// 1 MiB), not at its end; the outcome says how far it checked.
+#[test]
+fn r25_cancel_stops_the_read_back_within_one_read() {
+    let cancel = AtomicBool::new(false);
+    let mut dev = FaultDevice::new(vec![OLD; 16 << 20], 512);
+    let mut src = MemSource::new(image(16 << 20));
+    let mut verified = Vec::new();
+    let out = write(
+        &mut dev,
+        &mut src,
+        &Options::default().chunk(8 << 20).verify(true),
+        &cancel,
+        &mut |e| {
+            if let Event::Verified(n) = e {
+                verified.push(n);
+                // The second read is the first MiB of an 8 MiB chunk.
+                if verified.len() == 2 {
+                    cancel.store(true, Ordering::Relaxed);
+                }
+            }
+        },
+    )
+    .unwrap();
+    assert!(out.interrupted && out.interrupted_verifying);
+    assert!(!out.stats.verified);
+    // The held-back head (LBA 0 and 1), 1 MiB of the next chunk, then the stop.
+    assert_eq!(verified, [1024, 1024 + (1 << 20)]);
+    assert_eq!(out.verified_bytes, 1024 + (1 << 20));
+    // Everything was written (block 0 too) before the read-back began.
+    assert_eq!(dev.data[..16 << 20], image(16 << 20)[..]);
+    let j = crate::write_json(&out, "a", "b", true);
+    assert_eq!(j["interrupted_verifying"], true);
+    assert_eq!(j["verified_bytes"], out.verified_bytes);
+}
+
+/// r25: chunks above 64 MiB are refused before anything is read, allocated or written; a
+/// chunk larger than the image allocates buffers of the image's size only.
+#[test]
+fn r25_chunk_is_capped_and_buffers_follow_the_image() {
+    let mut dev = FaultDevice::new(vec![OLD; 1 << 20], 512);
+    let err = run(
+        &mut dev,
+        &mut MemSource::new(image(4096)),
+        &Options::default().chunk(1 << 30),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, Error::Options(m) if m.contains("at most") && m.contains("64 MiB")),
+        "{err}"
+    );
+    assert!(dev.writes.is_empty());
+    let out = run(
+        &mut dev,
+        &mut MemSource::new(image(8192)),
+        &Options::default().chunk(crate::MAX_CHUNK).verify(true),
+    )
+    .unwrap();
+    assert!(out.stats.verified);
+    assert_eq!(dev.data[..8192], image(8192)[..]);
+}
+
+/// r25: a regular file larger than the image, full of old bytes, ends up byte-identical to
+/// the image (emptied, holes read as zeros, cut to the image's size), and no note claims
+/// the holes kept old contents.
+#[test]
+fn r25_a_larger_regular_file_ends_up_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.img");
+    std::fs::write(&path, vec![OLD; 3 << 20]).unwrap();
+    let img = image(1 << 20);
+    let mut expect = img.clone();
+    expect[8192..(512 << 10)].fill(0);
+    let mut src = MemSource::with_ranges(img, vec![(0, 8192), (512 << 10, 1 << 20)]);
+    let (mut t, _) = crate::Target::open(&path, crate::DirectMode::Prefer).unwrap();
+    let out = write(
+        &mut t,
+        &mut src,
+        &Options::default().verify(true),
+        &AtomicBool::new(false),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert!(out.stats.verified);
+    assert!(
+        !out.notes.iter().any(|n| n.contains("holes")),
+        "{:?}",
+        out.notes
+    );
+    drop(t);
+    assert_eq!(std::fs::read(&path).unwrap(), expect);
+}

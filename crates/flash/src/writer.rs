@@ -9,11 +9,15 @@ use std::time::Instant;
 use crate::buf::AlignedBuf;
 use crate::{Device, Error, Refusal, Source};
 
+/// The largest chunk: four times the largest erase block blockwise plans for. Larger chunks
+/// only cost memory (three buffers of it are in flight) and delay a cancel.
+pub const MAX_CHUNK: u64 = 64 << 20;
+
 /// How to write.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Chunk size in bytes (writes never cross a multiple of it); a multiple of the block
-    /// size. Default 4 MiB, the usual erase block.
+    /// size, at most [`MAX_CHUNK`]. Default 4 MiB, the usual erase block.
     pub chunk: u64,
     /// Write zeros where the image has holes (otherwise they keep the old bytes).
     pub zero_holes: bool,
@@ -97,8 +101,15 @@ pub struct Stats {
 pub struct Outcome {
     /// Measurements.
     pub stats: Stats,
-    /// Stopped early by the cancel flag: block 0 was not written.
+    /// Stopped early by the cancel flag. While writing (`verified_bytes` is 0 and
+    /// `interrupted_verifying` false) block 0 was not written; during the read-back the
+    /// image was written in full but not verified.
     pub interrupted: bool,
+    /// The cancel came during the read-back (`--verify`): every byte was written and synced,
+    /// `verified_bytes` of them were read back and matched.
+    pub interrupted_verifying: bool,
+    /// Bytes read back and matched (all of them when `stats.verified`).
+    pub verified_bytes: u64,
     /// End of the last range written.
     pub offset_reached: u64,
     /// The image size (known at the end for streams).
@@ -131,6 +142,9 @@ pub enum Event {
 }
 
 const VERIFY_BLOCK: usize = 4096;
+/// Largest single read of the read-back, so that a cancel is seen within one read even on a
+/// slow card (1 MiB at 2 MB/s: half a second).
+const VERIFY_READ: usize = 1 << 20;
 
 /// A piece to write: `[start, end)`, held back to the end when `hold`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -300,16 +314,25 @@ pub fn write(
     progress: &mut dyn FnMut(Event),
 ) -> Result<Outcome, Error> {
     let block = u64::from(dev.block_size().max(512));
-    if opts.chunk == 0 || opts.chunk % block != 0 || opts.chunk > (1 << 30) {
+    if opts.chunk > MAX_CHUNK {
         return Err(Error::Options(format!(
-            "chunk size {} must be a non-zero multiple of the block size {block}, at most 1 GiB",
+            "chunk size {}: at most {} (64 MiB); erase blocks are 4 to 16 MiB and larger chunks only cost memory",
+            opts.chunk,
+            MAX_CHUNK
+        )));
+    }
+    if opts.chunk == 0 || opts.chunk % block != 0 {
+        return Err(Error::Options(format!(
+            "chunk size {} must be a non-zero multiple of the block size {block}",
             opts.chunk
         )));
     }
-    let chunk_len = usize::try_from(opts.chunk).map_err(|_| Error::Alloc { bytes: usize::MAX })?;
     let align = dev.mem_align();
     let size = src.size();
     let padded = size.map(|s| s.checked_next_multiple_of(block).unwrap_or(u64::MAX));
+    // Buffers no larger than the image (a 1 MiB image with 64 MiB chunks needs 1 MiB ones).
+    let buf_len = padded.map_or(opts.chunk, |p| p.clamp(block, opts.chunk));
+    let chunk_len = usize::try_from(buf_len).map_err(|_| Error::Alloc { bytes: usize::MAX })?;
     if let (Some(p), Some(len)) = (padded, dev.size()) {
         if p > len {
             return Err(Refusal::TooSmall {
@@ -331,6 +354,13 @@ pub fn write(
     let mut pieces = Pieces::new(&ranges, block, opts.chunk, tail);
     let mapped_total = size.map(|_| pieces.mapped());
     let mut notes = Vec::new();
+    // A regular file is emptied now (not when opened: the caller checks first that it is not
+    // an input), so the holes read as zeros afterwards.
+    dev.prepare().map_err(|source| Error::Write {
+        offset: 0,
+        written: 0,
+        source,
+    })?;
 
     // What the device held at LBA 1 and its last LBA, before anything is written.
     let mut probe = alloc(usize::try_from(block).unwrap_or(4096), align)?;
@@ -377,9 +407,15 @@ pub fn write(
     let worker = std::thread::scope(|scope| {
         let written = &written;
         let dev_ref: &mut dyn Device = &mut *dev;
-        let handle = scope.spawn(move || -> Result<Vec<f64>, Error> {
+        let handle = scope.spawn(move || -> Result<(Vec<f64>, u64), Error> {
             let mut rates = Vec::new();
+            let mut end = 0u64;
             for job in job_rx {
+                // Once cancelled, queued chunks are dropped: only the one being written
+                // delays the stop.
+                if cancel.load(Ordering::Relaxed) {
+                    break;
+                }
                 let t = Instant::now();
                 let data = job.buf.get(..job.len).unwrap_or_default();
                 write_all(dev_ref, job.offset, data, written.load(Ordering::Relaxed))?;
@@ -388,11 +424,12 @@ pub fn write(
                     rates.push(job.len as f64 / 1e6 / secs);
                 }
                 written.fetch_add(job.len as u64, Ordering::Relaxed);
+                end = end.max(job.offset + job.len as u64);
                 if ret_tx.send(job.buf).is_err() {
                     break;
                 }
             }
-            Ok(rates)
+            Ok((rates, end))
         });
         for piece in pieces.by_ref() {
             if cancel.load(Ordering::Relaxed) {
@@ -445,7 +482,6 @@ pub fn write(
             if piece.hold {
                 held.push((piece.start, buf, len));
             } else {
-                reached = piece.start + len as u64;
                 if job_tx
                     .send(Job {
                         offset: piece.start,
@@ -471,7 +507,8 @@ pub fn write(
             .join()
             .unwrap_or_else(|_| Err(Error::Options("the writer thread panicked".into())))
     });
-    let rates = worker?;
+    let (rates, written_end) = worker?;
+    reached = reached.max(written_end);
     if let Some(e) = source_err {
         return Err(e);
     }
@@ -559,7 +596,7 @@ pub fn write(
         }
     }
     let seconds = started.elapsed().as_secs_f64();
-    if !opts.zero_holes && size.is_some() {
+    if !opts.zero_holes && size.is_some() && !dev.holes_read_zero() {
         let holes = image_size.saturating_sub(mapped_total.unwrap_or(0));
         if holes > 0 && !interrupted {
             notes.push(format!(
@@ -580,6 +617,8 @@ pub fn write(
         verified: false,
         verify_mb_per_s: None,
     };
+    let mut verified_bytes = 0u64;
+    let mut interrupted_verifying = false;
     if opts.verify && !interrupted {
         let t = Instant::now();
         let total: u64 = records.iter().map(|r| r.len).sum();
@@ -587,46 +626,71 @@ pub fn write(
         dev.drop_cache()
             .map_err(|source| Error::VerifyRead { offset: 0, source })?;
         let mut buf = alloc(chunk_len, align)?;
-        let mut done = 0u64;
         records.sort_by_key(|r| r.offset);
-        for r in &records {
+        // Reads of at most VERIFY_READ bytes (whole 4 KiB checksum blocks), the cancel flag
+        // checked before each: a Ctrl-C stops a long read-back within one read.
+        let step = VERIFY_READ.min(chunk_len).max(VERIFY_BLOCK);
+        'records: for r in &records {
             let len = usize::try_from(r.len).unwrap_or(0);
-            let mut got = 0usize;
-            while got < len {
-                let at = r.offset + got as u64;
-                match dev.read_at(at, buf.get_mut(got..len).unwrap_or_default()) {
-                    Ok(0) => {
-                        return Err(Error::VerifyRead {
-                            offset: at,
-                            source: std::io::ErrorKind::UnexpectedEof.into(),
-                        })
+            let mut checked = 0usize;
+            while checked < len {
+                if cancel.load(Ordering::Relaxed) {
+                    interrupted_verifying = true;
+                    break 'records;
+                }
+                let part = (len - checked).min(step);
+                let at = r.offset + checked as u64;
+                let mut got = 0usize;
+                while got < part {
+                    let off = at + got as u64;
+                    match dev.read_at(off, buf.get_mut(got..part).unwrap_or_default()) {
+                        Ok(0) => {
+                            return Err(Error::VerifyRead {
+                                offset: off,
+                                source: std::io::ErrorKind::UnexpectedEof.into(),
+                            })
+                        }
+                        Ok(n) => got += n,
+                        Err(source) => {
+                            return Err(Error::VerifyRead {
+                                offset: off,
+                                source,
+                            })
+                        }
                     }
-                    Ok(n) => got += n,
-                    Err(source) => return Err(Error::VerifyRead { offset: at, source }),
                 }
-            }
-            let data = buf.get(..len).unwrap_or_default();
-            for (i, (block_data, want)) in data.chunks(VERIFY_BLOCK).zip(&r.crcs).enumerate() {
-                if crc32c::crc32c(block_data) != *want {
-                    return Err(Error::VerifyMismatch {
-                        offset: r.offset + (i * VERIFY_BLOCK) as u64,
-                    });
+                let data = buf.get(..part).unwrap_or_default();
+                let first = checked / VERIFY_BLOCK;
+                let crcs = r.crcs.get(first..).unwrap_or_default();
+                for (i, (block_data, want)) in data.chunks(VERIFY_BLOCK).zip(crcs).enumerate() {
+                    if crc32c::crc32c(block_data) != *want {
+                        return Err(Error::VerifyMismatch {
+                            offset: at + (i * VERIFY_BLOCK) as u64,
+                        });
+                    }
                 }
+                checked += part;
+                verified_bytes += part as u64;
+                progress(Event::Verified(verified_bytes));
             }
-            done += r.len;
-            progress(Event::Verified(done));
         }
-        let secs = t.elapsed().as_secs_f64();
-        stats.verified = true;
-        stats.verify_mb_per_s = Some(if secs > 0.0 {
-            total as f64 / 1e6 / secs
+        if interrupted_verifying {
+            interrupted = true;
         } else {
-            0.0
-        });
+            let secs = t.elapsed().as_secs_f64();
+            stats.verified = true;
+            stats.verify_mb_per_s = Some(if secs > 0.0 {
+                total as f64 / 1e6 / secs
+            } else {
+                0.0
+            });
+        }
     }
     Ok(Outcome {
         stats,
         interrupted,
+        interrupted_verifying,
+        verified_bytes,
         offset_reached: reached,
         image_size,
         mapped_bytes: mapped_total.unwrap_or(image_end),

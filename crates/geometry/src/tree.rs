@@ -256,27 +256,79 @@ impl Tree {
     }
 }
 
-/// Bytes as text for messages: UTF-8 runs verbatim, every other byte as `\xNN`.
+/// Bytes as text for messages: UTF-8 runs verbatim, except that control characters (C0,
+/// DEL, C1) and the bidirectional-text overrides are escaped like bytes that are not UTF-8,
+/// as `\xNN` per byte. A name with ESC or a newline then cannot drive the terminal or forge a
+/// log line. Already-escaped text passes through unchanged (`display_str(display_str(s)) ==
+/// display_str(s)`), so a message may be escaped again where it is printed.
 #[must_use]
 pub fn display_bytes(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len());
     let mut rest = bytes;
     loop {
-        match core::str::from_utf8(rest) {
-            Ok(s) => {
-                out.push_str(s);
-                return out;
-            }
+        let (good, bad) = match core::str::from_utf8(rest) {
+            Ok(s) => (s, &[][..]),
             Err(e) => {
-                let (good, bad) = rest.split_at(e.valid_up_to());
-                out.push_str(core::str::from_utf8(good).unwrap_or_default());
-                let n = e.error_len().unwrap_or(bad.len()).max(1);
-                for b in bad.iter().take(n) {
-                    out.push_str(&format!("\\x{b:02x}"));
+                let (g, b) = rest.split_at(e.valid_up_to());
+                (core::str::from_utf8(g).unwrap_or_default(), b)
+            }
+        };
+        for c in good.chars() {
+            if needs_escape(c) {
+                let mut utf8 = [0u8; 4];
+                for b in c.encode_utf8(&mut utf8).bytes() {
+                    push_hex(&mut out, b);
                 }
-                rest = bad.get(n..).unwrap_or_default();
+            } else {
+                out.push(c);
             }
         }
+        if bad.is_empty() {
+            return out;
+        }
+        let n = core::str::from_utf8(bad)
+            .err()
+            .and_then(|e| e.error_len())
+            .unwrap_or(bad.len())
+            .max(1);
+        for &b in bad.iter().take(n) {
+            push_hex(&mut out, b);
+        }
+        rest = bad.get(n..).unwrap_or_default();
+    }
+}
+
+/// [`display_bytes`] of a string: a name, label or message from the user or an image, ready to
+/// print.
+#[must_use]
+pub fn display_str(s: &str) -> String {
+    if s.chars().any(needs_escape) {
+        display_bytes(s.as_bytes())
+    } else {
+        s.to_string()
+    }
+}
+
+/// [`display_bytes`] of a path's bytes (its OS encoding: the bytes on Linux).
+#[must_use]
+pub fn display_path(p: &std::path::Path) -> String {
+    display_bytes(p.as_os_str().as_encoded_bytes())
+}
+
+/// Characters a message must not print raw: C0 and C1 controls, DEL, and the bidirectional
+/// embeddings, overrides and isolates (which reorder what a terminal shows).
+fn needs_escape(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+fn push_hex(out: &mut String, b: u8) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push('\\');
+    out.push('x');
+    for nibble in [b >> 4, b & 15] {
+        out.push(char::from(
+            HEX.get(usize::from(nibble)).copied().unwrap_or(b'0'),
+        ));
     }
 }
 
@@ -361,6 +413,20 @@ mod tests {
         assert_eq!(t.child(etc, b"caf\xe9"), Some(odd));
         assert_eq!(t.nodes[odd].name_str(), None);
         assert_eq!(display_bytes(b"a\xff\xfeb\xc3\xa9"), "a\\xff\\xfeb\u{e9}");
+        // Control characters (ESC, newline, DEL, a C1 control, a bidi override) are escaped as
+        // their bytes; escaping again changes nothing.
+        let hostile = "x\u{1b}[2Jy\nz\u{7f}\u{85}\u{202e}\tok";
+        let shown = display_str(hostile);
+        assert_eq!(
+            shown,
+            "x\\x1b[2Jy\\x0az\\x7f\\xc2\\x85\\xe2\\x80\\xae\\x09ok"
+        );
+        assert_eq!(display_str(&shown), shown);
+        assert_eq!(display_str("plain é"), "plain é");
+        assert_eq!(
+            display_path(std::path::Path::new("/tmp/a\u{1b}b")),
+            "/tmp/a\\x1bb"
+        );
         let content = vec![b"abc".to_vec()];
         let mut b = [0u8; 2];
         content.read_at(0, 1, &mut b).unwrap();

@@ -127,7 +127,7 @@ pub fn resolve(table: TableKind, fs: FsKind, text: Option<&str>) -> Result<PartT
         TableKind::Gpt => match text {
             None => Ok(PartType::Gpt(
                 gpt_type(match fs {
-                    FsKind::Fat(_) => "fat",
+                    FsKind::Fat(_) | FsKind::Exfat => "fat",
                     FsKind::Swap => "swap",
                     _ => "linux",
                 })
@@ -149,6 +149,7 @@ pub fn resolve(table: TableKind, fs: FsKind, text: Option<&str>) -> Result<PartT
                         // byte once the FAT planner has chosen the type.
                         FsKind::Fat(t) => t.unwrap_or(FatType::Fat32).mbr_type(),
                         FsKind::Swap => 0x82,
+                        FsKind::Exfat => 0x07,
                         _ => 0x83,
                     }))
                 }

@@ -62,6 +62,9 @@ pub(crate) fn open_nonblocking(path: &Path) -> std::io::Result<File> {
 #[derive(Debug, Default)]
 pub struct HostContent {
     files: Vec<(PathBuf, Identity)>,
+    /// Inputs the image does not reference but the build read (the spec file): no output
+    /// may be one of them.
+    read_only: Vec<(PathBuf, (u64, u64))>,
     open: RefCell<Option<(u64, File)>>,
 }
 
@@ -71,6 +74,26 @@ impl HostContent {
     pub fn add(&mut self, path: PathBuf, md: &fs::Metadata) -> u64 {
         self.files.push((path, Identity::of(md)));
         self.files.len() as u64 - 1
+    }
+
+    /// Registers a file the build reads but the image does not hold (the spec file), so that
+    /// [`HostContent::inputs`] names it and no output may be it.
+    pub fn add_input(&mut self, path: PathBuf, md: &fs::Metadata) {
+        self.read_only.push((path, (md.dev(), md.ino())));
+    }
+
+    /// Every input of the build with its identity: the files the image references (content
+    /// files of the trees, raw sources, the mke2fs backend's temp filesystems) and those
+    /// registered with [`HostContent::add_input`]. What [`crate::check_outputs`] and a
+    /// `write` to a device compare their targets with.
+    #[must_use]
+    pub fn inputs(&self) -> Vec<(PathBuf, blockwise_flash::DataId)> {
+        self.files
+            .iter()
+            .map(|(p, id)| (p.clone(), (id.dev, id.ino)))
+            .chain(self.read_only.iter().cloned())
+            .map(|(p, (dev, ino))| (p, blockwise_flash::DataId::file(dev, ino)))
+            .collect()
     }
 
     /// The path of content `id`.

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use blockwise_geometry::display_path;
 use blockwise_image::{ErrorKind, SpecError};
 
 /// Why a host operation failed.
@@ -12,7 +13,7 @@ pub enum Error {
     #[error(transparent)]
     Image(#[from] blockwise_image::Error),
     /// Reading an input or writing the output failed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {source}", display_path(path))]
     Io {
         /// The file involved.
         path: PathBuf,
@@ -21,7 +22,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// Writing the output (image, temp file or `.bmap`) failed: disk full, I/O error, quota.
-    #[error("writing {}: {source}{note}", path.display())]
+    #[error("writing {}: {source}{note}", display_path(path))]
     Write {
         /// The file being written.
         path: PathBuf,
@@ -33,7 +34,7 @@ pub enum Error {
         note: String,
     },
     /// A path that must be a regular file, a directory or a block device is something else.
-    #[error("{}: {what}", path.display())]
+    #[error("{}: {what}", display_path(path))]
     NotUsable {
         /// The path.
         path: PathBuf,
@@ -42,12 +43,26 @@ pub enum Error {
     },
     /// An input file changed between the scan and the copy (size, mtime or identity), or
     /// was replaced by something that is not a regular file. No output is left behind.
-    #[error("{}: changed while building ({what}); nothing was written, run the build again", path.display())]
+    #[error(
+        "{}: changed while building ({what}); nothing was written, run the build again",
+        display_path(path)
+    )]
     Changed {
         /// The input file.
         path: PathBuf,
         /// What differs, e.g. `size 100 → 200`.
         what: String,
+    },
+    /// An output of the build (the image, its `.bmap`, any encoded form) is one of the build's
+    /// inputs (the spec file, a `contents` file, a raw `source`) or another output, through
+    /// any name (a hard link, a symlink, `./x`). Refused before anything is opened for
+    /// writing.
+    #[error("{}: {}", display_path(output), output_clash(output, input))]
+    OutputIsInput {
+        /// The output.
+        output: PathBuf,
+        /// The input (or the other output) it is, and what that is.
+        input: Clash,
     },
     /// The [`Progress`](crate::Progress) receiver asked to stop; nothing was written.
     #[error("cancelled; nothing was written")]
@@ -62,6 +77,47 @@ pub enum Error {
         #[source]
         source: crate::mke2fs::Mke2fsError,
     },
+    /// The F2FS backend (mkfs.f2fs, sload.f2fs) failed for a partition.
+    #[cfg(feature = "f2fs")]
+    #[error("partition[{index}]: {source}")]
+    F2fs {
+        /// 1-based spec index.
+        index: usize,
+        /// What went wrong.
+        #[source]
+        source: crate::f2fs::F2fsError,
+    },
+}
+
+/// What an output of the build clashes with ([`Error::OutputIsInput`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Clash {
+    /// An input file of the build.
+    Input(PathBuf),
+    /// Another output of the same build (`-o x.img --bmap x.img`).
+    Output(PathBuf),
+}
+
+fn output_clash(output: &std::path::Path, c: &Clash) -> String {
+    match c {
+        Clash::Input(p) => format!(
+            "is {}an input of this build (the spec, a contents file or a raw source): writing there would destroy it; choose another output",
+            same_or(output, p)
+        ),
+        Clash::Output(p) => format!(
+            "is also given as the output {}: two outputs cannot share a file",
+            display_path(p)
+        ),
+    }
+}
+
+fn same_or(output: &std::path::Path, p: &std::path::Path) -> String {
+    if output == p {
+        String::new()
+    } else {
+        format!("the same file as {}, ", display_path(p))
+    }
 }
 
 /// `; the file-size limit (ulimit -f) is N bytes` when the process has one (EFBIG then comes
@@ -115,10 +171,12 @@ impl Error {
         match self {
             Error::Image(e) => e.kind(),
             Error::Io { .. } | Error::Write { .. } => ErrorKind::Io,
-            Error::NotUsable { .. } => ErrorKind::Spec,
+            Error::NotUsable { .. } | Error::OutputIsInput { .. } => ErrorKind::Spec,
             Error::Changed { .. } | Error::Cancelled => ErrorKind::Io,
             #[cfg(feature = "mke2fs")]
             Error::Mke2fs { .. } => ErrorKind::Io,
+            #[cfg(feature = "f2fs")]
+            Error::F2fs { .. } => ErrorKind::Io,
         }
     }
 

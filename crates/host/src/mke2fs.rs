@@ -285,6 +285,7 @@ fn entry_commands(
     contents: Option<&Path>,
     timestamp: i64,
     work: &Path,
+    tag: &str,
     tmp: &mut TempFiles,
 ) -> Result<String, Mke2fsError> {
     let mut cmds = String::new();
@@ -380,7 +381,7 @@ fn entry_commands(
             }
         }
         for (k, (name, value)) in e.xattrs.iter().enumerate() {
-            let vf = work.join(format!(".blockwise-xattr-{}-{j}-{k}", std::process::id()));
+            let vf = work.join(format!(".blockwise-xattr-{tag}-{j}-{k}"));
             fs::write(&vf, value).map_err(io_err(&vf))?;
             let vfs = vf.to_string_lossy().into_owned();
             tmp.0.push(vf);
@@ -462,11 +463,10 @@ pub(crate) fn predict_layout(
     dir: &Path,
 ) -> Result<Ext4Plan, Mke2fsError> {
     check_version()?;
-    let img = dir.join(format!(
-        "{TEMP_PREFIX}plan-{}-{}.img",
-        crate::output::owner_tag(),
-        req.partition_start_bytes
-    ));
+    // Named like the build's temp file (a dry run killed midway is removed by the next
+    // run), unique among threads, created new.
+    crate::output::remove_stale_in(dir, TEMP_PREFIX, ".img");
+    let img = dir.join(format!("{TEMP_PREFIX}{}.img", crate::output::unique_tag()));
     let tmp = TempFiles(vec![img.clone()]);
     {
         let f = fs::OpenOptions::new()
@@ -674,17 +674,20 @@ pub(crate) fn write_with_mke2fs<S: BlockSink + ?Sized>(
 ) -> Result<(TempFiles, Ext4Plan), Mke2fsError> {
     check_version()?;
     // A build killed while this temp file existed (kill -9, a second Ctrl-C) left it: its
-    // name carries the owner's PID and start time, so the next build here removes it.
-    crate::output::remove_stale_in(work_dir, TEMP_PREFIX, ".img", 1);
-    let tag = format!(
-        "{}-{}",
-        crate::output::owner_tag(),
-        req.partition_start_bytes
-    );
+    // name carries the owner's PID and start time, so the next build here removes it. The
+    // thread id and a counter make it unique among builds of this process (Python threads),
+    // and it is created new (O_EXCL).
+    crate::output::remove_stale_in(work_dir, TEMP_PREFIX, ".img");
+    let tag = crate::output::unique_tag();
     let img = work_dir.join(format!("{TEMP_PREFIX}{tag}.img"));
-    let mut tmp = TempFiles(vec![img.clone()]);
+    let mut tmp = TempFiles(Vec::new());
     {
-        let f = File::create(&img).map_err(io_err(&img))?;
+        let f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&img)
+            .map_err(io_err(&img))?;
+        tmp.0.push(img.clone());
         f.set_len(req.partition_size_bytes).map_err(io_err(&img))?;
     }
     let ts = req.timestamp.max(0).to_string();
@@ -700,7 +703,14 @@ pub(crate) fn write_with_mke2fs<S: BlockSink + ?Sized>(
     run("mke2fs", &mut cmd)?;
 
     if !entries.is_empty() {
-        let cmds = entry_commands(entries, contents_dir, req.timestamp, work_dir, &mut tmp)?;
+        let cmds = entry_commands(
+            entries,
+            contents_dir,
+            req.timestamp,
+            work_dir,
+            &tag,
+            &mut tmp,
+        )?;
         let cf = work_dir.join(format!(".blockwise-debugfs-{tag}.cmds"));
         fs::write(&cf, &cmds).map_err(io_err(&cf))?;
         tmp.0.push(cf.clone());
@@ -801,7 +811,8 @@ mod tests {
             ..EntrySpec::default()
         };
         let mut tmp = TempFiles(Vec::new());
-        let err = entry_commands(&[e], None, 0, Path::new("/nonexistent"), &mut tmp).unwrap_err();
+        let err =
+            entry_commands(&[e], None, 0, Path::new("/nonexistent"), "t", &mut tmp).unwrap_err();
         assert!(err.to_string().contains("sockets"), "{err}");
         let e = EntrySpec {
             path: "/dev/console".into(),
@@ -811,7 +822,7 @@ mod tests {
             mode: Some(0o600),
             ..EntrySpec::default()
         };
-        let c = entry_commands(&[e], None, 7, Path::new("/nonexistent"), &mut tmp).unwrap();
+        let c = entry_commands(&[e], None, 7, Path::new("/nonexistent"), "t", &mut tmp).unwrap();
         assert!(c.contains("cd \"/dev\"\nmknod \"console\" c 5 1"), "{c}");
         assert!(c.contains("sif \"/dev/console\" mode 020600"), "{c}");
         assert!(c.contains("mkdir \"/dev\""), "{c}");

@@ -5,18 +5,22 @@ use std::fs::{self, File};
 use std::io::Write as _;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
+
+use blockwise_flash::DataId;
 
 use blockwise_geometry::{ContentRef, ImageMap, Piece};
 use rustix::io::Errno;
 use sha2::{Digest, Sha256};
 
 use crate::content::HostContent;
+use crate::error::Clash;
 use crate::progress::{Phase, Progress};
 use crate::Error;
 
 /// bmap block size.
-const BMAP_BLOCK: u64 = 4096;
+pub(crate) const BMAP_BLOCK: u64 = 4096;
 /// Chunk of the read/write fallback copy and of the bmap hasher.
 const CHUNK: u64 = 1 << 20;
 
@@ -34,7 +38,12 @@ pub struct WriteStats {
 
 /// Writes `img` to `path`, and its block map to `bmap` when given, atomically: both go to
 /// temp files next to their targets, are fsynced and then renamed. On any error nothing is
-/// renamed and the temp files are removed, so `path` and `bmap` are untouched.
+/// renamed and the temp files are removed, so `path` and `bmap` are untouched. Each call has
+/// temp files of its own (created with O_EXCL), so builds to one output in several threads
+/// never share one: the last rename wins and the output is always one complete image.
+///
+/// An output that is one of the build's inputs (`content`, see [`check_outputs`]) or the
+/// other output is refused before anything is opened for writing.
 ///
 /// Metadata is written with `pwrite`; file content is copied from `content` with
 /// `copy_file_range` (falling back to 1 MiB `pread`/`pwrite` where the kernel refuses). A
@@ -51,21 +60,19 @@ pub fn write_image_file(
     if let Some(b) = bmap {
         check_output_path(b)?;
     }
+    let outputs: Vec<&Path> = std::iter::once(path).chain(bmap).collect();
+    check_outputs(&outputs, content)?;
     remove_stale_temps(path);
     if let Some(b) = bmap {
         remove_stale_temps(b);
     }
     let tmp = temp_path(path);
     let bmap_tmp = bmap.map(temp_path);
+    let mut created: Vec<PathBuf> = Vec::new();
     let result = (|| {
-        // Read and write: the bmap hasher reads back what was written.
-        let f = fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(|e| Error::write(&tmp, e))?;
+        // Read and write: the bmap hasher reads back what was written. A new file (O_EXCL):
+        // never one another build is writing.
+        let f = create_new(&tmp, &mut created)?;
         f.set_len(img.size()).map_err(|e| Error::write(&tmp, e))?;
         progress.phase(Phase::Writing {
             bytes: img.data_bytes(),
@@ -74,19 +81,36 @@ pub fn write_image_file(
             None => (write_pieces(img, content, &f, &tmp, progress, None)?, None),
             Some(_) => {
                 let ranges = bmap_ranges(img);
+                let stop = AtomicBool::new(false);
                 let (stats, hashes) = std::thread::scope(|s| {
                     let (tx, rx) = mpsc::channel();
-                    let (file, list, size) = (&f, &ranges, img.size());
-                    let hasher = s.spawn(move || hash_ranges(file, size, list, rx));
+                    let (file, list, size, stop) = (&f, &ranges, img.size(), &stop);
+                    let hasher = s.spawn(move || hash_ranges(file, size, list, rx, stop));
                     let stats = write_pieces(img, content, &f, &tmp, progress, Some(&tx));
+                    // A failed or cancelled write stops the hasher now instead of letting it
+                    // hash the rest of the file.
+                    if stats.is_err() {
+                        stop.store(true, Ordering::Relaxed);
+                    }
                     drop(tx);
+                    // The hasher may lag behind the writer: keep answering a cancel.
+                    while !hasher.is_finished() {
+                        if !stop.load(Ordering::Relaxed) && progress.cancelled() {
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
                     let hashes = hasher.join().unwrap_or_else(|_| {
                         Err(std::io::Error::other("the bmap hasher thread failed"))
                     });
                     (stats, hashes)
                 });
+                let stats = stats?;
+                if stop.load(Ordering::Relaxed) {
+                    return Err(Error::Cancelled);
+                }
                 let hashes = hashes.map_err(|e| Error::write(&tmp, e))?;
-                (stats?, Some((ranges, hashes)))
+                (stats, Some((ranges, hashes)))
             }
         };
         progress.phase(Phase::Syncing);
@@ -94,7 +118,7 @@ pub fn write_image_file(
         f.sync_all().map_err(|e| Error::write(&tmp, e))?;
         if let (Some((ranges, hashes)), Some(bt)) = (hashes, &bmap_tmp) {
             let text = bmap_text(img.size(), &ranges, &hashes);
-            let mut b = File::create(bt).map_err(|e| Error::write(bt, e))?;
+            let mut b = create_new(bt, &mut created)?;
             b.write_all(text.as_bytes())
                 .map_err(|e| Error::write(bt, e))?;
             b.sync_all().map_err(|e| Error::write(bt, e))?;
@@ -107,12 +131,75 @@ pub fn write_image_file(
         Ok(stats)
     })();
     if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-        if let Some(bt) = &bmap_tmp {
-            let _ = fs::remove_file(bt);
+        // Only what this call created: a temp name that existed was never ours.
+        for t in &created {
+            let _ = fs::remove_file(t);
         }
     }
     result
+}
+
+/// Creates `path` as a new file (O_EXCL, read and write), noting it in `created`.
+pub(crate) fn create_new(path: &Path, created: &mut Vec<PathBuf>) -> Result<File, Error> {
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| Error::write(path, e))?;
+    created.push(path.to_path_buf());
+    Ok(f)
+}
+
+/// An output's directory (device, inode) and file name.
+type NamedIn = ((u64, u64), Vec<u8>);
+
+/// The identity of an output path: its file's (device, inode) when it exists, else its
+/// directory's (device, inode) and its name, so `x.img` and `./x.img` are one output.
+fn output_id(path: &Path) -> Result<(Option<DataId>, Option<NamedIn>), Error> {
+    use std::os::unix::ffi::OsStrExt as _;
+    use std::os::unix::fs::MetadataExt as _;
+    let id = DataId::of_path(path).map_err(|e| Error::io(path, e))?;
+    let (dir, _) = dir_and_name(path);
+    let named = match (fs::metadata(dir), path.file_name()) {
+        (Ok(md), Some(n)) => Some(((md.dev(), md.ino()), n.as_bytes().to_vec())),
+        _ => None,
+    };
+    Ok((id, named))
+}
+
+/// Refuses outputs that are inputs of the build or each other ([`Error::OutputIsInput`]):
+/// each of `outputs` (image, `.bmap`, encoded forms) is compared, through any link or
+/// spelling, with every input `content` knows ([`HostContent::inputs`]: the spec file, the
+/// `contents` files, raw sources) and with the other outputs. Nothing is opened for
+/// writing; call it before anything is. [`write_image_file`] calls it with its two outputs;
+/// a writer of other outputs calls it with all of them.
+pub fn check_outputs(outputs: &[&Path], content: &HostContent) -> Result<(), Error> {
+    let inputs = content.inputs();
+    let mut seen: Vec<(&Path, Option<DataId>, Option<NamedIn>)> = Vec::new();
+    for &out in outputs {
+        let (id, named) = output_id(out)?;
+        if let Some(id) = &id {
+            if let Some((input, _)) = inputs.iter().find(|(_, i)| i.overlaps(id)) {
+                return Err(Error::OutputIsInput {
+                    output: out.to_path_buf(),
+                    input: Clash::Input(input.clone()),
+                });
+            }
+        }
+        for (other, oid, onamed) in &seen {
+            let same_file = matches!((&id, oid), (Some(a), Some(b)) if a.overlaps(b));
+            let same_name = named.is_some() && named == *onamed;
+            if same_file || same_name {
+                return Err(Error::OutputIsInput {
+                    output: out.to_path_buf(),
+                    input: Clash::Output(other.to_path_buf()),
+                });
+            }
+        }
+        seen.push((out, id, named));
+    }
+    Ok(())
 }
 
 /// Checks that `path` can take an output file: it does not exist yet or is a regular file.
@@ -166,36 +253,46 @@ fn start_time(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// `.NAME.tmp-PID-START` next to `path`: the owner's PID and start time, so a later build
-/// can tell a leftover of a killed build from a build still running.
-fn temp_path(path: &Path) -> PathBuf {
+/// `.NAME.tmp-PID-START-TID-N` next to `path` (see [`unique_tag`]).
+pub(crate) fn temp_path(path: &Path) -> PathBuf {
     let (dir, name) = dir_and_name(path);
-    dir.join(format!(".{name}.tmp-{}", owner_tag()))
+    dir.join(format!(".{name}.tmp-{}", unique_tag()))
 }
 
 /// `PID-START` of this process, for temp file names a later build can judge stale.
-pub(crate) fn owner_tag() -> String {
+fn owner_tag() -> String {
     let pid = std::process::id();
     format!("{pid}-{}", start_time(pid).unwrap_or(0))
 }
 
-/// Removes the temp files earlier builds to `path` left when they were killed (their owner
-/// process is gone or is another process now). Only exact `.NAME.tmp-PID-START` names are
-/// considered, never a wildcard; without `/proc` nothing is removed. Returns what was removed.
-pub fn remove_stale_temps(path: &Path) -> Vec<PathBuf> {
-    let (dir, name) = dir_and_name(path);
-    remove_stale_in(dir, &format!(".{name}.tmp-"), "", 0)
+/// `PID-START-TID-N`: this process's PID and start time (so a later build can tell a
+/// leftover of a killed build from a build still running), the calling thread's id and a
+/// counter of this process, so that no two calls, in any thread, get the same name.
+pub(crate) fn unique_tag() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let tid = rustix::thread::gettid().as_raw_nonzero();
+    format!("{}-{tid}-{n}", owner_tag())
 }
 
-/// Removes the regular files in `dir` named `PREFIX PID-START [-N]… SUFFIX` (`extra` more
-/// `-N` numbers) whose owner process `PID` with start time `START` is gone. Nothing without
-/// `/proc`.
-pub(crate) fn remove_stale_in(
-    dir: &Path,
-    prefix: &str,
-    suffix: &str,
-    extra: usize,
-) -> Vec<PathBuf> {
+/// Removes the temp files earlier builds to `path` left when they were killed (their owner
+/// process is gone or is another process now). Only exact `.NAME.tmp-PID-START[-TID-N]`
+/// names are considered, never a wildcard; without `/proc` nothing is removed. Returns what
+/// was removed.
+pub fn remove_stale_temps(path: &Path) -> Vec<PathBuf> {
+    let (dir, name) = dir_and_name(path);
+    remove_stale_in(dir, &format!(".{name}.tmp-"), "")
+}
+
+/// Most dash-separated numbers after `PID-START` in a temp name (`TID-N` and the mke2fs
+/// backend's partition start).
+const MAX_EXTRA: usize = 3;
+
+/// Removes the regular files in `dir` named `PREFIX PID-START [-N]… SUFFIX` (up to
+/// [`MAX_EXTRA`] more `-N` numbers: the thread and counter of [`unique_tag`], and names of
+/// earlier versions without them) whose owner process `PID` with start time `START` is gone.
+/// Nothing without `/proc`.
+pub(crate) fn remove_stale_in(dir: &Path, prefix: &str, suffix: &str) -> Vec<PathBuf> {
     let mut removed = Vec::new();
     if start_time(std::process::id()).is_none() {
         return removed;
@@ -212,7 +309,7 @@ pub(crate) fn remove_stale_in(
             continue;
         };
         let parts: Vec<&str> = tag.split('-').collect();
-        if parts.len() != 2 + extra
+        if !(2..=2 + MAX_EXTRA).contains(&parts.len())
             || parts
                 .iter()
                 .any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()))
@@ -348,7 +445,7 @@ impl Copier {
 }
 
 /// The image's mapped ranges as inclusive 4 KiB block ranges (what a `.bmap` lists).
-fn bmap_ranges(img: &ImageMap) -> Vec<(u64, u64)> {
+pub(crate) fn bmap_ranges(img: &ImageMap) -> Vec<(u64, u64)> {
     let mut ranges: Vec<(u64, u64)> = Vec::new();
     for (s, e) in img.mapped_ranges() {
         let (b0, b1) = (s / BMAP_BLOCK, e.div_ceil(BMAP_BLOCK).saturating_sub(1));
@@ -362,12 +459,16 @@ fn bmap_ranges(img: &ImageMap) -> Vec<(u64, u64)> {
 
 /// SHA-256 of each block range of the file, read back as soon as the writer has passed it
 /// (`written` carries the offset below which the file is final; a closed channel means all).
+///
+/// `stop` ends it early (the writer failed or the build was cancelled) with `Interrupted`.
 fn hash_ranges(
     f: &File,
     size: u64,
     ranges: &[(u64, u64)],
     written: mpsc::Receiver<u64>,
+    stop: &AtomicBool,
 ) -> std::io::Result<Vec<[u8; 32]>> {
+    let stopped = || std::io::Error::from(std::io::ErrorKind::Interrupted);
     let mut mark = 0u64;
     let mut buf = vec![0u8; CHUNK as usize];
     let mut out = Vec::with_capacity(ranges.len());
@@ -379,6 +480,12 @@ fn hash_ranges(
             let n = (end - off).min(CHUNK);
             while mark < off + n {
                 mark = written.recv().unwrap_or(u64::MAX);
+                if stop.load(Ordering::Relaxed) {
+                    return Err(stopped());
+                }
+            }
+            if stop.load(Ordering::Relaxed) {
+                return Err(stopped());
             }
             let chunk = buf.get_mut(..n as usize).unwrap_or_default();
             f.read_exact_at(chunk, off)?;
@@ -391,7 +498,7 @@ fn hash_ranges(
 }
 
 /// A bmaptool 2.0 block map: 4 KiB blocks, SHA-256 per range, the file's own checksum.
-fn bmap_text(size: u64, ranges: &[(u64, u64)], hashes: &[[u8; 32]]) -> String {
+pub(crate) fn bmap_text(size: u64, ranges: &[(u64, u64)], hashes: &[[u8; 32]]) -> String {
     use std::fmt::Write as _;
     let blocks = size.div_ceil(BMAP_BLOCK);
     let mut body = String::new();
@@ -450,6 +557,102 @@ mod tests {
         // Not cancelled: written.
         write_image_file(&img, &content, &out, None, &mut ()).unwrap();
         assert_eq!(fs::metadata(&out).unwrap().len(), 1 << 20);
+    }
+
+    /// r25: an output that is an input (through a hard link, a symlink or another spelling)
+    /// or the other output is refused before anything is created.
+    #[test]
+    fn r25_outputs_that_are_inputs_or_each_other_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src.bin");
+        fs::write(&src, b"data").unwrap();
+        let spec = dir.path().join("spec.toml");
+        fs::write(&spec, b"[image]\n").unwrap();
+        let mut content = HostContent::default();
+        content.add(src.clone(), &fs::metadata(&src).unwrap());
+        content.add_input(spec.clone(), &fs::metadata(&spec).unwrap());
+        let hard = dir.path().join("hard.img");
+        fs::hard_link(&src, &hard).unwrap();
+        let link = dir.path().join("link.img");
+        std::os::unix::fs::symlink(&spec, &link).unwrap();
+        let new = dir.path().join("new.img");
+        let clash = |outs: &[&Path]| match check_outputs(outs, &content) {
+            Err(Error::OutputIsInput { input, .. }) => Some(input),
+            Err(e) => panic!("{e}"),
+            Ok(()) => None,
+        };
+        assert_eq!(clash(&[&src]), Some(Clash::Input(src.clone())));
+        assert_eq!(clash(&[&hard]), Some(Clash::Input(src.clone())));
+        assert_eq!(clash(&[&link]), Some(Clash::Input(spec.clone())));
+        assert_eq!(clash(&[&new, &spec]), Some(Clash::Input(spec.clone())));
+        // Not yet existing: the same directory and name, however spelled.
+        let dotted = dir.path().join(".").join("new.img");
+        assert_eq!(clash(&[&new, &dotted]), Some(Clash::Output(new.clone())));
+        assert_eq!(clash(&[&new, &dir.path().join("new.img.bmap")]), None);
+        // write_image_file refuses before creating anything; the input is unchanged.
+        let img = ImageMap::new(1 << 20);
+        let err = write_image_file(&img, &content, &new, Some(&dotted), &mut ()).unwrap_err();
+        assert!(matches!(err, Error::OutputIsInput { .. }), "{err}");
+        let err = write_image_file(&img, &content, &hard, None, &mut ()).unwrap_err();
+        assert!(err.to_string().contains("an input of this build"), "{err}");
+        assert_eq!(fs::read(&src).unwrap(), b"data");
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names.len(), 4, "{names:?}");
+    }
+
+    /// r25: the `.bmap` hasher stops when told to (a failed or cancelled write) instead of
+    /// hashing the rest of the file.
+    #[test]
+    fn r25_the_bmap_hasher_stops_when_told() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.img");
+        let f = File::create(&path).unwrap();
+        f.set_len(1 << 40).unwrap();
+        let f = File::open(&path).unwrap();
+        let (tx, rx) = mpsc::channel::<u64>();
+        drop(tx);
+        let stop = AtomicBool::new(true);
+        let ranges = [(0u64, (1u64 << 40) / BMAP_BLOCK - 1)];
+        let err = hash_ranges(&f, 1 << 40, &ranges, rx, &stop).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::Interrupted);
+    }
+
+    /// r25: every call gets its own temp name (thread and counter), and leftovers of a dead
+    /// process in the new and the old format are removed, a live one's kept.
+    #[test]
+    fn r25_temp_names_are_unique_and_stale_ones_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.img");
+        let names: Vec<PathBuf> = (0..4)
+            .map(|_| {
+                std::thread::spawn({
+                    let out = out.clone();
+                    move || [temp_path(&out), temp_path(&out)]
+                })
+            })
+            .flat_map(|h| h.join().unwrap())
+            .collect();
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "{names:?}");
+        let live = temp_path(&out);
+        for p in [
+            &live,
+            &dir.path().join(".out.img.tmp-4194305-1"),
+            &dir.path().join(".out.img.tmp-4194305-1-7-0"),
+        ] {
+            fs::write(p, b"x").unwrap();
+        }
+        let removed = remove_stale_temps(&out);
+        if start_time(std::process::id()).is_some() {
+            assert_eq!(removed.len(), 2, "{removed:?}");
+            assert!(live.exists());
+        }
     }
 
     /// A read error is the source's (bad input), a write error the output's, although one

@@ -20,6 +20,9 @@ pub struct SpecFile {
     /// cannot leave anything out, refuses such a tree. Empty from [`SpecFile::load`] and
     /// [`SpecFile::new`]; set it before building.
     pub outputs: Vec<PathBuf>,
+    /// The spec file itself, when the spec came from one ([`SpecFile::load`] and
+    /// [`SpecFile::load_for_device`] set it): an input of the build, so no output may be it.
+    pub path: Option<PathBuf>,
 }
 
 impl SpecFile {
@@ -43,7 +46,9 @@ impl SpecFile {
             }
             e
         })?;
-        Ok(SpecFile::new(spec, base_dir_of(path)))
+        let mut sf = SpecFile::new(spec, base_dir_of(path));
+        sf.path = Some(path.to_path_buf());
+        Ok(sf)
     }
 
     /// Reads a TOML spec file for `device`: `image.erase-block` and `image.sector-size` that
@@ -56,7 +61,9 @@ impl SpecFile {
             // Not TOML: the usual error, naming the file.
             return Self::load(path).map(|s| (s, Taken::default()));
         };
-        Self::from_table_for_device(table, device, base_dir_of(path))
+        let (mut sf, taken) = Self::from_table_for_device(table, device, base_dir_of(path))?;
+        sf.path = Some(path.to_path_buf());
+        Ok((sf, taken))
     }
 
     /// A spec given as a TOML table (a parsed spec file, or a spec dict of the Python
@@ -79,6 +86,7 @@ impl SpecFile {
             spec,
             base_dir,
             outputs: Vec::new(),
+            path: None,
         }
     }
 

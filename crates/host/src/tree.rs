@@ -147,7 +147,12 @@ pub(crate) fn split_dev(rdev: u64) -> (u32, u32) {
 
 /// Data ranges of a file that may be sparse: only when it has fewer allocated blocks than its
 /// size, 4 KiB blocks of zeros are treated as holes.
-fn data_ranges(path: &Path, md: &fs::Metadata) -> Result<Option<Vec<(u64, u64)>>, Error> {
+/// `progress` can stop it between 1 MiB reads.
+fn data_ranges(
+    path: &Path,
+    md: &fs::Metadata,
+    progress: &mut dyn crate::Progress,
+) -> Result<Option<Vec<(u64, u64)>>, Error> {
     let size = md.len();
     if size == 0 || md.blocks().saturating_mul(512) >= size {
         return Ok(None);
@@ -178,6 +183,7 @@ fn data_ranges(path: &Path, md: &fs::Metadata) -> Result<Option<Vec<(u64, u64)>>
         );
         let mut off = start.max(pos);
         while off < end {
+            Error::check(progress)?;
             let n = usize::try_from((end - off).min(buf.len() as u64)).unwrap_or(0);
             let chunk = buf.get_mut(..n).unwrap_or_default();
             f.read_exact_at(chunk, off)
@@ -221,10 +227,52 @@ fn check_readable(path: &Path, md: &fs::Metadata) -> Result<(), Error> {
 /// as `tar` leaves out its own archive, so an image never holds its previous self or its
 /// temp files. Matched by the directory's identity (device, inode) and the name, so
 /// relative paths and symlinked directories match too.
+///
+/// Only a file that [looks like a previous output](looks_like_output) (a disk image, a
+/// block map, a compressed or sparse image) is left out: any other file at an output's path
+/// is the user's data, scanned as an input, and the build then refuses to overwrite it
+/// ([`crate::check_outputs`]).
 #[derive(Debug, Default)]
 pub(crate) struct OwnOutputs {
-    /// (device, inode) of an output's directory, and the output's file name.
-    outputs: Vec<((u64, u64), Vec<u8>)>,
+    /// (device, inode) of an output's directory, the output's file name, and whether the
+    /// file there (if any) is left out too.
+    outputs: Vec<((u64, u64), Vec<u8>, bool)>,
+}
+
+/// Whether the regular file at `path` looks like something a build writes, by its first
+/// bytes: an MBR/GPT/FAT boot signature at 510, the ext2/3/4 magic at 1080, a bmaptool block
+/// map, an Android sparse image, or a zstd/xz/gzip/bzip2 stream. A text file, a program, a
+/// photo a user keeps in a `contents` tree is none of these.
+pub(crate) fn looks_like_output(path: &Path) -> bool {
+    let Ok(f) = crate::content::open_nonblocking(path) else {
+        return false;
+    };
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut head = [0u8; 2048];
+    let mut got = 0usize;
+    while got < head.len() {
+        match f.read_at(head.get_mut(got..).unwrap_or_default(), got as u64) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    let head = head.get(..got).unwrap_or_default();
+    let at = |off: usize, magic: &[u8]| head.get(off..off + magic.len()) == Some(magic);
+    at(510, &[0x55, 0xaa])
+        || at(1080, &[0x53, 0xef])
+        || (at(0, b"<?xml") && head.windows(5).any(|w| w == b"<bmap"))
+        || [
+            &[0x3a_u8, 0xff, 0x26, 0xed][..],
+            &[0xed, 0x26, 0xff, 0x3a],
+            &[0x28, 0xb5, 0x2f, 0xfd],
+            &[0xfd, b'7', b'z', b'X', b'Z', 0],
+            &[0x1f, 0x8b],
+            b"BZh",
+        ]
+        .iter()
+        .any(|m| at(0, m))
 }
 
 impl OwnOutputs {
@@ -239,18 +287,20 @@ impl OwnOutputs {
                 .filter(|d| !d.as_os_str().is_empty())
                 .unwrap_or(Path::new("."));
             if let Ok(md) = fs::metadata(dir) {
-                outputs.push(((md.dev(), md.ino()), name.as_bytes().to_vec()));
+                let leave_out = !p.exists() || looks_like_output(p);
+                outputs.push(((md.dev(), md.ino()), name.as_bytes().to_vec(), leave_out));
             }
         }
         OwnOutputs { outputs }
     }
 
-    /// Whether `name` in the directory `dir` (device, inode) is an output, a temp file of
-    /// one (`.NAME.tmp-…`), or the mke2fs backend's temp filesystem next to it.
+    /// Whether `name` in the directory `dir` (device, inode) is an output that looks like
+    /// one, a temp file of one (`.NAME.tmp-…`), or the mke2fs backend's temp filesystem next
+    /// to it.
     fn holds(&self, dir: (u64, u64), name: &[u8]) -> bool {
-        self.outputs.iter().any(|(d, out)| {
+        self.outputs.iter().any(|(d, out, leave_out)| {
             *d == dir
-                && (name == out.as_slice()
+                && ((*leave_out && name == out.as_slice())
                     || name.strip_prefix(b".").is_some_and(|n| {
                         n.strip_prefix(out.as_slice())
                             .is_some_and(|rest| rest.starts_with(b".tmp-"))
@@ -331,12 +381,15 @@ pub(crate) fn scan_dir(
             .map_err(|e| Error::io(&path, e))?;
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
+            // Checked per entry, not only per directory: one flat directory of 200,000 files
+            // takes seconds to stat.
+            Error::check(progress)?;
             let p = e.path();
             let name = e.file_name();
             if own.holds(dir_id, name.as_bytes()) {
                 warnings.push(format!(
                     "{}: left out of the image: it is this build's output (or its temp file)",
-                    p.display()
+                    blockwise_geometry::display_path(&p)
                 ));
                 continue;
             }
@@ -354,7 +407,7 @@ pub(crate) fn scan_dir(
                     *links.entry((md.dev(), md.ino())).or_insert(n)
                 });
                 check_readable(&p, &md)?;
-                let ranges = data_ranges(&p, &md)?;
+                let ranges = data_ranges(&p, &md, progress)?;
                 NodeKind::File {
                     size: md.len(),
                     content: content.add(p.clone(), &md),

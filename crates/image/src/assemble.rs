@@ -1,16 +1,58 @@
 //! The pure part of building: full plan (layout + filesystem geometry) and writing a plan
 //! with its trees into any [`BlockSink`]. No OS I/O: builds for wasm32.
 
+use blockwise_exfat::{ExfatOptions, ExfatRequest};
 use blockwise_ext4::{Ext4Options, Ext4Request};
 use blockwise_fat::{FatOptions, FatRequest};
+use blockwise_geometry::fsplan::f2fs::{plan_f2fs, F2fsRequest};
 use blockwise_geometry::{
     place_raw, plan as plan_layout, BlockSink, ContentRef, ContentSource, FsKind, FsPlan, Guid,
-    OtherFs, PartType, PlaceError, Plan, RawPlan, SparseImage, SubSink, TableKind, Tree,
+    OtherFs, PartType, PartitionPlan, PlaceError, Plan, RawPlan, SparseImage, SubSink, TableKind,
+    Tree,
 };
 
 use crate::error::PartitionError;
-use crate::spec::{ext4_error, fat_error, layout_error, Spec, SpecError};
+use crate::spec::{exfat_error, ext4_error, fat_error, layout_error, Spec, SpecError};
 use crate::Error;
+
+/// The index every ID of partition `p` derives from (with `image.seed`): its spec index, and
+/// for the second and later A/B slots the slot's position above bit 32, so each slot's
+/// filesystem gets its own UUID while an unslotted partition keeps the IDs it always had.
+#[must_use]
+pub fn id_index(spec: &Spec, p: &PartitionPlan) -> u64 {
+    let k = spec
+        .partitions
+        .get(p.spec_index)
+        .map_or(0, |ps| ps.slot_position(p.slot.as_deref()));
+    (p.spec_index as u64) | ((k as u64) << 32)
+}
+
+/// The UUID and label of the swap area of partition `p`.
+fn swap_ids(spec: &Spec, p: &PartitionPlan) -> (Guid, Option<String>) {
+    let ps = spec.partitions.get(p.spec_index);
+    let uuid = ps
+        .and_then(|ps| ps.fs_uuid)
+        .unwrap_or_else(|| Guid::derive(spec.image.seed, "swap-uuid", id_index(spec, p)));
+    (uuid, ps.and_then(|ps| ps.label_for(p.slot.as_deref())))
+}
+
+/// The F2FS request for the partition at `i` of `plan`.
+#[must_use]
+pub fn f2fs_request(spec: &Spec, plan: &Plan, i: usize) -> Option<F2fsRequest> {
+    let p = plan.partitions.get(i)?;
+    let ps = spec.partitions.get(p.spec_index)?;
+    let uuid = ps
+        .fs_uuid
+        .unwrap_or_else(|| Guid::derive(spec.image.seed, "f2fs-uuid", id_index(spec, p)));
+    Some(F2fsRequest {
+        partition_start_bytes: p.start_bytes,
+        partition_size_bytes: p.size_bytes,
+        erase_block_bytes: plan.erase_block_bytes,
+        options: ps.f2fs.clone(),
+        label: ps.label_for(p.slot.as_deref()),
+        uuid: uuid.to_string().to_lowercase(),
+    })
+}
 
 /// The FAT request for the partition at `i` of `plan`.
 #[must_use]
@@ -27,8 +69,8 @@ pub fn fat_request(spec: &Spec, plan: &Plan, i: usize) -> Option<FatRequest> {
             volume_id: ps.volume_id,
             ..ps.fat.clone()
         },
-        label: ps.label.clone(),
-        seed: blockwise_geometry::derive_u64(spec.image.seed, "fat-volume", p.spec_index as u64),
+        label: ps.label_for(p.slot.as_deref()),
+        seed: blockwise_geometry::derive_u64(spec.image.seed, "fat-volume", id_index(spec, p)),
     })
 }
 
@@ -45,10 +87,39 @@ pub fn ext4_request(spec: &Spec, plan: &Plan, i: usize, timestamp: i64) -> Optio
             uuid: ps.fs_uuid.map(Guid::to_uuid_bytes),
             ..ps.ext4.clone()
         },
-        label: ps.label.clone(),
-        seed: blockwise_geometry::derive_u64(spec.image.seed, "ext4", p.spec_index as u64),
+        label: ps.label_for(p.slot.as_deref()),
+        seed: blockwise_geometry::derive_u64(spec.image.seed, "ext4", id_index(spec, p)),
         timestamp,
     })
+}
+
+/// The exFAT request for the partition at `i` of `plan`.
+#[must_use]
+pub fn exfat_request(spec: &Spec, plan: &Plan, i: usize) -> Option<ExfatRequest> {
+    let p = plan.partitions.get(i)?;
+    let ps = spec.partitions.get(p.spec_index)?;
+    Some(ExfatRequest {
+        partition_start_bytes: p.start_bytes,
+        partition_size_bytes: p.size_bytes,
+        disk_bytes: plan.size_bytes,
+        device_sector: plan.sector_bytes,
+        erase_block_bytes: plan.erase_block_bytes,
+        options: ExfatOptions {
+            volume_serial: ps.volume_id,
+            volume_guid: ps.fs_uuid.map(Guid::to_bytes),
+            ..ps.exfat.clone()
+        },
+        label: ps.label.clone(),
+        seed: blockwise_geometry::derive_u64(spec.image.seed, "exfat", p.spec_index as u64),
+    })
+}
+
+/// An exFAT writer error for the partition at 0-based spec index `si`.
+fn exfat_failure(si: usize, e: blockwise_exfat::Error) -> Error {
+    match e {
+        blockwise_exfat::Error::Invalid(i) => Error::Spec(exfat_error(si, i)),
+        other => Error::partition(si + 1, PartitionError::Exfat(other)),
+    }
 }
 
 /// A FAT writer error for the partition at 0-based spec index `si`: request errors become
@@ -100,20 +171,30 @@ pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<
                 let xp = blockwise_ext4::plan(&req, tree).map_err(|e| ext4_failure(si, e))?;
                 Some(FsPlan::Ext4(xp))
             }
-            FsKind::Raw => Some(FsPlan::Other(OtherFs {
-                kind: "raw".into(),
-                aligned: None,
-            })),
+            FsKind::F2fs => {
+                let req = f2fs_request(spec, &plan, i).ok_or_else(|| internal(si))?;
+                let fp = plan_f2fs(&req).map_err(|(key, reason)| {
+                    Error::Spec(SpecError::new(
+                        format!("partition[{}].{key}", si + 1),
+                        reason,
+                    ))
+                })?;
+                Some(FsPlan::F2fs(fp))
+            }
+            FsKind::Exfat => {
+                let req = exfat_request(spec, &plan, i).ok_or_else(|| internal(si))?;
+                let xp = blockwise_exfat::plan(&req).map_err(|e| exfat_failure(si, e))?;
+                Some(FsPlan::Exfat(xp))
+            }
+            FsKind::Raw => Some(FsPlan::Other(OtherFs::named("raw"))),
             FsKind::Swap => {
-                // Checked here so that plan refuses what build would.
-                let size = p.size_bytes;
-                crate::swap::header(size, Guid::ZERO, ps.label.as_deref()).map_err(|r| {
+                // Checked here so that plan refuses what build would; the plan is what
+                // verify reads from the header assemble writes.
+                let (uuid, label) = swap_ids(spec, p);
+                let fs = crate::swap::plan(p.size_bytes, uuid, label.as_deref()).map_err(|r| {
                     Error::Spec(SpecError::new(format!("partition[{}].size", si + 1), r))
                 })?;
-                Some(FsPlan::Other(OtherFs {
-                    kind: "swap".into(),
-                    aligned: None,
-                }))
+                Some(FsPlan::Other(fs))
             }
             FsKind::None => None,
         };
@@ -150,7 +231,37 @@ pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<
         }
     }
     plan.refresh_aligned();
+    plan.refresh_slots();
+    slot_notes(spec, &mut plan);
     Ok(plan)
+}
+
+/// Notes about A/B layouts: slots `verify` cannot pair again (on an MBR disk only a
+/// filesystem label shows a partition's slot), and a systemd-sysupdate placeholder
+/// (`name = "_empty"`) that holds a filesystem.
+fn slot_notes(spec: &Spec, plan: &mut Plan) {
+    for (i, ps) in spec.partitions.iter().enumerate() {
+        if ps.name.as_deref() == Some("_empty") && ps.fs != FsKind::None {
+            plan.notes.push(format!(
+                "partition[{}].name: systemd-sysupdate treats a partition named \"_empty\" as free and overwrites it, but this one holds fs = \"{}\" (placeholders are fs = \"none\")",
+                i + 1,
+                ps.fs
+            ));
+        }
+    }
+    if plan.table.kind != TableKind::Mbr {
+        return;
+    }
+    for (i, ps) in spec.partitions.iter().enumerate() {
+        let labelled =
+            matches!(ps.fs, FsKind::Fat(_) | FsKind::Ext4 | FsKind::F2fs) && ps.label.is_some();
+        if !ps.slots.is_empty() && !labelled {
+            plan.notes.push(format!(
+                "partition[{}].slots: an MBR has no partition names and this partition has no filesystem label, so verify cannot tell its copies are slots (use table = \"gpt\", or a labelled filesystem)",
+                i + 1
+            ));
+        }
+    }
 }
 
 /// Places the spec's `[[raw]]` writes into `plan` (checked against the table, the
@@ -264,11 +375,8 @@ pub fn assemble_with_raw<S: BlockSink + ?Sized>(
             .get(si)
             .is_some_and(|ps| ps.fs == FsKind::Swap)
         {
-            let ps = spec.partitions.get(si).ok_or_else(|| internal(si))?;
-            let uuid = ps
-                .fs_uuid
-                .unwrap_or_else(|| Guid::derive(spec.image.seed, "swap-uuid", si as u64));
-            let page = crate::swap::header(p.size_bytes, uuid, ps.label.as_deref())
+            let (uuid, label) = swap_ids(spec, p);
+            let page = crate::swap::header(p.size_bytes, uuid, label.as_deref())
                 .map_err(|r| Error::Spec(SpecError::new(format!("partition[{index}].size"), r)))?;
             sub.write_at(0, &page).map_err(|e| {
                 Error::partition(
@@ -298,6 +406,25 @@ pub fn assemble_with_raw<S: BlockSink + ?Sized>(
                 blockwise_ext4::write(&mut sub, &req, xp, tree, content)
                     .map_err(|e| ext4_failure(si, e))?;
             }
+            (Some(FsPlan::Exfat(xp)), Fill::Tree(tree)) => {
+                let req = exfat_request(spec, plan, i).ok_or_else(|| internal(si))?;
+                let report = blockwise_exfat::write(&mut sub, &req, xp, tree, content, timestamp)
+                    .map_err(|e| exfat_failure(si, e))?;
+                let owners = spec.partitions.get(si).is_some_and(|ps| {
+                    ps.entries
+                        .iter()
+                        .any(|e| e.uid.is_some() || e.gid.is_some())
+                });
+                if owners {
+                    warnings.push(format!("partition[{index}]: owners (uid/gid) of [[partition.entry]] ignored: exFAT stores no owners (modes only as the read-only attribute)"));
+                }
+                warnings.extend(
+                    report
+                        .warnings
+                        .iter()
+                        .map(|w| format!("partition[{index}]: {w}")),
+                );
+            }
             (_, &Fill::Raw { content: id, size }) => {
                 if size > p.size_bytes {
                     return Err(Error::Spec(SpecError::new(
@@ -320,6 +447,13 @@ pub fn assemble_with_raw<S: BlockSink + ?Sized>(
                         },
                     ),
                 })?;
+            }
+            (Some(FsPlan::F2fs(_)), Fill::External) => {}
+            (Some(FsPlan::F2fs(_)), _) => {
+                return Err(Error::Spec(SpecError::new(
+                    format!("partition[{index}].fs"),
+                    "fs = \"f2fs\" is built by mkfs.f2fs and sload.f2fs (f2fs-tools), which this front end cannot run; plan and verify it here, build it with the blockwise command or the Python package",
+                )));
             }
             (_, Fill::Nothing | Fill::External | Fill::Tree(_)) => {}
         }

@@ -50,6 +50,9 @@ pub enum PartitionError {
     /// The ext4 writer failed.
     #[error(transparent)]
     Ext4(blockwise_ext4::Error),
+    /// The exFAT writer failed.
+    #[error(transparent)]
+    Exfat(blockwise_exfat::Error),
     /// Reading a raw partition's source failed.
     #[error(transparent)]
     Content(blockwise_geometry::ContentError),
@@ -105,6 +108,7 @@ impl PartitionError {
     /// The kind of failure.
     #[must_use]
     pub fn kind(&self) -> ErrorKind {
+        use blockwise_exfat::Error as XF;
         use blockwise_ext4::Error as X;
         use blockwise_fat::Error as F;
         match self {
@@ -114,6 +118,7 @@ impl PartitionError {
             }
             PartitionError::Fat(F::Content { .. } | F::Sink { .. })
             | PartitionError::Ext4(X::Content(_) | X::Sink { .. })
+            | PartitionError::Exfat(XF::Content { .. } | XF::Sink { .. })
             | PartitionError::Content(_)
             | PartitionError::Sink { .. } => ErrorKind::Io,
             _ => ErrorKind::Spec,

@@ -16,6 +16,7 @@
 mod bench;
 mod checks;
 mod cli;
+mod exfat;
 mod files;
 mod loopdev;
 mod random;
@@ -28,6 +29,9 @@ pub use checks::{
     fsck_fat_fields, fsck_number, mcopy_out, sfdisk_json, FsckFatFields,
 };
 pub use cli::Blockwise;
+pub use exfat::{
+    fsck_exfat_clean, fsck_exfat_clean_except, mounted_files, with_exfat_fuse, Mounted,
+};
 pub use files::{corpus_files, materialize, save, tempdir_in, write_file};
 pub use loopdev::{with_kernel_mount, LoopDevice};
 pub use random::{bytes, crc32, xorshift64star_bytes, XorShift64};

@@ -32,6 +32,13 @@ impl LoopDevice {
         }
     }
 
+    /// Takes over a device attached elsewhere (detached on drop).
+    pub fn adopt(dev: &str) -> Self {
+        LoopDevice {
+            dev: Some(PathBuf::from(dev)),
+        }
+    }
+
     /// The device node, e.g. `/dev/loop3`.
     pub fn path(&self) -> &Path {
         self.dev.as_deref().unwrap_or(Path::new(""))

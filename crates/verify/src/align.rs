@@ -8,8 +8,8 @@
 //! the partitions) stays in the parsers.
 
 use blockwise_geometry::{
-    alignment_of, format_size, Ext4Plan, FatPlan, FsKind, FsPlan, PartitionPlan, Plan, SectorSize,
-    TableKind,
+    alignment_of, display_str, format_size, ExfatPlan, Ext4Plan, FatPlan, FsKind, FsPlan,
+    PartitionPlan, Plan, SectorSize, TableKind,
 };
 
 use crate::num::{div, is_multiple};
@@ -53,21 +53,32 @@ pub(crate) fn partition_findings(p: &PartitionPlan, ctx: &Context<'_>) -> Vec<Fi
     match &p.filesystem {
         Some(FsPlan::Fat(f)) => out.extend(fat_findings(p, f, ctx)),
         Some(FsPlan::Ext4(x)) => out.extend(ext4_findings(p, x, ctx)),
-        Some(fs) if fs.alignment().is_none() => {
-            out.push(not_checked(p.index, fs.kind_name(), ctx.strict));
+        Some(FsPlan::Exfat(x)) => out.extend(exfat_findings(p, x, ctx)),
+        Some(FsPlan::F2fs(f)) => {
+            out.extend(crate::f2fs::f2fs_alignment(p.index, f, ctx.e, ctx.strict))
         }
+        Some(fs) if fs.alignment().is_none() => out.push(not_checked(p.index, fs, ctx.strict)),
         Some(_) | None => {}
     }
     out
 }
 
 /// Contents whose layout is not checked: a warning (an error with `strict`), so the verdict
-/// never calls such a partition aligned.
-pub(crate) fn not_checked(i: u32, kind: &str, strict: bool) -> Finding {
+/// never calls such a partition aligned. A header verify read names its label or UUID.
+pub(crate) fn not_checked(i: u32, fs: &FsPlan, strict: bool) -> Finding {
+    let kind = fs.kind_name();
+    let what = match fs {
+        FsPlan::Other(o) => match (&o.label, &o.uuid) {
+            (Some(l), _) => format!(" (label \"{}\")", display_str(l)),
+            (None, Some(u)) => format!(" (UUID {})", display_str(u)),
+            (None, None) => String::new(),
+        },
+        _ => String::new(),
+    };
     let message = if kind == "raw" {
         format!("partition {i} holds bytes that are no filesystem blockwise recognises: only its start is checked, not what is inside")
     } else {
-        format!("partition {i}: {kind} found; its internal layout is not checked (only the partition start) — blockwise cannot say whether it is aligned inside")
+        format!("partition {i}: {kind}{what} found; its internal layout is not checked (only the partition start) — blockwise cannot say whether it is aligned inside")
     };
     finding(
         Severity::error_if(strict),
@@ -374,6 +385,33 @@ fn ext4_findings(p: &PartitionPlan, x: &Ext4Plan, ctx: &Context<'_>) -> Vec<Find
     out
 }
 
+/// An exFAT volume's findings from its geometry: alignment
+/// ([`crate::exfat::align::exfat_alignment`]) and a sector smaller than the device's logical
+/// sector.
+fn exfat_findings(p: &PartitionPlan, x: &ExfatPlan, ctx: &Context<'_>) -> Vec<Finding> {
+    let i = p.index;
+    let mut out = Vec::new();
+    let s = u64::from(x.sector_bytes);
+    let dev_logical = ctx.sector.bytes_u64();
+    if s < dev_logical {
+        out.push(finding(
+            Severity::Error,
+            FindingCode::ExfatSectorBelowLogical,
+            i,
+            format!("partition {i} (exFAT): the exFAT sector ({s} B) is smaller than the device's logical sector ({dev_logical} B): Linux refuses to mount it; reformat with mkfs.exfat -s {dev_logical}"),
+        ));
+    }
+    out.extend(crate::exfat::align::exfat_alignment(
+        i,
+        x.fat_start_bytes,
+        x.heap_start_bytes,
+        u64::from(x.cluster_bytes),
+        ctx.e,
+        ctx.strict,
+    ));
+    out
+}
+
 /// The `sector-size-guessed` finding: an MBR read in 4096-byte sectors because filesystems
 /// are found only there.
 pub(crate) fn sector_size_guessed() -> Finding {
@@ -387,7 +425,8 @@ pub(crate) fn sector_size_guessed() -> Finding {
 
 /// Whether `verify` (without `--sector-size` or a device that says it) reads the MBR of
 /// `plan`'s image in 4096-byte sectors by guessing: a 4Kn MBR layout whose primary
-/// partitions hold a filesystem verify recognises by its magic (FAT, ext4, swap). Without
+/// partitions hold a filesystem verify recognises by its magic (FAT, ext4, exFAT, F2FS,
+/// swap). Without
 /// one, only `--sector-size 4096` reads it right ([`plan_findings`] cannot promise more).
 #[must_use]
 pub fn mbr_sector_guessed(plan: &Plan) -> bool {
@@ -396,7 +435,10 @@ pub fn mbr_sector_guessed(plan: &Plan) -> bool {
         && plan.partitions.iter().any(|p| {
             p.in_table
                 && !p.logical
-                && matches!(p.content, FsKind::Fat(_) | FsKind::Ext4 | FsKind::Swap)
+                && matches!(
+                    p.content,
+                    FsKind::Fat(_) | FsKind::Ext4 | FsKind::Exfat | FsKind::F2fs | FsKind::Swap
+                )
         })
 }
 

@@ -157,6 +157,48 @@ finding_codes! {
     FatNoBackupBoot = "fat-no-backup-boot",
     /// `fat-hidden-sectors`: HiddSec does not match the partition start.
     FatHiddenSectors = "fat-hidden-sectors",
+    // exFAT
+    /// `exfat-corrupt`: The exFAT boot sector does not parse.
+    ExfatCorrupt = "exfat-corrupt",
+    /// `exfat-boot-checksum`: The main boot region's checksum sector does not match (or an extended boot signature is missing).
+    ExfatBootChecksum = "exfat-boot-checksum",
+    /// `exfat-cluster-count`: ClusterCount exceeds what fits the volume.
+    ExfatClusterCount = "exfat-cluster-count",
+    /// `exfat-fat-too-small`: The FAT has fewer entries than the heap has clusters.
+    ExfatFatTooSmall = "exfat-fat-too-small",
+    /// `exfat-root-cluster`: The root directory's first cluster lies outside the heap.
+    ExfatRootCluster = "exfat-root-cluster",
+    /// `exfat-larger-than-partition`: The volume claims more sectors than the partition holds.
+    ExfatLargerThanPartition = "exfat-larger-than-partition",
+    /// `exfat-no-bitmap`: The root directory has no allocation bitmap entry (or it is too small or outside the heap).
+    ExfatNoBitmap = "exfat-no-bitmap",
+    /// `exfat-no-upcase`: The root directory has no up-case table entry (or it is outside the heap).
+    ExfatNoUpcase = "exfat-no-upcase",
+    /// `exfat-upcase-checksum`: The up-case table does not match its checksum.
+    ExfatUpcaseChecksum = "exfat-upcase-checksum",
+    /// `exfat-heap-not-4k-aligned`: The cluster heap does not start on a 4 KiB flash page.
+    #[serde(rename = "exfat-heap-not-4k-aligned")]
+    ExfatHeapNot4kAligned = "exfat-heap-not-4k-aligned",
+    /// `exfat-sector-below-logical`: The exFAT sector is smaller than the device's logical sector.
+    ExfatSectorBelowLogical = "exfat-sector-below-logical",
+    /// `exfat-heap-not-aligned`: The cluster heap does not start on the erase block (an error with `strict`).
+    ExfatHeapNotAligned = "exfat-heap-not-aligned",
+    /// `exfat-backup-boot`: The backup boot region differs from the main one or is invalid.
+    ExfatBackupBoot = "exfat-backup-boot",
+    /// `exfat-boot-signature`: No `55 AA` at byte 510 of the boot sector.
+    ExfatBootSignature = "exfat-boot-signature",
+    /// `exfat-field`: A boot sector field has an unusual value (revision, MustBeZero, size).
+    ExfatField = "exfat-field",
+    /// `exfat-cluster-straddles`: Clusters straddle erase blocks.
+    ExfatClusterStraddles = "exfat-cluster-straddles",
+    /// `exfat-fat-entries`: FAT\[0\]/FAT\[1\] are not F8FFFFFF/FFFFFFFF.
+    ExfatFatEntries = "exfat-fat-entries",
+    /// `exfat-guid-checksum`: The volume GUID entry's set checksum does not match.
+    ExfatGuidChecksum = "exfat-guid-checksum",
+    /// `exfat-partition-offset`: PartitionOffset is neither 0 nor the partition's start.
+    ExfatPartitionOffset = "exfat-partition-offset",
+    /// `exfat-fat-not-aligned`: The FAT does not start on the erase block.
+    ExfatFatNotAligned = "exfat-fat-not-aligned",
     // ext2/3/4
     /// `ext4-corrupt`: The ext2/3/4 superblock does not parse.
     Ext4Corrupt = "ext4-corrupt",
@@ -198,6 +240,25 @@ finding_codes! {
     Ext4StripeSmaller = "ext4-stripe-smaller",
     /// `ext4-inode-table-not-aligned`: The first inode table does not start on the erase block.
     Ext4InodeTableNotAligned = "ext4-inode-table-not-aligned",
+    // F2FS
+    /// `f2fs-corrupt`: Neither F2FS superblock copy parses.
+    F2fsCorrupt = "f2fs-corrupt",
+    /// `f2fs-larger-than-partition`: The F2FS volume claims more blocks than the partition holds.
+    F2fsLargerThanPartition = "f2fs-larger-than-partition",
+    /// `f2fs-section-not-aligned`: F2FS sections are not a whole number of erase blocks (an error with `strict`).
+    F2fsSectionNotAligned = "f2fs-section-not-aligned",
+    /// `f2fs-main-not-aligned`: The F2FS main area does not start on the erase block (an error with `strict`).
+    F2fsMainNotAligned = "f2fs-main-not-aligned",
+    /// `f2fs-superblock-copies`: One F2FS superblock copy is unusable, or the two differ.
+    F2fsSuperblockCopies = "f2fs-superblock-copies",
+    /// `f2fs-segment0-not-aligned`: F2FS segment0 (the checkpoint) does not start on the erase block.
+    #[serde(rename = "f2fs-segment0-not-aligned")]
+    F2fsSegment0NotAligned = "f2fs-segment0-not-aligned",
+    // other formats
+    /// `fs-header-invalid`: A format found by its magic number has an impossible header.
+    FsHeaderInvalid = "fs-header-invalid",
+    /// `fs-larger-than-partition`: A recognised format's header claims more than the partition holds.
+    FsLargerThanPartition = "fs-larger-than-partition",
 }
 
 impl fmt::Display for FindingCode {

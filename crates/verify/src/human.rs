@@ -2,7 +2,9 @@
 
 use core::fmt::Write as _;
 
-use blockwise_geometry::{format_size, types::gpt_type_name, DiskId, FsPlan, PartType, TableKind};
+use blockwise_geometry::{
+    display_str, format_size, types::gpt_type_name, DiskId, FsPlan, PartType, TableKind,
+};
 
 use crate::num::div;
 use crate::{partition_name, Report, Severity};
@@ -18,10 +20,11 @@ fn type_text(t: &PartType) -> String {
     }
 }
 
-/// ` "LABEL"`, or nothing.
+/// ` "LABEL"`, or nothing. A label comes from the image: control characters are shown
+/// escaped (`\xNN`), never sent to the terminal.
 fn label_text(label: Option<&str>) -> String {
     label
-        .map(|l| format!(" \"{}\"", crate::label::escape_control(l)))
+        .map(|l| format!(" \"{}\"", display_str(l)))
         .unwrap_or_default()
 }
 
@@ -48,7 +51,24 @@ fn fs_text(fs: Option<&FsPlan>) -> String {
                 .map(|j| format!(" journal@{j}"))
                 .unwrap_or_default()
         ),
-        Some(FsPlan::Other(o)) => format!("{} (not checked)", o.kind),
+        Some(FsPlan::F2fs(f)) => format!(
+            "f2fs{} section {} zone {} main@{}",
+            label_text(f.label.as_deref()),
+            short_size(f.section_bytes),
+            short_size(f.zone_bytes),
+            f.main_start_bytes
+        ),
+        Some(FsPlan::Exfat(x)) => format!(
+            "exfat{} sector {} cluster {} FAT@{} heap@{}",
+            label_text(x.label.as_deref()),
+            x.sector_bytes,
+            short_size(x.cluster_bytes.into()),
+            x.fat_start_bytes,
+            x.heap_start_bytes
+        ),
+        Some(FsPlan::Other(o)) => {
+            format!("{}{} (not checked)", o.kind, label_text(o.label.as_deref()))
+        }
     }
 }
 
@@ -58,7 +78,7 @@ pub(crate) fn render(r: &Report) -> String {
     let _ = writeln!(
         out,
         "Disk {}: {}, {} bytes, {} sectors",
-        r.source,
+        display_str(&r.source),
         format_size(r.size_bytes),
         r.size_bytes,
         div(r.size_bytes, sb)
@@ -114,7 +134,7 @@ pub(crate) fn render(r: &Report) -> String {
                 let start = div(p.start_bytes, sb);
                 let sectors = div(p.size_bytes, sb);
                 [
-                    partition_name(&r.source, p.index),
+                    display_str(&partition_name(&r.source, p.index)),
                     if p.bootable {
                         "*".into()
                     } else {
@@ -191,10 +211,27 @@ pub(crate) fn render(r: &Report) -> String {
             );
         }
     }
+    if !r.slots.is_empty() {
+        let _ = writeln!(out);
+        for g in &r.slots {
+            let members: Vec<String> = g
+                .partitions
+                .iter()
+                .map(|m| format!("{} = {}", m.slot, partition_name(&r.source, m.index)))
+                .collect();
+            let _ = writeln!(out, "A/B slots of {}: {}", g.name, members.join(", "));
+        }
+    }
     if !r.findings.is_empty() {
         let _ = writeln!(out);
         for f in &r.findings {
-            let _ = writeln!(out, "{:<7} {}: {}", f.severity.as_str(), f.code, f.message);
+            let _ = writeln!(
+                out,
+                "{:<7} {}: {}",
+                f.severity.as_str(),
+                f.code,
+                display_str(&f.message)
+            );
         }
     }
     let _ = writeln!(out);
@@ -202,11 +239,14 @@ pub(crate) fn render(r: &Report) -> String {
     out
 }
 
-/// What an unchecked partition holds, for the verdict: `exfat in partition 3`, `raw bytes in
+/// What an unchecked partition holds, for the verdict: `btrfs in partition 3`, `raw bytes in
 /// partition 2`, `swap (the whole image)`.
 fn unchecked_text(p: &blockwise_geometry::PartitionPlan) -> String {
-    let kind = p.filesystem.as_ref().map_or("contents", FsPlan::kind_name);
-    let kind = if kind == "raw" { "raw bytes" } else { kind };
+    let kind = p
+        .filesystem
+        .as_ref()
+        .map_or_else(|| "contents".to_string(), FsPlan::kind_name);
+    let kind = if kind == "raw" { "raw bytes" } else { &kind };
     if p.index == 0 {
         format!("{kind} (the whole image)")
     } else {

@@ -2,8 +2,8 @@
 //! UTF-8 bytes, FAT labels are in the OEM code page (code page 437, the Linux kernel's
 //! default `codepage=`) in the boot sector and the root directory's volume-label entry, with
 //! the UTF-16 of long-name entries in front of that entry where a tool wrote them. Bytes
-//! that are not text come out as `\xNN`, never as `?`; [`escape_control`] makes a label
-//! safe to print.
+//! that are not text come out as `\xNN`, never as `?`; `blockwise_geometry::display_str`
+//! makes a label safe to print.
 
 use blockwise_fat::lfn_checksum;
 use blockwise_fat::raw::{ATTR_DIRECTORY, ATTR_LONG_NAME, ATTR_VOLUME_ID};
@@ -159,23 +159,6 @@ fn long_name(lfn: &[(u8, u8, [u16; 13])], short: &[u8; 11]) -> Option<String> {
     (!t.is_empty()).then(|| t.to_string())
 }
 
-/// `s` with control characters (C0, DEL, C1) as `\xNN` / `\u{…}`, for human output.
-#[must_use]
-pub fn escape_control(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c.is_control() {
-            match u8::try_from(u32::from(c)) {
-                Ok(b) => push_hex(&mut out, b),
-                Err(_) => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 #[expect(clippy::indexing_slicing, reason = "tests")]
 mod tests {
@@ -235,8 +218,14 @@ mod tests {
 
     #[test]
     fn escaping() {
-        assert_eq!(escape_control("a\u{1b}[2Jb\n"), "a\\x1b[2Jb\\x0a");
-        assert_eq!(escape_control("Données"), "Données");
-        assert_eq!(escape_control("\u{85}"), "\\x85");
+        use blockwise_geometry::display_str;
+        assert_eq!(display_str("a\u{1b}[2Jb\n"), "a\\x1b[2Jb\\x0a");
+        assert_eq!(display_str("Données"), "Données");
+        assert_eq!(
+            utf8_label(b"Donn\xe9es")
+                .map(|l| display_str(&l))
+                .as_deref(),
+            Some("Donn\\xe9es")
+        );
     }
 }

@@ -21,6 +21,9 @@
 //! | GPT | `gpt-primary-bad`, `gpt-backup-bad`, `gpt-backup-missing`, `gpt-corrupt`, `gpt-copies-differ`, `gpt-entry-range`, `gpt-entry-outside-usable`, `mbr-gpt-disagree` (E); `gpt-backup-not-at-end`, `gpt-no-protective-mbr`, `hybrid-mbr` (W); `protective-mbr-size`, `protective-mbr-bootable` (I) |
 //! | partitions | `partition-not-4k-aligned`, `partition-overlap`, `partition-past-end`, `partition-overlaps-table` (E); `partition-not-erase-aligned`, `not-checked` (E*); `partition-empty` (W) |
 //! | FAT | `fat-corrupt`, `fat-cluster-count`, `fat-too-many-clusters`, `fat-too-small`, `fat-root-cluster`, `fat-reserved-location`, `fat-larger-than-partition`, `fat-data-not-4k-aligned`, `fat-sector-below-logical` (E); `fat-data-not-aligned` (E*); `fat32-field`, `fat-many-fats`, `fat-boot-signature`, `fat-cluster-straddles`, `fat-sector-4096`, `fat-sector-smaller-than-device`, `fat-fsinfo`, `fat-backup-boot-differs`, `fat-copies-differ`, `fat-entry0-media`, `fat-entry1-eoc` (W); `fat-table-not-aligned`, `fat-no-backup-boot`, `fat-hidden-sectors` (I) |
+//! | F2FS | `f2fs-corrupt`, `f2fs-larger-than-partition` (E); `f2fs-section-not-aligned`, `f2fs-main-not-aligned` (E*); `f2fs-superblock-copies` (W); `f2fs-segment0-not-aligned` (I) |
+//! | other formats (NTFS, btrfs, XFS, ISO 9660, LUKS, swap) | `fs-header-invalid`, `fs-larger-than-partition` (E) |
+//! | exFAT | `exfat-corrupt`, `exfat-boot-checksum`, `exfat-cluster-count`, `exfat-fat-too-small`, `exfat-root-cluster`, `exfat-larger-than-partition`, `exfat-no-bitmap`, `exfat-no-upcase`, `exfat-upcase-checksum`, `exfat-heap-not-4k-aligned`, `exfat-sector-below-logical` (E); `exfat-heap-not-aligned` (E*); `exfat-backup-boot`, `exfat-boot-signature`, `exfat-field`, `exfat-cluster-straddles`, `exfat-fat-entries`, `exfat-guid-checksum` (W); `exfat-partition-offset`, `exfat-fat-not-aligned` (I) |
 //! | ext2/3/4 | `ext4-corrupt`, `ext4-inodes-count`, `ext4-superblock-checksum`, `ext4-larger-than-partition`, `ext4-group-desc`, `ext4-group-desc-checksum`, `ext4-unsupported`, `ext4-read-only`, `ext4-first-ino`, `ext4-flex-bg` (E); `ext4-journal-not-aligned` (E*); `ext4-reserved-blocks`, `ext4-first-data-block`, `ext4-stride-mismatch`, `ext4-stripe-mismatch`, `ext4-block-smaller-than-device`, `ext4-small-blocks` (W); `ext4-no-stride`, `ext4-stripe-smaller`, `ext4-inode-table-not-aligned` (I) |
 //!
 //! ```
@@ -51,18 +54,23 @@
 mod align;
 mod bytes;
 mod code;
+pub mod exfat;
 pub mod ext4;
+pub mod f2fs;
 pub mod fat;
 mod human;
 pub mod label;
 pub mod magic;
 mod num;
+pub mod other;
 mod partition;
 mod regions;
+mod safe;
 mod table;
 
 pub use crate::align::{mbr_sector_guessed, plan_findings};
 pub use crate::regions::Region;
+pub use crate::safe::{Reason, SafeToFlash, Safety};
 
 use blockwise_geometry::{
     alignment_of, BlockSource, ExtendedPlan, FsKind, FsPlan, GptPlan, OtherFs, PartType,
@@ -256,6 +264,10 @@ pub struct Report {
     /// left out of the table.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub regions: Vec<Region>,
+    /// Partitions that are A/B slots of one another (`system_a`, `system_b`), found by
+    /// their names or labels; the plan of a spec with `slots` lists the same.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub slots: Vec<blockwise_geometry::SlotGroup>,
     /// False when neither a table nor a filesystem was recognised (exit code 2).
     #[serde(skip)]
     pub recognised: bool,
@@ -279,6 +291,7 @@ impl Report {
             aligned: false,
             device: opts.device.clone(),
             regions: Vec::new(),
+            slots: Vec::new(),
             recognised: true,
         }
     }
@@ -375,6 +388,9 @@ pub fn verify<S: BlockSource + ?Sized>(src: &S, opts: &Options) -> Result<Report
     for p in &mut r.partitions {
         p.refresh_aligned(e);
     }
+    // A/B slots, from the names (or labels) the partitions carry.
+    blockwise_geometry::infer_slots(&mut r.partitions);
+    r.slots = blockwise_geometry::slot_groups(&r.partitions);
     r.aligned = r.recognised && !r.partitions.is_empty() && r.partitions.iter().all(|p| p.aligned);
     Ok(r)
 }
@@ -584,6 +600,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         self.geometry_findings(&p);
         p.type_ = PartType::Mbr(match (&p.filesystem, p.content) {
             (_, FsKind::Fat(Some(t))) => t.mbr_type(),
+            (Some(FsPlan::Exfat(_)), _) => 0x07,
             (Some(FsPlan::Other(o)), _) if o.kind == "swap" => 0x82,
             (Some(FsPlan::Other(o)), _) if o.kind == "ntfs" || o.kind == "exfat" => 0x07,
             _ => 0x83,
@@ -596,6 +613,9 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         match c {
             Content::Fat => self.fat(p),
             Content::Ext => self.ext(p),
+            Content::Other("exfat") => self.exfat(p),
+            Content::Other("f2fs") => self.f2fs(p),
+            Content::Other(kind) if other::parses(kind) => self.other_fs(p, kind),
             Content::Other(kind) => {
                 p.content = if kind == "swap" {
                     FsKind::Swap
@@ -605,6 +625,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 p.filesystem = Some(FsPlan::Other(OtherFs {
                     kind: kind.to_string(),
                     aligned: None,
+                    ..OtherFs::default()
                 }));
                 Ok(())
             }
@@ -615,6 +636,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 p.filesystem = Some(FsPlan::Other(OtherFs {
                     kind: "raw".into(),
                     aligned: None,
+                    ..OtherFs::default()
                 }));
                 Ok(())
             }

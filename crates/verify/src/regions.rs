@@ -1,7 +1,9 @@
 //! Data outside every partition: bootloaders written at fixed offsets (U-Boot at 8 KiB,
 //! Rockchip's idbloader at sector 64) and partitions left out of the table. Only the gaps
-//! between the partition table and the end of the last partition are read, at most
-//! [`MAX_SCAN`] bytes in all.
+//! between the partition table and the end of the last partition that starts inside the
+//! image are read, never past the image's end, at most [`MAX_SCAN`] bytes in all: a table
+//! entry pointing far past the end (hostile or from a larger disk) does not stretch the scan
+//! over the rest of the image.
 
 use blockwise_geometry::{BlockSource, PartitionPlan, TableKind};
 use serde::Serialize;
@@ -61,14 +63,16 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 .map(|p| (p.start_bytes, p.end_bytes())),
         );
         covered.sort_unstable();
+        let len = self.src.len();
         let last = self
             .r
             .partitions
             .iter()
+            .filter(|p| p.start_bytes < len)
             .map(PartitionPlan::end_bytes)
             .max()
             .unwrap_or(0)
-            .min(self.src.len());
+            .min(len);
         // The gaps between covered ranges, up to `last`.
         let mut gaps = Vec::new();
         let mut at = 0u64;
@@ -137,5 +141,82 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             });
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![expect(
+        clippy::unwrap_used,
+        clippy::indexing_slicing,
+        clippy::arithmetic_side_effects,
+        reason = "tests"
+    )]
+
+    use core::cell::Cell;
+
+    use blockwise_geometry::BlockSource;
+
+    use crate::{verify, Options};
+
+    /// A 1 GiB disk of zeros but for its MBR, counting the bytes read.
+    struct Counting {
+        mbr: [u8; 512],
+        read: Cell<u64>,
+    }
+
+    impl BlockSource for Counting {
+        type Error = core::convert::Infallible;
+        fn len(&self) -> u64 {
+            1 << 30
+        }
+        fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Self::Error> {
+            self.read
+                .set(self.read.get() + u64::try_from(buf.len()).unwrap());
+            buf.fill(0);
+            if offset < 512 {
+                let from = usize::try_from(offset).unwrap();
+                let n = (512 - from).min(buf.len());
+                buf[..n].copy_from_slice(&self.mbr[from..from + n]);
+            }
+            Ok(())
+        }
+    }
+
+    fn disk(entries: &[(u8, u32, u32)]) -> Counting {
+        let mut mbr = [0u8; 512];
+        for (slot, &(t, start, sectors)) in entries.iter().enumerate() {
+            let at = 0x1be + slot * 16;
+            mbr[at + 4] = t;
+            mbr[at + 8..at + 12].copy_from_slice(&start.to_le_bytes());
+            mbr[at + 12..at + 16].copy_from_slice(&sectors.to_le_bytes());
+        }
+        mbr[510] = 0x55;
+        mbr[511] = 0xaa;
+        Counting {
+            mbr,
+            read: Cell::new(0),
+        }
+    }
+
+    /// r25: an MBR entry 2 TiB past the end of a 1 GiB image does not make the gap scan
+    /// read the rest of the image (it read 256 MiB): the reads are those of the same disk
+    /// without that entry.
+    #[test]
+    fn r25_an_entry_far_past_the_end_does_not_stretch_the_gap_scan() {
+        let one = (0x83, 8192, 8192);
+        let plain = disk(&[one]);
+        let report = verify(&plain, &Options::new("plain")).unwrap();
+        assert!(report.recognised);
+        let base = plain.read.get();
+        let hostile = disk(&[one, (0x83, 0xffff_0000, 8192)]);
+        let report = verify(&hostile, &Options::new("hostile")).unwrap();
+        assert!(report.recognised);
+        assert!(
+            hostile.read.get() <= base + (1 << 20),
+            "read {} bytes, {base} without the entry",
+            hostile.read.get()
+        );
+        assert!(hostile.read.get() < 16 << 20, "{}", hostile.read.get());
     }
 }

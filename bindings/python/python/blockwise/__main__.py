@@ -109,6 +109,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     b.add_argument("spec", type=pathlib.Path, help="spec file (TOML)")
     b.add_argument("-o", "--output", required=True, type=pathlib.Path)
     b.add_argument("--bmap", type=pathlib.Path, metavar="FILE")
+    b.add_argument("--format", choices=["raw", "simg", "zst", "xz"], help="output format (default: by the name)")
+    b.add_argument("--level", type=int, metavar="N", help="zstd (1-22) or xz (0-9) level")
     b.add_argument("--json", action="store_true", help="print JSON")
     b.add_argument("-q", "--quiet", action="store_true", help="no progress")
 
@@ -149,7 +151,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             result = blockwise.plan(a.spec if a.spec is not None else _flags_spec(a))
             code = 0
         elif a.cmd == "build":
-            result = blockwise.build(a.spec, a.output, a.bmap, _progress(a.quiet or a.json))
+            result = blockwise.build(
+                a.spec, a.output, a.bmap, _progress(a.quiet or a.json), format=a.format, level=a.level
+            )
             for w in result.get("warnings", []):
                 print(f"blockwise: warning: {w}", file=sys.stderr)
             code = 0

@@ -36,7 +36,9 @@ class UnsupportedError(Exception):
 class UnsafeTargetError(Exception):
     """``write`` refused the target before writing anything (mounted, swap, held, read-only,
     the running system, a partition without ``partition_ok=True``, a non-removable disk
-    without ``yes=True``, too small, busy, or neither a block device nor a regular file)."""
+    without ``yes=True``, too small, busy, neither a block device nor a regular file, a
+    missing device under /dev, or one of the write's own inputs); or ``build`` refused an
+    output that is one of its inputs or its other output."""
 
 def plan(spec: _Spec, *, base_dir: _StrPath | None = None) -> dict[str, Any]:
     """The aligned layout ``spec`` produces, as ``blockwise plan --json`` prints it."""
@@ -48,11 +50,16 @@ def build(
     progress: Callable[[int, int], object] | None = None,
     *,
     base_dir: _StrPath | None = None,
+    format: str | None = None,
+    level: int | None = None,
 ) -> dict[str, Any]:
     """Builds ``spec`` into ``out`` atomically, as ``blockwise build --json`` prints it.
 
-    ``progress(done, total)`` is called with bytes written; an exception it raises cancels
-    the build (nothing is left behind) and is re-raised.
+    ``out``'s name picks the format (``.simg``/``.sparse`` Android sparse, ``.zst`` seekable
+    zstd, ``.xz`` xz, anything else raw) unless ``format`` (``"raw"``, ``"simg"``, ``"zst"``,
+    ``"xz"``) says; ``level`` is the zstd (1-22) or xz (0-9) level. ``bmap`` maps the raw
+    image whatever the format. ``progress(done, total)`` is called with bytes written; an
+    exception it raises cancels the build (nothing is left behind) and is re-raised.
     """
 
 def verify(
