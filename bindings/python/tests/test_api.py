@@ -68,9 +68,15 @@ def test_plan_lists_the_findings_verify_will_give(tmp_path: pathlib.Path) -> Non
     assert [f["code"] for f in planned["findings"]] == ["partition-not-erase-aligned"]
     out = tmp_path / "off.img"
     blockwise.build(spec, out)
-    report = blockwise.verify(out)
+    report = blockwise.verify(out, planned["erase_block_bytes"])
     found = [f for f in report["findings"] if f["code"] == "partition-not-erase-aligned"]
     assert found == planned["findings"]
+    # Without an erase block, verify checks against the one the image declares: its only
+    # partition starts at 1 MiB, and it says so.
+    declared = blockwise.verify(out)
+    assert declared["erase_block_bytes"] == 1 << 20
+    assert declared["erase_block_source"]["from"] == "partition-starts"
+    assert not [f for f in declared["findings"] if f["code"] == "partition-not-erase-aligned"]
 
 
 def test_build_rpi_from_dict(rpi: dict[str, Any], tmp_path: pathlib.Path) -> None:

@@ -104,11 +104,22 @@ pub(crate) fn render(r: &Report) -> String {
                 .map_or_else(|| "-".to_string(), format_size)
         );
     }
-    let _ = writeln!(
-        out,
-        "Erase block checked: {}",
-        format_size(r.erase_block_bytes)
-    );
+    match &r.erase_block_source {
+        Some(why) => {
+            let _ = writeln!(
+                out,
+                "Erase block checked: {}; --erase-block overrides",
+                why.message
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "Erase block checked: {}",
+                format_size(r.erase_block_bytes)
+            );
+        }
+    }
     let label = match r.table.kind {
         TableKind::Mbr => "dos",
         TableKind::Gpt => "gpt",

@@ -54,6 +54,7 @@
 mod align;
 mod bytes;
 mod code;
+pub mod declared;
 pub mod exfat;
 pub mod ext4;
 pub mod f2fs;
@@ -111,7 +112,8 @@ pub struct DeviceHints {
 pub struct Options {
     /// Name of the source, for the report (`source`).
     pub source: String,
-    /// Erase block E to check against (default 4 MiB).
+    /// Erase block E to check against (default 4 MiB); 0: the erase block the image declares
+    /// ([`declared::declared_erase_block`], what `verify` without `--erase-block` does).
     pub erase_block: u64,
     /// Erase-block misalignment is an error instead of a warning.
     pub strict: bool,
@@ -243,6 +245,10 @@ pub struct Report {
     pub sector_bytes: SectorSize,
     /// Erase block checked against.
     pub erase_block_bytes: u64,
+    /// Where that erase block came from, when it was not given ([`Options::erase_block`] 0):
+    /// which declaration of the image and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub erase_block_source: Option<declared::EraseBlockSource>,
     /// Partition table kind and disk ID.
     pub table: TablePlan,
     /// Partitions in table order (bare filesystem: partition 0 at 0).
@@ -280,6 +286,7 @@ impl Report {
             size_bytes: src_len,
             sector_bytes: SectorSize::S512,
             erase_block_bytes: e,
+            erase_block_source: None,
             table: TablePlan {
                 kind: TableKind::None,
                 disk_id: None,
@@ -369,16 +376,32 @@ fn effective_erase(opts: &Options) -> u64 {
 
 /// Verifies `src`. Only metadata is read. `Err` only for the source's own I/O errors; every
 /// problem with the bytes is a [`Finding`].
+///
+/// With [`Options::erase_block`] 0 the image is read once against the default 4 MiB to find
+/// what erase block it declares ([`declared::declared_erase_block`]), and again against that
+/// one when it differs (metadata only, so twice the few reads).
 pub fn verify<S: BlockSource + ?Sized>(src: &S, opts: &Options) -> Result<Report, S::Error> {
-    let e = effective_erase(opts);
-    let mut v = Verifier {
-        src,
-        opts,
-        e,
-        sector: SectorSize::S512,
-        r: Report::new(src.len(), opts, e),
+    let mut e = effective_erase(opts);
+    let run = |e: u64| -> Result<Verifier<'_, S>, S::Error> {
+        let mut v = Verifier {
+            src,
+            opts,
+            e,
+            sector: SectorSize::S512,
+            r: Report::new(src.len(), opts, e),
+        };
+        v.run()?;
+        Ok(v)
     };
-    v.run()?;
+    let mut v = run(e)?;
+    if opts.erase_block == 0 && v.r.recognised {
+        let (declared, why) = declared::declared_erase_block(&v.r.partitions);
+        if declared != e {
+            e = declared;
+            v = run(e)?;
+        }
+        v.r.erase_block_source = Some(why);
+    }
     if v.r.recognised && opts.scan_gaps {
         v.find_regions()?;
     }
