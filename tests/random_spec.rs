@@ -263,9 +263,17 @@ fn case() -> impl Strategy<Value = Case> {
 
 impl Case {
     fn toml(&self) -> String {
+        self.toml_seeded(true)
+    }
+
+    /// The spec; `seed = 9` when `pinned`, else no seed (derived from the spec and inputs).
+    fn toml_seeded(&self, pinned: bool) -> String {
         let mut t = format!(
-            "[image]\ntable = \"{}\"\nsector-size = {}\nerase-block = {}\nseed = 9\ntimestamp = {TS}\n",
-            self.table, self.sector, self.erase_block
+            "[image]\ntable = \"{}\"\nsector-size = {}\nerase-block = {}\n{}timestamp = {TS}\n",
+            self.table,
+            self.sector,
+            self.erase_block,
+            if pinned { "seed = 9\n" } else { "" }
         );
         for (i, p) in self.parts.iter().enumerate() {
             t.push_str(&format!("[[partition]]\nfs = \"{}\"\n", p.fs));
@@ -444,6 +452,7 @@ fn comparable(mut v: Value, bare_non_fat: bool) -> Value {
     drop_one_sided(&mut v);
     let m = v.as_object_mut().unwrap();
     m.remove("source");
+    m.remove("seed");
     if bare_non_fat {
         m.remove("sector_bytes");
     }
@@ -579,5 +588,85 @@ proptest! {
             let got = readback(spec_part.fs, &img, part.start_bytes, part.size_bytes);
             prop_assert_eq!(&got, &tree_files(tree, &content), "{}", toml);
         }
+    }
+}
+
+/// Writes the spec of `c` (no `seed`) and its contents directories and raw sources into
+/// `dir`, and plans it as `blockwise plan` does; `None` when the spec is refused.
+fn plan_unseeded(c: &Case, dir: &Path) -> Option<Value> {
+    let mut content: Vec<Vec<u8>> = Vec::new();
+    for (i, p) in c.parts.iter().enumerate() {
+        match p.fs {
+            "none" | "swap" => {}
+            "raw" => std::fs::write(
+                dir.join(format!("raw{i}.bin")),
+                raw_bytes(p.raw_len, i as u64),
+            )
+            .unwrap(),
+            _ => {
+                let t = build_tree(&p.tree, &mut content);
+                materialize(&t, &content, &dir.join(format!("p{i}")));
+            }
+        }
+    }
+    let spec_path = dir.join("spec.toml");
+    std::fs::write(&spec_path, c.toml_seeded(false)).unwrap();
+    let mut sf = SpecFile::load(&spec_path).ok()?;
+    let plan = blockwise_host::plan_file(&mut sf).ok()?;
+    Some(blockwise_host::json::plan_json(&plan, "spec", None).unwrap())
+}
+
+/// Every ID a plan gives the image: the disk ID, partition GUIDs, filesystem UUIDs, volume
+/// IDs and serials.
+fn ids(plan: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(d) = plan["table"]["disk_id"].as_str() {
+        out.push(format!("disk {d}"));
+    }
+    for p in plan["partitions"].as_array().unwrap() {
+        if let Some(g) = p["guid"].as_str() {
+            out.push(format!("partuuid {g}"));
+        }
+        let fs = &p["filesystem"];
+        for k in ["uuid", "volume_id", "volume_serial"] {
+            if !fs[k].is_null() {
+                out.push(format!("{k} {}", fs[k]));
+            }
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(Config {
+        // Planning only, but two specs per case and the mke2fs dry runs: a quarter.
+        cases: (cases() / 4).max(1),
+        max_global_rejects: 100_000,
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
+        ..Config::default()
+    })]
+
+    /// Issue 32: without `seed`, two different specs (or one spec with different contents)
+    /// never share a disk ID, partition GUID or filesystem UUID, and the same spec with the
+    /// same inputs gets the same ones.
+    #[test]
+    fn different_specs_never_share_ids(a in case(), b in case()) {
+        let (da, db) = (tempdir!(), tempdir!());
+        let (Some(pa), Some(pb)) = (plan_unseeded(&a, da.path()), plan_unseeded(&b, db.path())) else {
+            return Err(TestCaseError::reject("a spec was refused"));
+        };
+        let (ia, ib) = (ids(&pa), ids(&pb));
+        if a.toml_seeded(false) == b.toml_seeded(false) && format!("{:?}", a.parts) == format!("{:?}", b.parts) {
+            prop_assert_eq!(&ia, &ib);
+            prop_assert_eq!(&pa["seed"], &pb["seed"]);
+            return Ok(());
+        }
+        prop_assert_ne!(&pa["seed"], &pb["seed"]);
+        let shared: Vec<&String> = ia.iter().filter(|x| ib.contains(x)).collect();
+        prop_assert!(shared.is_empty(), "{}\n{}\nshared {:?}", a.toml_seeded(false), b.toml_seeded(false), shared);
+        // The same inputs again (another directory, same spec): the same seed and IDs.
+        let dc = tempdir!();
+        let pc = plan_unseeded(&a, dc.path()).unwrap();
+        prop_assert_eq!(&ids(&pc), &ia);
     }
 }

@@ -270,6 +270,11 @@ pub fn human_plan(plan: &Plan) -> String {
         sb,
         format_size(plan.erase_block_bytes)
     );
+    let _ = writeln!(
+        s,
+        "Seed: \"{:#018x}\" (disk ID, GUIDs and UUIDs derive from it; without image.seed it derives from the spec and its inputs, so rebuilding the same gives the same bytes; seed = \"{:#018x}\" pins it, seed = \"random\" gives a fresh one per build)",
+        plan.seed, plan.seed
+    );
     if let Some(g) = &plan.gpt {
         let _ = writeln!(
             s,

@@ -156,6 +156,40 @@ pub fn opt_uint<'de, D: Deserializer<'de>, T: TryFrom<u64>, const MAX: u64>(
     uint::<D, T, MAX>(d).map(Some)
 }
 
+struct SeedVisitor;
+
+impl Visitor<'_> for SeedVisitor {
+    type Value = crate::SeedChoice;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a whole number or \"random\"")
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(crate::SeedChoice::Fixed(v))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        u64::try_from(v)
+            .map(crate::SeedChoice::Fixed)
+            .map_err(|_| E::custom(format!("must not be negative, found {v}")))
+    }
+
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
+        if s == "random" {
+            return Ok(crate::SeedChoice::Random);
+        }
+        parse_uint(s)
+            .map(crate::SeedChoice::Fixed)
+            .ok_or_else(|| E::custom(format!("{s:?} is neither a whole number nor \"random\"")))
+    }
+}
+
+/// `image.seed`: a whole number (integer or a decimal/`0x` string) or `"random"`.
+pub fn seed_choice<'de, D: Deserializer<'de>>(d: D) -> Result<crate::SeedChoice, D::Error> {
+    d.deserialize_any(SeedVisitor)
+}
+
 struct BoolVisitor;
 
 impl Visitor<'_> for BoolVisitor {

@@ -11,7 +11,7 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
 use crate::attrs::GptAttributes;
-use crate::de::{opt_size, opt_uint, parse_uint, size, uint};
+use crate::de::{opt_size, opt_uint, parse_uint, size};
 use crate::fsplan::FatType;
 use crate::guid::Guid;
 use crate::units::{parse_size, SectorSize};
@@ -248,8 +248,6 @@ impl<'de> Deserialize<'de> for SectorSize {
     }
 }
 
-const U64_MAX: u64 = u64::MAX;
-
 /// Largest `image.timestamp` accepted (a little past 2514).
 pub const MAX_TIMESTAMP: u64 = 4 * u32::MAX as u64;
 
@@ -272,8 +270,14 @@ pub struct ImageSpec {
     pub first_partition: Option<u64>,
     /// Explicit disk ID; `None` = derived from `seed`.
     pub disk_id: Option<DiskId>,
-    /// Seed of every derived ID, UUID and hash seed.
-    #[serde(deserialize_with = "uint::<_, u64, U64_MAX>")]
+    /// What `seed` the spec asks for: a number, `"random"`, or (absent) one derived from
+    /// the spec and its inputs.
+    #[serde(rename = "seed", deserialize_with = "crate::de::seed_choice")]
+    pub seed_choice: SeedChoice,
+    /// Seed of every derived ID, UUID and hash seed: the number given, or the one resolved
+    /// for [`ImageSpec::seed_choice`] by the front end (`blockwise_image::resolve_seed`)
+    /// before planning.
+    #[serde(skip)]
     pub seed: u64,
     /// File timestamps when not preserved; `None` = `SOURCE_DATE_EPOCH` or 0 (resolved by the caller).
     #[serde(deserialize_with = "opt_uint::<_, u64, MAX_TIMESTAMP>")]
@@ -289,10 +293,24 @@ impl Default for ImageSpec {
             table: TableKind::Mbr,
             first_partition: None,
             disk_id: None,
+            seed_choice: SeedChoice::Derived,
             seed: 1,
             timestamp: None,
         }
     }
+}
+
+/// What `image.seed` says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SeedChoice {
+    /// No `seed`: derived from the spec and a fingerprint of its inputs, so different images
+    /// get different IDs and the same inputs the same bytes.
+    #[default]
+    Derived,
+    /// `seed = N`: exactly this one.
+    Fixed(u64),
+    /// `seed = "random"`: a fresh one for each build.
+    Random,
 }
 
 /// What the planner needs to know about one partition.
@@ -745,7 +763,10 @@ mod tests {
         assert_eq!(img.sector_size, SectorSize::S4096);
         assert_eq!(img.table, TableKind::Gpt);
         assert_eq!(img.disk_id, Some(DiskId::Mbr(0x5452_574f)));
-        assert_eq!(img.seed, 16);
+        assert_eq!(img.seed_choice, SeedChoice::Fixed(16));
+        let img: ImageSpec = serde_json::from_str(r#"{"seed": "random"}"#).unwrap();
+        assert_eq!(img.seed_choice, SeedChoice::Random);
+        assert_eq!(ImageSpec::default().seed_choice, SeedChoice::Derived);
         let e = serde_json::from_str::<ImageSpec>(r#"{"sector-size": 1024}"#).unwrap_err();
         assert!(e.to_string().contains("1024: must be 512 or 4096"), "{e}");
         let e = serde_json::from_str::<ImageSpec>(r#"{"table": "apm"}"#).unwrap_err();

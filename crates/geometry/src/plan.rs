@@ -189,6 +189,14 @@ pub struct Plan {
     /// Partitions that are A/B slots of one another ([`slot_groups`] of the partitions).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub slots: Vec<SlotGroup>,
+    /// The seed every derived ID comes from (`image.seed`, given or resolved), as a `0x`
+    /// string (JSON numbers lose precision past 2^53; the spec takes the string back).
+    #[serde(serialize_with = "seed_hex")]
+    pub seed: u64,
+}
+
+fn seed_hex<S: serde::Serializer>(seed: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format!("{seed:#018x}"))
 }
 
 /// One raw write outside the partitions (a bootloader at a fixed offset).
@@ -446,6 +454,7 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
             notes: Vec::new(),
             raw: Vec::new(),
             slots: Vec::new(),
+            seed: img.seed,
         };
         plan.refresh_aligned();
         return Ok(plan);
@@ -714,6 +723,7 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
         notes,
         raw: Vec::new(),
         slots: Vec::new(),
+        seed: img.seed,
     };
     plan.refresh_aligned();
     plan.refresh_slots();

@@ -139,6 +139,43 @@ fn clamp_times(spec: &blockwise_image::Spec, timestamp: i64) -> Option<i64> {
     clamp.then_some(timestamp)
 }
 
+/// Sets `sf.spec.image.seed` for what `image.seed` says: the number given, a fresh one for
+/// `"random"`, or (no `seed`) one derived from the spec, its trees as they will be written
+/// and the sizes of its raw sources ([`blockwise_image::derived_seed`]), so `plan` and
+/// `build` of the same spec and inputs use the same seed and different images different
+/// ones.
+fn resolve_seed(sf: &mut SpecFile, trees: &[Option<Tree>], timestamp: i64) -> Result<u64, Error> {
+    let mut sizes = Vec::new();
+    let sources = sf
+        .spec
+        .partitions
+        .iter()
+        .filter_map(|p| p.source.as_ref())
+        .chain(sf.spec.raw.iter().map(|r| &r.source));
+    for src in sources {
+        let path = sf.resolve(src);
+        sizes.push(fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len());
+    }
+    let clamp = clamp_times(&sf.spec, timestamp);
+    Ok(blockwise_image::resolve_seed(
+        &mut sf.spec,
+        trees,
+        &sizes,
+        clamp,
+        random_seed,
+    ))
+}
+
+/// A fresh seed for `seed = "random"`: std's randomly keyed hasher over the time and the
+/// process id (no other source of randomness needed).
+fn random_seed() -> u64 {
+    use std::hash::BuildHasher;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    std::collections::hash_map::RandomState::new().hash_one((now, std::process::id()))
+}
+
 /// Reads every FAT/ext4 partition's `contents` (plus its `[[partition.entry]]` overrides)
 /// into a [`Tree`], in spec order (`None` for other partitions), leaving out the build's
 /// own outputs (`sf.outputs`) with a warning each in `warnings`.
@@ -237,6 +274,7 @@ pub fn plan_file_with_progress(
     resolve_inputs(sf)?;
     let timestamp = resolve_timestamp(&sf.spec);
     let (trees, _) = load_trees(sf, timestamp, progress, &mut Vec::new())?;
+    resolve_seed(sf, &trees, timestamp)?;
     progress.phase(Phase::Planning);
     Error::check(progress)?;
     let mut plan = plan_full(&sf.spec, &trees, timestamp)?;
@@ -308,10 +346,11 @@ pub fn build_with_progress(
     progress: &mut dyn Progress,
 ) -> Result<Built, Error> {
     resolve_inputs(sf)?;
-    let spec = &sf.spec;
-    let timestamp = resolve_timestamp(spec);
+    let timestamp = resolve_timestamp(&sf.spec);
     let mut scan_warnings = Vec::new();
     let (trees, mut content) = load_trees(sf, timestamp, progress, &mut scan_warnings)?;
+    resolve_seed(sf, &trees, timestamp)?;
+    let spec = &sf.spec;
     // The spec file is an input too: no output may be it.
     if let Some(p) = &sf.path {
         let md = fs::metadata(p).map_err(|e| Error::io(p, e))?;

@@ -477,9 +477,10 @@ impl Spec {
     /// ```
     pub fn from_toml(text: &str) -> Result<Spec, SpecError> {
         let de = toml::Deserializer::parse(text).map_err(|e| toml_syntax(&e))?;
-        let spec: Spec = serde_path_to_error::deserialize(de)
+        let mut spec: Spec = serde_path_to_error::deserialize(de)
             .map_err(|e| from_serde(e.path(), e.inner().message()))?;
         spec.validate()?;
+        spec.pin_seed();
         Ok(spec)
     }
 
@@ -500,10 +501,19 @@ impl Spec {
         de: D,
         message: impl Fn(&D::Error) -> String,
     ) -> Result<Spec, SpecError> {
-        let spec: Spec = serde_path_to_error::deserialize(de)
+        let mut spec: Spec = serde_path_to_error::deserialize(de)
             .map_err(|e| from_serde(e.path(), &message(e.inner())))?;
         spec.validate()?;
+        spec.pin_seed();
         Ok(spec)
+    }
+
+    /// `seed = N` is the seed at once; `"random"` and no seed are resolved by the front end
+    /// once the inputs are known ([`crate::resolve_seed`]).
+    fn pin_seed(&mut self) {
+        if let blockwise_geometry::SeedChoice::Fixed(n) = self.image.seed_choice {
+            self.image.seed = n;
+        }
     }
 
     /// The planner's input.
