@@ -1173,11 +1173,9 @@ fn verify_names_what_other_tools_made() {
     }
 }
 
-/// TODO(parity): enable when the "parity" branch (honest verdicts for filesystems whose
-/// internals are not checked) is merged: a partition holding a format verify only recognises
-/// must keep `verify --strict` from saying "aligned".
+/// A partition holding a format verify only recognises keeps `verify --strict` from saying
+/// "aligned": the partition is not checked, a `not-checked` error, exit 1.
 #[test]
-#[ignore = "TODO(parity): enable after the honest-verdict change for not-checked filesystems is merged"]
 fn strict_verify_never_calls_unchecked_internals_aligned() {
     if !have("mkswap") {
         return;
@@ -1195,8 +1193,19 @@ fn strict_verify_never_calls_unchecked_internals_aligned() {
         );
         let img = dir.path().join("in.img");
         blockwise!().build(&spec, &img);
-        let (report, _) = verify_json(&img, 4 * MIB, &["--strict"]);
+        let (report, code) = verify_json(&img, 4 * MIB, &["--strict"]);
         assert_ne!(report["aligned"], true, "{}: {report:#}", f.kind);
+        assert_eq!(code, 1, "{}: {report:#}", f.kind);
+        assert_eq!(
+            report["partitions"][0]["checked"], false,
+            "{}: {report:#}",
+            f.kind
+        );
+        assert!(
+            report["findings"].to_string().contains("not-checked"),
+            "{}: {report:#}",
+            f.kind
+        );
         let o = blockwise!().run(["verify", s(&img), "--strict"]);
         assert!(
             !output_text(&o).contains("verdict: aligned"),

@@ -264,12 +264,16 @@ pub fn human_plan(plan: &Plan) -> String {
     };
     let _ = writeln!(
         s,
-        "Disk: {} ({} bytes, {} sectors of {} B), {table}, erase block {}",
-        format_size(plan.size_bytes),
-        plan.size_bytes,
+        "Disk: {} ({} sectors of {} B), {table}, erase block {}",
+        blockwise_geometry::units::format_size_both(plan.size_bytes),
         plan.size_bytes / sb,
         sb,
         format_size(plan.erase_block_bytes)
+    );
+    let _ = writeln!(
+        s,
+        "Seed: \"{:#018x}\" (disk ID, GUIDs and UUIDs derive from it; without image.seed it derives from the spec and its inputs, so rebuilding the same gives the same bytes; seed = \"{:#018x}\" pins it, seed = \"random\" gives a fresh one per build)",
+        plan.seed, plan.seed
     );
     if let Some(g) = &plan.gpt {
         let _ = writeln!(
@@ -333,7 +337,11 @@ pub fn human_plan(plan: &Plan) -> String {
             type_name(p),
             p.content.as_str(),
             align,
-            if p.aligned { "yes" } else { "NO" }
+            match (p.checked, p.aligned) {
+                (false, _) => "not checked",
+                (true, true) => "yes",
+                (true, false) => "NO",
+            }
         );
     }
     if !plan.raw.is_empty() {
@@ -454,16 +462,34 @@ pub fn human_plan(plan: &Plan) -> String {
             let _ = writeln!(s, "{:<7} {}: {}", f.severity.as_str(), f.code, f.message);
         }
     }
+    let unchecked: Vec<String> = plan
+        .partitions
+        .iter()
+        .filter(|p| !p.checked)
+        .map(|p| {
+            format!(
+                "{} ({})",
+                p.index,
+                p.filesystem
+                    .as_ref()
+                    .map_or_else(|| "contents".to_string(), FsPlan::kind_name)
+            )
+        })
+        .collect();
+    let misaligned = plan.partitions.iter().any(|p| p.checked && !p.aligned);
     let _ = writeln!(
         s,
         "\n{}",
-        if plan.aligned {
-            format!(
+        match (misaligned, unchecked.is_empty()) {
+            (false, true) => format!(
                 "aligned: every partition and filesystem region starts on a {} boundary",
                 format_size(plan.erase_block_bytes)
-            )
-        } else {
-            "NOT aligned: see the rows marked NO".to_string()
+            ),
+            (false, false) => format!(
+                "aligned where checked: verify cannot check inside partition {} (only the start), so the image is not called aligned",
+                unchecked.join(", ")
+            ),
+            (true, _) => "NOT aligned: see the rows marked NO".to_string(),
         }
     );
     s

@@ -16,9 +16,11 @@ pub struct VerifyArgs {
     /// Image file, container (.xz .gz .zst .bz2 .lz4 .zip, Android sparse) or block device
     /// (opened read-only, never written).
     pub source: PathBuf,
-    /// Erase block to check against (power of two, e.g. 128KiB, 4MiB, 16MiB).
-    #[arg(long, default_value = "4MiB")]
-    pub erase_block: String,
+    /// Erase block to check against (power of two, e.g. 128KiB, 4MiB, 16MiB). Default: the
+    /// one the image declares (an ext4 stride, else the largest power of two every partition
+    /// start shares, capped at 256 MiB; else 4 MiB), named in the report.
+    #[arg(long)]
+    pub erase_block: Option<String>,
     /// Treat erase-block misalignment as an error (exit code 1).
     #[arg(long)]
     pub strict: bool,
@@ -33,11 +35,17 @@ pub struct VerifyArgs {
 /// Runs `verify`. Exit codes: 0 aligned/consistent, 1 error findings, 2 bad usage or
 /// unreadable/unrecognised input.
 pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
-    let erase = parse_size(&args.erase_block)
-        .with_context(|| format!("--erase-block {:?}", args.erase_block))?;
-    if let Err(why) = check_erase_block(erase) {
-        anyhow::bail!("--erase-block {}: {why}", args.erase_block);
-    }
+    // 0: the erase block the image declares.
+    let erase = match &args.erase_block {
+        None => 0,
+        Some(text) => {
+            let erase = parse_size(text).with_context(|| format!("--erase-block {:?}", text))?;
+            if let Err(why) = check_erase_block(erase) {
+                anyhow::bail!("--erase-block {text}: {why}");
+            }
+            erase
+        }
+    };
     let sector = match args.sector_size {
         None => None,
         Some(n) => Some(SectorSize::from_bytes(n).ok_or_else(|| {

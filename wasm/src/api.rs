@@ -164,7 +164,31 @@ pub(crate) fn dir_meta(mtime: i64) -> Meta {
 pub fn plan(spec: &Spec) -> Result<Plan, Failure> {
     let ts = timestamp(spec);
     let trees = empty_trees(spec, ts)?;
-    Ok(plan_full(spec, &trees, ts)?)
+    let mut seeded = spec.clone();
+    resolve_seed(&mut seeded, &trees);
+    Ok(plan_full(&seeded, &trees, ts)?)
+}
+
+/// Sets `spec.image.seed` as the CLI does ([`blockwise_image::resolve_seed`]): the number
+/// given, a fresh one for `"random"`, or one derived from the spec and `trees` (times clamped
+/// to `image.timestamp` when it is set). Raw sources, which the page does not read, count
+/// with no size.
+pub(crate) fn resolve_seed(spec: &mut Spec, trees: &[Option<Tree>]) -> u64 {
+    let clamp = spec.image.timestamp.and_then(|t| i64::try_from(t).ok());
+    blockwise_image::resolve_seed(spec, trees, &[], clamp, random_seed)
+}
+
+#[cfg(target_arch = "wasm32")]
+fn random_seed() -> u64 {
+    // Math.random gives 52 random bits; two of them fill 64.
+    let part = || (js_sys::Math::random() * 4_294_967_296.0) as u64;
+    (part() << 32) ^ part()
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn random_seed() -> u64 {
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(std::time::SystemTime::now())
 }
 
 /// A size given as a number of bytes or as text (`"4MiB"`).

@@ -328,6 +328,10 @@ pub fn prepare(spec: &Spec, entries: &[FileEntry]) -> Result<Job, Failure> {
             apply_entries(t, &p.entries, &format!("partition[{}]", i + 1), ts)?;
         }
     }
+    // image.seed as the CLI resolves it (the page builds no raw sources).
+    let mut seeded = spec.clone();
+    crate::api::resolve_seed(&mut seeded, &trees);
+    let spec = &seeded;
     let plan = plan_full(spec, &trees, ts)?;
     let fills: Vec<Fill<'_>> = trees
         .iter()

@@ -89,10 +89,29 @@ function alignText(p, e, sector) {
   const where = `starts at ${fmtSize(s)} (sector ${Math.floor(s / sector)})`;
   if (p.aligned) return `${where}, a multiple of the ${fmtSize(e)} erase block`;
   const off = s % e;
+  if (p.checked === false && off === 0) {
+    return `${where}, a multiple of the ${fmtSize(e)} erase block; what is inside is not checked`;
+  }
   const f = p.filesystem || {};
   if (off !== 0) return `${where}: ${fmtSize(off)} past a ${fmtSize(e)} boundary (aligned only to ${fmtSize(p.alignment_bytes || 1)})`;
   if (f.data_start_bytes !== undefined) return `${where}, but the FAT data area starts ${fmtSize(f.data_start_bytes % e)} past a ${fmtSize(e)} boundary`;
   return `${where}; a filesystem region inside is off the ${fmtSize(e)} grid`;
+}
+
+/** The plan's one-line verdict: aligned, aligned where checked, or not aligned. */
+function planVerdict(p, e) {
+  const unchecked = p.partitions.filter((q) => q.checked === false);
+  const misaligned = p.partitions.some((q) => q.checked !== false && !q.aligned);
+  if (misaligned) {
+    return el('p', { id: 'plan-verdict', class: 'verdict bad' }, 'NOT aligned: see the rows marked misaligned');
+  }
+  if (unchecked.length) {
+    const what = unchecked.map((q) => `${q.index} (${q.filesystem ? q.filesystem.kind : 'contents'})`).join(', ');
+    return el('p', { id: 'plan-verdict', class: 'verdict warn' },
+      `aligned where checked: verify cannot check inside partition ${what} (only the start), so the image is not called aligned`);
+  }
+  return el('p', { id: 'plan-verdict', class: 'verdict ok' },
+    `aligned: every partition and filesystem region starts on a ${fmtSize(e)} boundary`);
 }
 
 function markOf(rows, index) {
@@ -100,8 +119,9 @@ function markOf(rows, index) {
 }
 
 /** The status word of a row: its worst finding first, then alignment. */
-function statusOf(p, m) {
+function statusOf(p, m, e) {
   if (m.severity === 'error') return ['error', 'error'];
+  if (p.checked === false && p.start_bytes % e === 0) return ['not checked', 'unchecked'];
   if (!p.aligned) return ['misaligned', 'misaligned'];
   if (m.severity === 'warning') return ['warning', 'warning'];
   return ['aligned', 'aligned'];
@@ -112,7 +132,7 @@ function layoutTable(d, rows, extra) {
   const sector = d.sector_bytes;
   const body = d.partitions.map((p) => {
     const m = markOf(rows, p.index);
-    const [word, cls] = statusOf(p, m);
+    const [word, cls] = statusOf(p, m, e);
     return el('tr', { 'data-index': p.index, class: `${m.severity ? `sev-${m.severity}` : ''}${p.logical ? ' logical' : ''}` },
       el('td', { class: 'num', 'data-label': 'partition' }, p.index, p.logical ? el('span', { class: 'small' }, ' logical') : null),
       el('td', { class: 'num', 'data-label': 'start' }, fmtSize(p.start_bytes), el('br'), el('span', { class: 'small' }, ` ${thousands(p.start_bytes)} B`)),
@@ -457,8 +477,7 @@ function planView(p) {
     return row && hasFiles(row.querySelector('[name=fs]').value) ? el('div', { class: 'small' }, `folder: ${folderText(row.folder)}`) : null;
   };
   return [
-    el('p', { id: 'plan-verdict', class: `verdict ${p.aligned ? 'ok' : 'bad'}` },
-      p.aligned ? `aligned: every partition and filesystem region starts on a ${fmtSize(e)} boundary` : 'NOT aligned: see the rows marked misaligned'),
+    planVerdict(p, e),
     el('p', {}, `Disk: ${fmtSize(p.size_bytes)} (${thousands(p.size_bytes)} bytes), ${table}, ${p.sector_bytes} B sectors, erase block ${fmtSize(e)}.`),
     p.extended ? el('p', { class: 'small', id: 'plan-extended' }, `More than four partitions in an MBR: partition 4 is an extended partition (${fmtSize(p.extended.start_bytes)} + ${fmtSize(p.extended.size_bytes)}) holding the logical partitions ${p.partitions.filter((x) => x.logical).map((x) => x.index).join(', ')}, each after one erase block for its EBR.`) : null,
     p.gpt ? el('p', { class: 'small' }, `GPT: usable LBAs ${p.gpt.first_usable_lba}..${p.gpt.last_usable_lba}; backup header at LBA ${p.gpt.backup_header_lba}.`) : null,

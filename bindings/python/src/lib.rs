@@ -499,11 +499,12 @@ fn verify(
     strict: bool,
     sector_size: Option<u64>,
 ) -> PyResult<PyObject> {
+    // None: the erase block the image declares (0).
     let erase = match erase_block {
-        None => 4 << 20,
+        None => 0,
         Some(v) => size_arg(py, "erase_block", v)?,
     };
-    if !erase.is_power_of_two() || !(4096..=(1 << 30)).contains(&erase) {
+    if erase != 0 && (!erase.is_power_of_two() || !(4096..=(1 << 30)).contains(&erase)) {
         return Err(spec_error(
             py,
             "erase_block",

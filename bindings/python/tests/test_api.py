@@ -68,9 +68,15 @@ def test_plan_lists_the_findings_verify_will_give(tmp_path: pathlib.Path) -> Non
     assert [f["code"] for f in planned["findings"]] == ["partition-not-erase-aligned"]
     out = tmp_path / "off.img"
     blockwise.build(spec, out)
-    report = blockwise.verify(out)
+    report = blockwise.verify(out, planned["erase_block_bytes"])
     found = [f for f in report["findings"] if f["code"] == "partition-not-erase-aligned"]
     assert found == planned["findings"]
+    # Without an erase block, verify checks against the one the image declares: its only
+    # partition starts at 1 MiB, and it says so.
+    declared = blockwise.verify(out)
+    assert declared["erase_block_bytes"] == 1 << 20
+    assert declared["erase_block_source"]["from"] == "partition-starts"
+    assert not [f for f in declared["findings"] if f["code"] == "partition-not-erase-aligned"]
 
 
 def test_build_rpi_from_dict(rpi: dict[str, Any], tmp_path: pathlib.Path) -> None:
@@ -336,6 +342,23 @@ def test_output_inside_its_contents_is_left_out(tmp_path: pathlib.Path) -> None:
     with pytest.raises(blockwise.SpecError) as e:
         blockwise.build(spec, tmp_path / "m.img")
     assert e.value.key == "partition[1].contents"
+
+
+def test_decimal_units_are_powers_of_1000() -> None:
+    # As sfdisk and parted read them: a retail "8 GB" card is 8,000,000,000 bytes.
+    planned = blockwise.plan(
+        {
+            "image": {"size": "8GB", "erase-block": "4MiB"},
+            "partition": [{"fs": "none", "size": "100MB"}, {"fs": "none", "size": "fill"}],
+        }
+    )
+    assert planned["size_bytes"] == 8_000_000_000
+    assert planned["partitions"][0]["size_bytes"] == 24 * (4 << 20)
+    last = planned["partitions"][1]
+    assert last["start_bytes"] + last["size_bytes"] <= 8_000_000_000
+    assert blockwise.plan({"image": {"size": "8G"}, "partition": [{"fs": "none", "size": "fill"}]})[
+        "size_bytes"
+    ] == 8 << 30
 
 
 def test_build_outputs_android_sparse_zstd_and_xz(rpi: dict[str, Any], tmp_path: pathlib.Path) -> None:

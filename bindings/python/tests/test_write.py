@@ -465,3 +465,65 @@ def test_a_file_target_inside_the_contents_is_left_out(tmp_path: pathlib.Path) -
     with pytest.warns(RuntimeWarning, match="w.img: left out of the image"):
         blockwise.write(spec, target, verify=False)
     assert target.read_bytes() == first
+
+
+STRICT_CASES = [
+    # (the partition's keys, the key the error names): a value TOML refuses is refused in a
+    # dict too (pythonize alone would take any string's truthiness for a boolean).
+    ({"bootable": "no"}, "partition[1].bootable"),
+    ({"bootable": "false"}, "partition[1].bootable"),
+    ({"bootable": 1}, "partition[1].bootable"),
+    ({"in-partition-table": "false"}, "partition[1].in-partition-table"),
+    ({"fat": {"align-fat": "no"}}, "partition[1].fat.align-fat"),
+    ({"fat": {"fats": True}}, "partition[1].fat.fats"),
+    ({"fat": {"fats": "two"}}, "partition[1].fat.fats"),
+    ({"fat": {"fats": 2.0}}, "partition[1].fat.fats"),
+]
+
+
+def strict_spec(extra: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "image": {"size": "32MiB", "erase-block": "1MiB", "seed": 1},
+        "partition": [{"fs": "fat16", "size": "fill", **extra}],
+    }
+
+
+@pytest.mark.parametrize("front", ["plan", "build", "write to a file", "write to a device"])
+@pytest.mark.parametrize("extra,key", STRICT_CASES)
+def test_dict_specs_are_as_strict_as_toml(
+    front: str, extra: dict[str, Any], key: str, tmp_path: pathlib.Path
+) -> None:
+    spec = strict_spec(extra)
+    out = tmp_path / "out.img"
+    if front == "plan":
+        call = lambda: blockwise.plan(spec)  # noqa: E731
+    elif front == "build":
+        call = lambda: blockwise.build(spec, out)  # noqa: E731
+    elif front == "write to a file":
+        call = lambda: blockwise.write(spec, out)  # noqa: E731
+    else:
+        need_root_losetup()
+        dev_ctx = loop(backing(tmp_path, 32 << 20))
+        dev = dev_ctx.__enter__()
+        try:
+            with pytest.raises(blockwise.SpecError) as e:
+                blockwise.write(spec, dev, yes=True)
+            assert e.value.key == key, str(e.value)
+            assert read_at(dev, 0, 512) == b"\xee" * 512
+        finally:
+            dev_ctx.__exit__(None, None, None)
+        return
+    with pytest.raises(blockwise.SpecError) as e:
+        call()
+    assert e.value.key == key, str(e.value)
+    assert not out.exists()
+
+
+def test_the_same_values_are_refused_in_toml(tmp_path: pathlib.Path) -> None:
+    for toml in (
+        '[image]\nsize = "32MiB"\n[[partition]]\nfs = "fat16"\nsize = "fill"\nbootable = "no"\n',
+        '[image]\nsize = "32MiB"\n[[partition]]\nfs = "fat16"\nsize = "fill"\nfat = { fats = true }\n',
+    ):
+        with pytest.raises(blockwise.SpecError) as e:
+            blockwise.plan(toml)
+        assert e.value.key.startswith("partition[1]."), str(e.value)

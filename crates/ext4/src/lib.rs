@@ -254,9 +254,12 @@ fn to_plan(req: &Ext4Request, prep: &build::Prepared) -> Ext4Plan {
     let g = &prep.geo;
     let abs = |b: u64| req.partition_start_bytes + b * g.bs;
     if req.options.backend == Ext4Backend::Mke2fs {
-        // mke2fs places the inode tables and the journal itself: do not promise offsets.
+        // mke2fs places the inode tables itself, and the journal where this writer would
+        // when those blocks are free (-J location): the journal offset here is the request;
+        // the host reads back what mke2fs laid out (a dry run for `plan`, the result for
+        // `build`) and replaces both.
         let mut notes = vec![
-            "backend = mke2fs: geometry, UUID, hash seed, RAID hints and features are passed to mke2fs; it places the inode tables and journal itself (not erase-block aligned).".to_string(),
+            "backend = mke2fs: geometry, UUID, hash seed, RAID hints, features and the journal's place are passed to mke2fs, which lays out the inode tables itself; `blockwise plan` reads back where it puts them from a dry run of mke2fs.".to_string(),
         ];
         notes.extend(
             g.notes
@@ -266,14 +269,14 @@ fn to_plan(req: &Ext4Request, prep: &build::Prepared) -> Ext4Plan {
         );
         let mut plan = Ext4Plan {
             kind: "ext4".to_string(),
-            label: req.label.clone(),
+            label: req.label.clone().filter(|l| !l.is_empty()),
             uuid: Some(build::uuid_string(&prep.uuid)),
             block_bytes: g.bs as u32,
             blocks: g.blocks,
             inodes: g.inodes(),
             stride: g.stride,
             stripe_width: g.stripe_width,
-            journal_start_bytes: None,
+            journal_start_bytes: g.journal.first().map(|j| abs(j.0)),
             inode_table_start_bytes: None,
             features: g.feat.names(),
             aligned: false,
@@ -284,7 +287,7 @@ fn to_plan(req: &Ext4Request, prep: &build::Prepared) -> Ext4Plan {
     }
     let mut plan = Ext4Plan {
         kind: "ext4".to_string(),
-        label: req.label.clone(),
+        label: req.label.clone().filter(|l| !l.is_empty()),
         uuid: Some(build::uuid_string(&prep.uuid)),
         block_bytes: g.bs as u32,
         blocks: g.blocks,

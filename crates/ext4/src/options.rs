@@ -67,6 +67,7 @@ pub struct Ext4Options {
     #[serde(deserialize_with = "opt_uint::<_, u32, U32_MAX>")]
     pub stripe_width: Option<u32>,
     /// Internal journal.
+    #[serde(deserialize_with = "blockwise_geometry::de::boolean")]
     pub journal: bool,
     /// Journal size in bytes; `None` = sized like mke2fs.
     #[serde(deserialize_with = "opt_size")]
@@ -227,6 +228,12 @@ impl Ext4Options {
 
 /// Checks a volume label: at most 16 bytes.
 pub fn validate_label(label: &str) -> Result<(), Invalid> {
+    if label.contains('\0') {
+        return Err(Invalid::new(
+            Field::Label,
+            "contains a NUL byte, which ends an ext4 label: the rest would be lost",
+        ));
+    }
     if label.len() > 16 {
         return Err(Invalid::new(
             Field::Label,

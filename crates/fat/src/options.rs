@@ -19,6 +19,7 @@ pub struct FatOptions {
     #[serde(deserialize_with = "opt_size")]
     pub cluster: Option<u64>,
     /// Put the first FAT on an erase-block boundary too.
+    #[serde(deserialize_with = "blockwise_geometry::de::boolean")]
     pub align_fat: bool,
     /// Number of FAT copies (1 or 2).
     #[serde(deserialize_with = "uint::<_, u8, 255>")]
@@ -155,7 +156,8 @@ pub fn validate_label(label: &str) -> Result<Option<String>, Invalid> {
             format!("{label:?} is not a FAT label: 1 to 11 ASCII characters, none of \"*+,./:;<=>?[\\]|"),
         ));
     }
-    Ok(Some(label.trim_end().to_string()).filter(|s| !s.is_empty()))
+    // "NO NAME" is the boot sector's "no label" (mkfs.fat writes no label entry for it).
+    Ok(Some(label.trim_end().to_string()).filter(|s| !s.is_empty() && s != "NO NAME"))
 }
 
 /// What a FAT request error is about. The spec layer maps each to the key the user wrote.
@@ -240,6 +242,7 @@ mod tests {
         assert_eq!(validate_label("boot"), Ok(Some("boot".into())));
         assert_eq!(validate_label("BOOT  "), Ok(Some("BOOT".into())));
         assert_eq!(validate_label("   "), Ok(None));
+        assert_eq!(validate_label("NO NAME"), Ok(None));
         assert_eq!(
             validate_label("a.b").map_err(|i| i.field),
             Err(Field::Label)

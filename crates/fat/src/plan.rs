@@ -556,8 +556,6 @@ pub fn plan_layout(req: &FatRequest) -> Result<(Layout, FatPlan), Error> {
     layout.hidden_sectors = u32::try_from(hidden).unwrap_or(u32::MAX);
     let fat_start = c.start + layout.reserved * s;
     let data_start = c.start + layout.data_start() * s;
-    let fat_aligned = fat_start % c.erase == 0;
-    let data_aligned = data_start % c.erase == 0;
     let volume_id = req.options.volume_id.unwrap_or_else(|| {
         u32::try_from(derive_u64(req.seed, "fat-volume-id", c.start) & 0xffff_ffff).unwrap_or(0)
     });
@@ -637,8 +635,13 @@ pub fn plan_layout(req: &FatRequest) -> Result<(Layout, FatPlan), Error> {
         fat_start_bytes: fat_start,
         data_start_bytes: data_start,
         volume_id,
-        aligned: data_aligned && (fat_aligned || !c.g.align_fat),
+        aligned: false,
         notes,
+    };
+    // The rule verify applies to what it reads (the first FAT off the erase block is a note).
+    let plan = FatPlan {
+        aligned: plan.alignment_holds(c.erase),
+        ..plan
     };
     Ok((layout, plan))
 }

@@ -152,6 +152,63 @@ pub fn opt_uint<'de, D: Deserializer<'de>, T: TryFrom<u64>, const MAX: u64>(
     uint::<D, T, MAX>(d).map(Some)
 }
 
+struct SeedVisitor;
+
+impl Visitor<'_> for SeedVisitor {
+    type Value = crate::SeedChoice;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a whole number or \"random\"")
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(crate::SeedChoice::Fixed(v))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        u64::try_from(v)
+            .map(crate::SeedChoice::Fixed)
+            .map_err(|_| E::custom(format!("must not be negative, found {v}")))
+    }
+
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
+        if s == "random" {
+            return Ok(crate::SeedChoice::Random);
+        }
+        parse_uint(s)
+            .map(crate::SeedChoice::Fixed)
+            .ok_or_else(|| E::custom(format!("{s:?} is neither a whole number nor \"random\"")))
+    }
+}
+
+/// `image.seed`: a whole number (integer or a decimal/`0x` string) or `"random"`.
+pub fn seed_choice<'de, D: Deserializer<'de>>(d: D) -> Result<crate::SeedChoice, D::Error> {
+    d.deserialize_any(SeedVisitor)
+}
+
+struct BoolVisitor;
+
+impl Visitor<'_> for BoolVisitor {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("true or false")
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<bool, E> {
+        Ok(v)
+    }
+}
+
+/// A boolean, and only a boolean: `true`/`false` in TOML, `True`/`False` in Python, `true`/
+/// `false` in JavaScript. A string (`"no"`), a number or `None` is an error, in every front
+/// end alike: a deserialiser's own `deserialize_bool` may take any value's truthiness
+/// (pythonize does, so `bootable = "no"` would mean true), so this asks for the value's own
+/// type instead.
+pub fn boolean<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    d.deserialize_any(BoolVisitor)
+}
+
 /// A value parsed from a string by `parse`, whose error text becomes the reason.
 pub fn from_str<'de, D, T>(
     d: D,
@@ -231,5 +288,27 @@ mod tests {
         check(r#"{"major": -3}"#, Err("must not be negative, found -3"));
         check(r#"{"major": "x"}"#, Err("\"x\" is not a whole number"));
         assert_eq!(parse_uint("0o17"), Some(15));
+    }
+
+    #[derive(Deserialize, Debug)]
+    struct B {
+        #[serde(default, deserialize_with = "boolean")]
+        on: bool,
+    }
+
+    #[test]
+    fn booleans_are_only_booleans() {
+        let b = |json: &str| {
+            serde_json::from_str::<B>(json)
+                .map(|b| b.on)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(b(r#"{"on": true}"#), Ok(true));
+        assert_eq!(b(r#"{"on": false}"#), Ok(false));
+        assert_eq!(b("{}"), Ok(false));
+        for bad in [r#""no""#, r#""false""#, "1", "0", "null", "[]"] {
+            let e = b(&format!(r#"{{"on": {bad}}}"#)).unwrap_err();
+            assert!(e.contains("expected true or false"), "{bad}: {e}");
+        }
     }
 }

@@ -11,7 +11,7 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
 use crate::attrs::GptAttributes;
-use crate::de::{opt_size, opt_uint, parse_uint, size, uint};
+use crate::de::{opt_size, opt_uint, parse_uint, size};
 use crate::fsplan::FatType;
 use crate::guid::Guid;
 use crate::units::{parse_size, SectorSize};
@@ -260,8 +260,6 @@ impl<'de> Deserialize<'de> for SectorSize {
     }
 }
 
-const U64_MAX: u64 = u64::MAX;
-
 /// Largest `image.timestamp` accepted (a little past 2514).
 pub const MAX_TIMESTAMP: u64 = 4 * u32::MAX as u64;
 
@@ -284,8 +282,14 @@ pub struct ImageSpec {
     pub first_partition: Option<u64>,
     /// Explicit disk ID; `None` = derived from `seed`.
     pub disk_id: Option<DiskId>,
-    /// Seed of every derived ID, UUID and hash seed.
-    #[serde(deserialize_with = "uint::<_, u64, U64_MAX>")]
+    /// What `seed` the spec asks for: a number, `"random"`, or (absent) one derived from
+    /// the spec and its inputs.
+    #[serde(rename = "seed", deserialize_with = "crate::de::seed_choice")]
+    pub seed_choice: SeedChoice,
+    /// Seed of every derived ID, UUID and hash seed: the number given, or the one resolved
+    /// for [`ImageSpec::seed_choice`] by the front end (`blockwise_image::resolve_seed`)
+    /// before planning.
+    #[serde(skip)]
     pub seed: u64,
     /// File timestamps when not preserved; `None` = `SOURCE_DATE_EPOCH` or 0 (resolved by the caller).
     #[serde(deserialize_with = "opt_uint::<_, u64, MAX_TIMESTAMP>")]
@@ -301,10 +305,24 @@ impl Default for ImageSpec {
             table: TableKind::Mbr,
             first_partition: None,
             disk_id: None,
+            seed_choice: SeedChoice::Derived,
             seed: 1,
             timestamp: None,
         }
     }
+}
+
+/// What `image.seed` says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SeedChoice {
+    /// No `seed`: derived from the spec and a fingerprint of its inputs, so different images
+    /// get different IDs and the same inputs the same bytes.
+    #[default]
+    Derived,
+    /// `seed = N`: exactly this one.
+    Fixed(u64),
+    /// `seed = "random"`: a fresh one for each build.
+    Random,
 }
 
 /// What the planner needs to know about one partition.
@@ -508,6 +526,12 @@ impl LayoutError {
     }
 }
 
+/// Most partitions an MBR layout may list: partitions 1–3, the extended partition 4 and
+/// logical partitions 5–60. util-linux's fdisk and sfdisk read at most 60 partition numbers
+/// and drop the rest when they write the table back; the kernel reads up to 255, and verify
+/// reads the EBR chain at least that far.
+pub const MAX_MBR_PARTITIONS: usize = 59;
+
 /// Smallest and largest erase block accepted.
 pub const ERASE_BLOCK_RANGE: (u64, u64) = (4096, 256 << 20);
 
@@ -518,8 +542,16 @@ pub fn check_erase_block(bytes: u64) -> Result<(), String> {
     if bytes.is_power_of_two() && (min..=max).contains(&bytes) {
         Ok(())
     } else {
+        let decimal = if bytes % 1000 == 0 && bytes > 0 {
+            format!(
+                "; {} bytes is a decimal size (KB, MB, GB are powers of 1000): write KiB or MiB, e.g. \"4MiB\"",
+                crate::units::group_thousands(bytes)
+            )
+        } else {
+            String::new()
+        };
         Err(format!(
-            "must be a power of two from {} to {} (SD cards: 4 MiB or 8 MiB, old USB sticks: 128 KiB)",
+            "must be a power of two from {} to {} (SD cards: 4 MiB or 8 MiB, old USB sticks: 128 KiB){decimal}",
             crate::format_size(min),
             crate::format_size(max)
         ))
@@ -606,6 +638,12 @@ impl Layout {
             return Err(LayoutError::new(
                 LayoutKey::Partitions,
                 format!("GPT holds at most 128 partitions, found {tabled}"),
+            ));
+        }
+        if img.table == TableKind::Mbr && tabled > MAX_MBR_PARTITIONS {
+            return Err(LayoutError::new(
+                LayoutKey::Partitions,
+                format!("an MBR table holds at most {MAX_MBR_PARTITIONS} partitions (3 primary, then logical ones numbered 5 to {}: fdisk and sfdisk list no more and drop the rest when they save the table), found {tabled}; use table = \"gpt\" (up to 128)", MAX_MBR_PARTITIONS + 1),
             ));
         }
         let last = n - 1;
@@ -737,7 +775,10 @@ mod tests {
         assert_eq!(img.sector_size, SectorSize::S4096);
         assert_eq!(img.table, TableKind::Gpt);
         assert_eq!(img.disk_id, Some(DiskId::Mbr(0x5452_574f)));
-        assert_eq!(img.seed, 16);
+        assert_eq!(img.seed_choice, SeedChoice::Fixed(16));
+        let img: ImageSpec = serde_json::from_str(r#"{"seed": "random"}"#).unwrap();
+        assert_eq!(img.seed_choice, SeedChoice::Random);
+        assert_eq!(ImageSpec::default().seed_choice, SeedChoice::Derived);
         let e = serde_json::from_str::<ImageSpec>(r#"{"sector-size": 1024}"#).unwrap_err();
         assert!(e.to_string().contains("1024: must be 512 or 4096"), "{e}");
         let e = serde_json::from_str::<ImageSpec>(r#"{"table": "apm"}"#).unwrap_err();

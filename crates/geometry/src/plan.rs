@@ -98,8 +98,15 @@ pub struct PartitionPlan {
     /// Where this logical partition's EBR lives, bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ebr_bytes: Option<u64>,
-    /// Start (and filesystem, if planned) on erase-block boundaries.
+    /// Start on the erase block, and the contents checked and aligned: `false` for a
+    /// partition whose contents are not checked (see [`PartitionPlan::checked`]), whatever
+    /// its start.
     pub aligned: bool,
+    /// The contents are checked: empty, or a filesystem whose layout a planner or parser
+    /// knows ([`FsPlan::alignment`] is `Some`). `false` for swap, raw bytes and filesystems
+    /// verify only names. Serialised only when false.
+    #[serde(skip_serializing_if = "is_true")]
+    pub checked: bool,
     /// Largest power of two dividing the start.
     pub alignment_bytes: u64,
     /// The filesystem geometry, filled in by the FAT and ext4 planners.
@@ -123,6 +130,15 @@ fn is_true(v: &bool) -> bool {
 }
 
 impl PartitionPlan {
+    /// Sets [`PartitionPlan::checked`] and [`PartitionPlan::aligned`] from the start and the
+    /// filesystem: the one rule for plans and reports alike.
+    pub fn refresh_aligned(&mut self, erase_block: u64) {
+        let fs = self.filesystem.as_ref().map(FsPlan::alignment);
+        self.checked = !matches!(fs, Some(None));
+        let start_ok = erase_block != 0 && self.start_bytes % erase_block == 0;
+        self.aligned = start_ok && matches!(fs, None | Some(Some(true)));
+    }
+
     /// Start in logical sectors.
     #[must_use]
     pub fn start_lba(&self, s: SectorSize) -> u64 {
@@ -173,6 +189,14 @@ pub struct Plan {
     /// Partitions that are A/B slots of one another ([`slot_groups`] of the partitions).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub slots: Vec<SlotGroup>,
+    /// The seed every derived ID comes from (`image.seed`, given or resolved), as a `0x`
+    /// string (JSON numbers lose precision past 2^53; the spec takes the string back).
+    #[serde(serialize_with = "seed_hex")]
+    pub seed: u64,
+}
+
+fn seed_hex<S: serde::Serializer>(seed: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format!("{seed:#018x}"))
 }
 
 /// One raw write outside the partitions (a bootloader at a fixed offset).
@@ -303,22 +327,12 @@ impl Plan {
         self.slots = slot_groups(&self.partitions);
     }
 
-    /// Recomputes every `aligned` flag from starts and filesystem plans.
+    /// Recomputes every `checked` and `aligned` flag from starts and filesystem plans
+    /// ([`PartitionPlan::refresh_aligned`]): the plan is aligned when every partition is.
     pub fn refresh_aligned(&mut self) {
         let e = self.erase_block_bytes;
         for p in &mut self.partitions {
-            let fs_ok = match &p.filesystem {
-                Some(FsPlan::Fat(f)) => f.aligned,
-                Some(FsPlan::Ext4(x)) => x.aligned,
-                Some(FsPlan::Squashfs(q)) => q.aligned,
-                Some(FsPlan::Erofs(r)) => r.aligned,
-                Some(FsPlan::Verity(v)) => v.aligned,
-                Some(FsPlan::F2fs(x)) => x.aligned,
-                Some(FsPlan::Exfat(x)) => x.aligned,
-                Some(FsPlan::Other(o)) => o.aligned.unwrap_or(true),
-                None => true,
-            };
-            p.aligned = p.start_bytes % e == 0 && fs_ok;
+            p.refresh_aligned(e);
         }
         self.aligned = self.partitions.iter().all(|p| p.aligned);
     }
@@ -427,6 +441,7 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
                 logical: false,
                 ebr_bytes: None,
                 aligned: true,
+                checked: true,
                 alignment_bytes: alignment_of(0).min(largest_pow2_le(size)),
                 filesystem: None,
                 in_table: true,
@@ -439,6 +454,7 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
             notes: Vec::new(),
             raw: Vec::new(),
             slots: Vec::new(),
+            seed: img.seed,
         };
         plan.refresh_aligned();
         return Ok(plan);
@@ -596,6 +612,7 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
             logical,
             ebr_bytes: ebr,
             aligned: true,
+            checked: true,
             alignment_bytes: alignment_of(start),
             filesystem: None,
             in_table: p.in_table,
@@ -634,12 +651,16 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
             disk
         }
         None => {
+            // The derived size ends on the erase block (and the GPT tail with it), even
+            // when an explicit start put the last partition off the grid.
             let tail = if gpt {
                 round_up(tail_bytes, e).ok_or_else(|| overflow(isize_))?
             } else {
                 0
             };
-            end.checked_add(tail).ok_or_else(|| overflow(isize_))?
+            round_up(end, e)
+                .and_then(|end| end.checked_add(tail))
+                .ok_or_else(|| overflow(isize_))?
         }
     };
 
@@ -702,6 +723,7 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
         notes,
         raw: Vec::new(),
         slots: Vec::new(),
+        seed: img.seed,
     };
     plan.refresh_aligned();
     plan.refresh_slots();
@@ -885,6 +907,46 @@ mod tests {
         assert!(e.reason.contains("overlaps partition[1]"), "{e}");
     }
 
+    /// r26: an explicit start off the erase block on the last partition, with the image size
+    /// derived: the image (and the GPT backup tail) still ends on the erase block.
+    #[test]
+    fn r26_derived_size_ends_on_the_erase_block() {
+        for (table, tail) in [(TableKind::Mbr, 0), (TableKind::Gpt, 4 * MIB)] {
+            let mut sp = spec(
+                table,
+                None,
+                4 * MIB,
+                SectorSize::S512,
+                &[SizeSpec::Bytes(MIB), SizeSpec::Bytes(MIB)],
+            );
+            sp.partitions[1].start = Some(13 * MIB + 512 * 8);
+            let p = plan(&sp).unwrap();
+            assert_eq!(p.partitions[1].end_bytes(), 17 * MIB + 4096);
+            assert_eq!(p.size_bytes, 20 * MIB + tail, "{table}");
+            assert_eq!(p.size_bytes % (4 * MIB), 0);
+            if let Some(g) = p.gpt {
+                assert_eq!((g.backup_entries_lba * 512) % (4 * MIB), 4 * MIB - 33 * 512);
+                assert_eq!(g.backup_header_lba, p.size_bytes / 512 - 1);
+            }
+        }
+    }
+
+    #[test]
+    fn explicit_start_overlap_is_an_error() {
+        let mut sp = spec(
+            TableKind::Mbr,
+            Some(64 * MIB),
+            4 * MIB,
+            SectorSize::S512,
+            &[SizeSpec::Bytes(MIB), SizeSpec::Bytes(MIB), SizeSpec::Fill],
+        );
+        sp.partitions[0].in_table = false;
+        sp.partitions[1].start = Some(6 * MIB);
+        let e = plan(&sp).unwrap_err();
+        assert_eq!(e.key, LayoutKey::Partition(1, PartKey::Start));
+        assert!(e.reason.contains("overlaps partition[1]"), "{e}");
+    }
+
     #[test]
     fn raw_writes_are_checked() {
         let sp = spec(
@@ -977,6 +1039,9 @@ mod tests {
                         prop_assert!(p.partitions[0].start_bytes >= g.first_usable_lba * sb);
                     }
                     prop_assert!(p.aligned);
+                    if sp.image.size.is_none() && sp.image.table != TableKind::None {
+                        prop_assert_eq!(p.size_bytes % e, 0);
+                    }
                 }
             }
         }

@@ -1,4 +1,4 @@
-//! Units: sector sizes, byte sizes with binary suffixes, alignment arithmetic.
+//! Units: sector sizes, byte sizes with binary and decimal suffixes, alignment arithmetic.
 
 use core::fmt;
 
@@ -74,7 +74,7 @@ pub enum SizeError {
         text: String,
     },
     /// The suffix is not one we know.
-    #[error("{text:?} has an unknown unit {unit:?} (use B, KiB, MiB, GiB, TiB, or K/M/G/T)")]
+    #[error("{text:?} has an unknown unit {unit:?} (use B; KiB, MiB, GiB, TiB or K, M, G, T for powers of 1024; KB, MB, GB, TB for powers of 1000)")]
     UnknownUnit {
         /// The offending text.
         text: String,
@@ -89,14 +89,17 @@ pub enum SizeError {
     },
 }
 
-/// Parses `512`, `4MiB`, `4M`, `1.5GiB`, `128KiB`, `2TiB`, `4096B`. Units are binary
-/// (`K`, `KB` and `KiB` all mean 1024) because sizes on flash are powers of two;
-/// decimal units would silently break alignment.
+/// Parses `512`, `4MiB`, `4M`, `1.5GiB`, `128KiB`, `2TiB`, `4096B`, `8GB`. As in sfdisk and
+/// parted, `K`/`M`/`G`/`T` and `KiB`/`MiB`/`GiB`/`TiB` are powers of 1024 and
+/// `KB`/`MB`/`GB`/`TB` powers of 1000 (a retail "8 GB" card holds 8,000,000,000 bytes or
+/// fewer); units are case-insensitive. A fraction must give a whole number of bytes.
 ///
 /// ```
 /// use blockwise_geometry::parse_size;
 /// assert_eq!(parse_size("4MiB"), Ok(4 << 20));
+/// assert_eq!(parse_size("4M"), Ok(4 << 20));
 /// assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+/// assert_eq!(parse_size("8GB"), Ok(8_000_000_000));
 /// assert!(parse_size("4XB").is_err());
 /// ```
 pub fn parse_size(text: &str) -> Result<u64, SizeError> {
@@ -115,18 +118,11 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     let (num, unit) = t.split_at(split);
     let num: String = num.chars().filter(|&c| c != '_').collect();
     let unit = unit.trim();
-    let shift: u32 = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        _ => {
-            return Err(SizeError::UnknownUnit {
-                text: text.to_string(),
-                unit: unit.to_string(),
-            })
-        }
+    let Some(multiplier) = unit_bytes(unit) else {
+        return Err(SizeError::UnknownUnit {
+            text: text.to_string(),
+            unit: unit.to_string(),
+        });
     };
     if num.is_empty() || num.starts_with('.') || num.ends_with('.') || num.matches('.').count() > 1
     {
@@ -138,27 +134,84 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
         text: text.to_string(),
     };
     let (int, frac) = num.split_once('.').unwrap_or((num.as_str(), ""));
-    let int: u64 = int.parse().map_err(|_| oor())?;
-    let mut value = int.checked_shl(shift).ok_or_else(oor)?;
-    if int.leading_zeros() < shift {
-        return Err(oor());
-    }
+    let int: u128 = int.parse().map_err(|_| oor())?;
+    let mut value = int.checked_mul(multiplier).ok_or_else(oor)?;
     if !frac.is_empty() {
-        // Exact decimal fraction of 2^shift: frac_digits * 2^shift / 10^len must be whole.
+        // An exact decimal fraction of the unit: frac_digits * unit / 10^len must be whole.
         let digits = u32::try_from(frac.len()).map_err(|_| oor())?;
         if digits > 12 {
             return Err(oor());
         }
         let f: u128 = frac.parse().map_err(|_| oor())?;
         let denom = 10u128.pow(digits);
-        let scaled = f << shift;
+        let scaled = f.checked_mul(multiplier).ok_or_else(oor)?;
         if scaled % denom != 0 {
             return Err(oor());
         }
-        let add = u64::try_from(scaled / denom).map_err(|_| oor())?;
-        value = value.checked_add(add).ok_or_else(oor)?;
+        value = value.checked_add(scaled / denom).ok_or_else(oor)?;
     }
-    Ok(value)
+    u64::try_from(value).map_err(|_| oor())
+}
+
+/// Bytes per unit: binary for `K`…`T` and `KiB`…`TiB`, decimal for `KB`…`TB`
+/// (case-insensitive, as sfdisk and parted read them).
+fn unit_bytes(unit: &str) -> Option<u128> {
+    Some(match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        _ => return None,
+    })
+}
+
+/// A byte count with `,` between thousands: `8,000,000,000`.
+#[must_use]
+pub fn group_thousands(bytes: u64) -> String {
+    let digits = bytes.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A size the way a user may have written it, with its exact bytes and its binary size:
+/// `8 GB = 8,000,000,000 bytes = 7.45 GiB` when it is a whole number of decimal units
+/// (KB…TB) but not of binary ones, else `8 GiB = 8,589,934,592 bytes`.
+///
+/// ```
+/// use blockwise_geometry::units::format_size_both;
+/// assert_eq!(format_size_both(8_000_000_000), "8 GB = 8,000,000,000 bytes = 7.45 GiB");
+/// assert_eq!(format_size_both(8 << 30), "8 GiB = 8,589,934,592 bytes");
+/// ```
+#[must_use]
+pub fn format_size_both(bytes: u64) -> String {
+    const DECIMAL: [(&str, u64); 4] = [
+        ("TB", 1_000_000_000_000),
+        ("GB", 1_000_000_000),
+        ("MB", 1_000_000),
+        ("KB", 1_000),
+    ];
+    let binary = format_size(bytes);
+    let exact_binary = !binary.contains('.');
+    let decimal = DECIMAL
+        .iter()
+        .find(|(_, unit)| bytes >= *unit && bytes % unit == 0)
+        .map(|(name, unit)| format!("{} {name}", bytes / unit));
+    match decimal {
+        Some(d) if bytes < 1024 => format!("{d} = {} bytes", group_thousands(bytes)),
+        Some(d) if !exact_binary => format!("{d} = {} bytes = {binary}", group_thousands(bytes)),
+        _ => format!("{binary} = {} bytes", group_thousands(bytes)),
+    }
 }
 
 /// Formats a byte count the way humans read sizes: `4 MiB`, `1.5 GiB`, `32256 B`.
@@ -241,6 +294,34 @@ mod tests {
         check("99999999999999999999", None);
         check("17179869184GiB", None);
         check("1_024", Some(1024));
+        // Decimal units, as sfdisk and parted read them; binary ones keep their bytes.
+        check("8GB", Some(8_000_000_000));
+        check("8 gb", Some(8_000_000_000));
+        check("1.5KB", Some(1500));
+        check("2TB", Some(2_000_000_000_000));
+        check("4MB", Some(4_000_000));
+        check("4KB", Some(4000));
+        check("4K", Some(4096));
+        check("4MiB", Some(4 << 20));
+        check("0.0001KB", None);
+        check("18446744073709551616B", None);
+        check("18446744073709551615", Some(u64::MAX));
+        check("18446744073709552KB", None);
+    }
+
+    #[test]
+    fn both_units() {
+        assert_eq!(
+            format_size_both(8_000_000_000),
+            "8 GB = 8,000,000,000 bytes = 7.45 GiB"
+        );
+        assert_eq!(format_size_both(4 << 20), "4 MiB = 4,194,304 bytes");
+        assert_eq!(format_size_both(1000), "1 KB = 1,000 bytes");
+        assert_eq!(format_size_both(512), "512 B = 512 bytes");
+        assert_eq!(format_size_both(4096), "4 KiB = 4,096 bytes");
+        assert_eq!(format_size_both(1 << 40), "1 TiB = 1,099,511,627,776 bytes");
+        assert_eq!(group_thousands(999), "999");
+        assert_eq!(group_thousands(1_000), "1,000");
     }
 
     #[test]

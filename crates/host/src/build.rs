@@ -141,6 +141,50 @@ pub fn resolve_inputs(sf: &mut SpecFile) -> Result<(), Error> {
     Ok(())
 }
 
+/// The time file times are clamped to: `timestamp` when the spec or `SOURCE_DATE_EPOCH` sets
+/// it (reproducible builds), else none (times as on the host).
+fn clamp_times(spec: &blockwise_image::Spec, timestamp: i64) -> Option<i64> {
+    let clamp = spec.image.timestamp.is_some() || std::env::var_os("SOURCE_DATE_EPOCH").is_some();
+    clamp.then_some(timestamp)
+}
+
+/// Sets `sf.spec.image.seed` for what `image.seed` says: the number given, a fresh one for
+/// `"random"`, or (no `seed`) one derived from the spec, its trees as they will be written
+/// and the sizes of its raw sources ([`blockwise_image::derived_seed`]), so `plan` and
+/// `build` of the same spec and inputs use the same seed and different images different
+/// ones.
+fn resolve_seed(sf: &mut SpecFile, trees: &[Option<Tree>], timestamp: i64) -> Result<u64, Error> {
+    let mut sizes = Vec::new();
+    let sources = sf
+        .spec
+        .partitions
+        .iter()
+        .filter_map(|p| p.source.as_ref())
+        .chain(sf.spec.raw.iter().map(|r| &r.source));
+    for src in sources {
+        let path = sf.resolve(src);
+        sizes.push(fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len());
+    }
+    let clamp = clamp_times(&sf.spec, timestamp);
+    Ok(blockwise_image::resolve_seed(
+        &mut sf.spec,
+        trees,
+        &sizes,
+        clamp,
+        random_seed,
+    ))
+}
+
+/// A fresh seed for `seed = "random"`: std's randomly keyed hasher over the time and the
+/// process id (no other source of randomness needed).
+fn random_seed() -> u64 {
+    use std::hash::BuildHasher;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    std::collections::hash_map::RandomState::new().hash_one((now, std::process::id()))
+}
+
 /// Reads every FAT/ext4 partition's `contents` (plus its `[[partition.entry]]` overrides)
 /// into a [`Tree`], in spec order (`None` for other partitions), leaving out the build's
 /// own outputs (`sf.outputs`) with a warning each in `warnings`.
@@ -153,8 +197,7 @@ fn load_trees(
     let own = OwnOutputs::new(&sf.outputs);
     progress.phase(Phase::Scanning);
     let spec = &sf.spec;
-    let clamp = spec.image.timestamp.is_some() || std::env::var_os("SOURCE_DATE_EPOCH").is_some();
-    let clamp = clamp.then_some(timestamp);
+    let clamp = clamp_times(spec, timestamp);
     let mut content = HostContent::default();
     let mut trees: Vec<Option<Tree>> = Vec::new();
     for p in &spec.partitions {
@@ -246,10 +289,64 @@ pub fn plan_file_with_progress(
     resolve_inputs(sf)?;
     let timestamp = resolve_timestamp(&sf.spec);
     let (trees, mut content) = load_trees(sf, timestamp, progress, &mut Vec::new())?;
+    // The seed first: the read-only images made now take their UUIDs from it.
+    resolve_seed(sf, &trees, timestamp)?;
     crate::rofs::make_first(sf, &trees, &mut content, None, timestamp, &mut Vec::new())?;
     progress.phase(Phase::Planning);
     Error::check(progress)?;
-    Ok(plan_full(&sf.spec, &trees, timestamp)?)
+    let mut plan = plan_full(&sf.spec, &trees, timestamp)?;
+    predict_mke2fs(&sf.spec, &mut plan, timestamp)?;
+    Ok(plan)
+}
+
+/// The mke2fs backend lays out inode tables (and, when the requested blocks are taken, the
+/// journal) itself: each such partition's plan is what a dry run of mke2fs with the build's
+/// arguments lays out ([`crate::mke2fs::predict_layout`], in the system's temp directory), so
+/// that `plan` says what `verify` will read. Without the backend compiled in, nothing.
+fn predict_mke2fs(
+    spec: &blockwise_image::Spec,
+    plan: &mut Plan,
+    timestamp: i64,
+) -> Result<(), Error> {
+    #[cfg(feature = "mke2fs")]
+    {
+        let mut found = Vec::new();
+        for (i, part) in plan.partitions.iter().enumerate() {
+            let Some(ps) = spec.partitions.get(part.spec_index) else {
+                continue;
+            };
+            if ps.fs != FsKind::Ext4 || ps.ext4.backend != Ext4Backend::Mke2fs {
+                continue;
+            }
+            let (Some(blockwise_geometry::FsPlan::Ext4(xp)), Some(req)) =
+                (&part.filesystem, ext4_request(spec, plan, i, timestamp))
+            else {
+                continue;
+            };
+            let x = crate::mke2fs::predict_layout(&req, xp, &std::env::temp_dir()).map_err(
+                |source| Error::Mke2fs {
+                    index: part.spec_index + 1,
+                    source,
+                },
+            )?;
+            found.push((i, x));
+        }
+        set_ext4_plans(plan, found);
+    }
+    #[cfg(not(feature = "mke2fs"))]
+    let _ = (spec, plan, timestamp);
+    Ok(())
+}
+
+/// Replaces the ext4 plans of partitions `(i, plan)` and recomputes the alignment flags.
+#[cfg(feature = "mke2fs")]
+fn set_ext4_plans(plan: &mut Plan, found: Vec<(usize, blockwise_geometry::Ext4Plan)>) {
+    for (i, x) in found {
+        if let Some(p) = plan.partitions.get_mut(i) {
+            p.filesystem = Some(blockwise_geometry::FsPlan::Ext4(x));
+        }
+    }
+    plan.refresh_aligned();
 }
 
 /// Builds the image of a spec file: metadata in memory, file content by reference (nothing
@@ -269,6 +366,8 @@ pub fn build_with_progress(
     let timestamp = resolve_timestamp(&sf.spec);
     let mut scan_warnings = Vec::new();
     let (trees, mut content) = load_trees(sf, timestamp, progress, &mut scan_warnings)?;
+    resolve_seed(sf, &trees, timestamp)?;
+    let spec = &sf.spec;
     // The spec file is an input too: no output may be it.
     if let Some(p) = &sf.path {
         let md = fs::metadata(p).map_err(|e| Error::io(p, e))?;
@@ -289,6 +388,7 @@ pub fn build_with_progress(
     let spec = &sf.spec;
     progress.phase(Phase::Planning);
     Error::check(progress)?;
+    #[cfg_attr(not(feature = "mke2fs"), allow(unused_mut))]
     let mut plan = plan_full(spec, &trees, timestamp)?;
     progress.phase(Phase::Assembling);
     Error::check(progress)?;
@@ -326,6 +426,8 @@ pub fn build_with_progress(
     )?);
     #[cfg(feature = "mke2fs")]
     let mut scratch = Vec::new();
+    #[cfg(feature = "mke2fs")]
+    let mut laid_out = Vec::new();
     // The mke2fs fallback writes its partitions through a real file.
     for (i, part) in plan.partitions.iter().enumerate() {
         let Some(ps) = spec.partitions.get(part.spec_index) else {
@@ -363,9 +465,11 @@ pub fn build_with_progress(
                 dir.as_deref(),
                 &ps.entries,
                 work_dir,
+                clamp_times(spec, timestamp),
             )
             .map_err(|source| Error::Mke2fs { index, source })?;
-            scratch.push(kept);
+            scratch.push(kept.0);
+            laid_out.push((i, kept.1));
         }
         #[cfg(not(feature = "mke2fs"))]
         {
@@ -378,6 +482,9 @@ pub fn build_with_progress(
         }
     }
     crate::rofs::place(&mut image, &plan, &made, &content)?;
+    // The built image's plan says where mke2fs put things (what `verify` reads).
+    #[cfg(feature = "mke2fs")]
+    set_ext4_plans(&mut plan, laid_out);
     #[cfg(feature = "f2fs")]
     let f2fs_scratch = build_f2fs(
         sf,

@@ -4,7 +4,10 @@
 //! partition size next to the output, applies the spec's `[[partition.entry]]` overrides
 //! with one `debugfs -w -f CMDS` run, then copies the data (holes skipped) into the sink.
 //! Geometry, UUID, hash seed, RAID hints and features come from the same [`Ext4Plan`] as
-//! the native writer; times are pinned with `E2FSPROGS_FAKE_TIME` and `SOURCE_DATE_EPOCH`.
+//! the native writer; times are pinned with `E2FSPROGS_FAKE_TIME` and `SOURCE_DATE_EPOCH`,
+//! and afterwards every inode's times are set as the native writer sets them (one more
+//! debugfs run): mke2fs 1.47 copies atime and ctime from the host and stamps symlinks with
+//! its own clock, so a `touch` or a read of a source would change the image otherwise.
 
 use std::fs::{self, File};
 use std::io::{Read, Write};
@@ -218,9 +221,24 @@ fn mke2fs_args(
         args.push(l.clone());
     }
     if plan.features.iter().any(|f| f == "has_journal") {
+        let mut j = Vec::new();
         if let Some(bytes) = o.journal_size {
+            j.push(format!("size={}", bytes.div_ceil(1 << 20)));
+        }
+        // Ask for the journal where the native writer puts it (on the erase block where
+        // the filesystem has room); mke2fs takes the next free blocks when those are taken,
+        // and the plan reads back where it went (predict_layout).
+        let bs = u64::from(plan.block_bytes);
+        if let Some(at) = plan
+            .journal_start_bytes
+            .and_then(|a| a.checked_sub(req.partition_start_bytes))
+            .filter(|_| bs != 0)
+        {
+            j.push(format!("location={}", at / bs));
+        }
+        if !j.is_empty() {
             args.push("-J".into());
-            args.push(format!("size={}", bytes.div_ceil(1 << 20)));
+            args.push(j.join(","));
         }
     }
     // The compat profile is expressed by the feature list already.
@@ -373,10 +391,277 @@ fn entry_commands(
     Ok(cmds)
 }
 
+/// Where mke2fs put the filesystem in the image file `img` (the partition alone), read back
+/// with the verifier: the plan's geometry with the journal, the first inode table, the
+/// inode count and the features as mke2fs laid them out (absolute offsets for a partition
+/// at `req.partition_start_bytes`), and its `aligned` by the planner's rule. `planned`
+/// gives the notes.
+fn read_layout(
+    img: &Path,
+    req: &blockwise_ext4::Ext4Request,
+    planned: &Ext4Plan,
+) -> Result<Ext4Plan, Mke2fsError> {
+    use blockwise_geometry::{FsPlan, SectorSize};
+    let src = crate::FileSource::open(img).map_err(|e| Mke2fsError::Io {
+        path: img.to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    let opts = blockwise_verify::Options::new("mke2fs")
+        .erase_block(req.erase_block_bytes)
+        .sector_size(Some(SectorSize::S512))
+        .scan_gaps(false);
+    let report = blockwise_verify::verify(&src, &opts).map_err(|e| Mke2fsError::Io {
+        path: img.to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    let Some(FsPlan::Ext4(mut x)) = report
+        .partitions
+        .into_iter()
+        .next()
+        .and_then(|p| p.filesystem)
+    else {
+        return Err(Mke2fsError::Plan {
+            what: "ext4 filesystem in the mke2fs result",
+        });
+    };
+    let start = req.partition_start_bytes;
+    x.journal_start_bytes = x.journal_start_bytes.map(|j| j + start);
+    x.inode_table_start_bytes = x.inode_table_start_bytes.map(|i| i + start);
+    x.aligned = x.alignment_holds(start, req.erase_block_bytes);
+    let mut notes: Vec<String> = planned
+        .notes
+        .iter()
+        .filter(|n| !n.starts_with("backend = mke2fs"))
+        .cloned()
+        .collect();
+    notes.insert(
+        0,
+        format!(
+            "backend = mke2fs: geometry, UUID, hash seed, RAID hints, features and the journal's place are passed to mke2fs, which lays out the rest itself; this plan reads back where it put them (journal at {}, first inode table at {}{}).",
+            x.journal_start_bytes.map_or_else(|| "-".to_string(), |j| format!("{j} B")),
+            x.inode_table_start_bytes.map_or_else(|| "-".to_string(), |i| format!("{i} B")),
+            match (x.journal_start_bytes, planned.journal_start_bytes) {
+                (Some(got), Some(asked)) if got != asked => format!(
+                    "; the journal was asked for at {asked} B, where mke2fs had put metadata"
+                ),
+                _ => String::new(),
+            }
+        ),
+    );
+    x.notes = notes;
+    Ok(x)
+}
+
+/// The mke2fs backend's plan of one partition: mke2fs run with the build's arguments but
+/// without `-d` (the layout does not depend on the files: mke2fs creates the journal before
+/// it copies them) and with lazily initialised inode tables, on a sparse scratch file in
+/// `dir`, and [`read_layout`] of the result. `plan` and `build` agree because both read
+/// what this mke2fs does with these arguments.
+pub(crate) fn predict_layout(
+    req: &blockwise_ext4::Ext4Request,
+    plan: &Ext4Plan,
+    dir: &Path,
+) -> Result<Ext4Plan, Mke2fsError> {
+    check_version()?;
+    // Named like the build's temp file (a dry run killed midway is removed by the next
+    // run), unique among threads, created new.
+    crate::output::remove_stale_in(dir, TEMP_PREFIX, ".img");
+    let img = dir.join(format!("{TEMP_PREFIX}{}.img", crate::output::unique_tag()));
+    let tmp = TempFiles(vec![img.clone()]);
+    {
+        let f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&img)
+            .map_err(io_err(&img))?;
+        f.set_len(req.partition_size_bytes).map_err(io_err(&img))?;
+    }
+    let ts = req.timestamp.max(0).to_string();
+    // Inode tables and the journal left unzeroed (the layout is the same): a dry run of a
+    // 64 GiB partition then writes a few MiB of metadata, not 1 GiB of journal into the
+    // (often RAM-backed) temp directory.
+    let mut args = mke2fs_args(req, plan)?;
+    for a in &mut args {
+        if a.contains("lazy_itable_init=0") {
+            *a = a.replace(
+                "lazy_itable_init=0",
+                "lazy_itable_init=1,lazy_journal_init=1",
+            );
+        }
+    }
+    let mut cmd = Command::new("mke2fs");
+    cmd.args(args).arg(&img).arg(plan.blocks.to_string());
+    cmd.env("E2FSPROGS_FAKE_TIME", &ts)
+        .env("SOURCE_DATE_EPOCH", &ts);
+    cmd.env_remove("MKE2FS_SYNC");
+    run("mke2fs", &mut cmd)?;
+    let x = read_layout(&img, req, plan);
+    drop(tmp);
+    x
+}
+
+/// Runs the debugfs commands in `cmds` on `img` (read-write, clock pinned to `ts`). debugfs
+/// reports a failed command on stderr but still exits 0: any such line is an error.
+fn run_debugfs(cmds: &Path, img: &Path, ts: &str) -> Result<(), Mke2fsError> {
+    let mut d = Command::new("debugfs");
+    d.arg("-w").arg("-f").arg(cmds).arg(img);
+    d.env("E2FSPROGS_FAKE_TIME", ts)
+        .env("SOURCE_DATE_EPOCH", ts);
+    let out = run("debugfs", &mut d)?;
+    let errors: Vec<&str> = std::str::from_utf8(&out.stderr)
+        .unwrap_or("")
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("debugfs "))
+        .collect();
+    if !errors.is_empty() {
+        return Err(Mke2fsError::Failed {
+            tool: "debugfs",
+            status: "command error".into(),
+            stderr: errors.join("; "),
+        });
+    }
+    Ok(())
+}
+
+/// Reads `len` bytes at `off` of `f`.
+fn read_exact_at(f: &File, path: &Path, off: u64, len: usize) -> Result<Vec<u8>, Mke2fsError> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; len];
+    f.read_exact_at(&mut buf, off).map_err(io_err(path))?;
+    Ok(buf)
+}
+
+/// An inode time as the kernel reads it: the low 32 bits signed, plus the two epoch bits of
+/// its `_extra` word.
+fn decode_time(lo: u32, extra: u32) -> i64 {
+    i64::from(lo as i32) + (i64::from(extra & 3) << 32)
+}
+
+/// The debugfs commands that give every inode of the ext4 filesystem in `img` the times the
+/// native writer gives it: atime, ctime, mtime and crtime all equal to the mtime, clamped to
+/// `clamp` when set (then with 0 nanoseconds). Only inodes that differ get commands; raw
+/// `_lo`/`_extra` fields are set, so dates past 2038 and before 1970 come out exact.
+fn time_commands(img: &Path, clamp: Option<i64>) -> Result<String, Mke2fsError> {
+    use blockwise_ext4::raw::{
+        GroupDesc64Raw, GroupFlags, InodeRaw, SuperblockRaw, GOOD_OLD_INODE_SIZE, SUPERBLOCK_OFFSET,
+    };
+    use zerocopy::FromBytes;
+    let corrupt = |what: &'static str| Mke2fsError::Plan { what };
+    let f = File::open(img).map_err(io_err(img))?;
+    let raw = read_exact_at(&f, img, SUPERBLOCK_OFFSET, 1024)?;
+    let (sb, _) = SuperblockRaw::read_from_prefix(&raw).map_err(|_| corrupt("superblock"))?;
+    let bs = 1024u64 << sb.s_log_block_size.get().min(6);
+    let ipg = u64::from(sb.s_inodes_per_group.get());
+    let isz = u64::from(sb.s_inode_size.get()).max(u64::from(GOOD_OLD_INODE_SIZE));
+    let inodes = u64::from(sb.s_inodes_count.get());
+    if ipg == 0 || inodes == 0 {
+        return Err(corrupt("inode count"));
+    }
+    let groups = inodes.div_ceil(ipg);
+    let desc = if sb.s_feature_incompat.get() & 0x80 != 0 {
+        u64::from(sb.s_desc_size.get()).clamp(32, 1024)
+    } else {
+        32
+    };
+    let gdt = (u64::from(sb.s_first_data_block.get()) + 1) * bs;
+    // mke2fs's own output, but read as bytes all the same: sizes bounded by the file.
+    let file_len = f.metadata().map_err(io_err(img))?.len();
+    let table_len = groups.saturating_mul(desc);
+    if table_len > file_len || ipg > bs.saturating_mul(8) {
+        return Err(corrupt("group descriptor table"));
+    }
+    let table = read_exact_at(&f, img, gdt, usize::try_from(table_len).unwrap_or(0))?;
+    let mut cmds = String::new();
+    for g in 0..groups {
+        let at = usize::try_from(g * desc).unwrap_or(usize::MAX);
+        let mut d = [0u8; 64];
+        let n = usize::try_from(desc.min(64)).unwrap_or(32);
+        d[..n].copy_from_slice(table.get(at..at + n).ok_or(corrupt("group descriptors"))?);
+        let (gd, _) =
+            GroupDesc64Raw::read_from_prefix(&d).map_err(|_| corrupt("group descriptor"))?;
+        if GroupFlags::from_bits_retain(gd.base.bg_flags.get()).contains(GroupFlags::INODE_UNINIT) {
+            continue;
+        }
+        let bitmap = read_exact_at(
+            &f,
+            img,
+            gd.inode_bitmap() * bs,
+            usize::try_from(ipg.div_ceil(8)).unwrap_or(0),
+        )?;
+        for slot in 0..ipg {
+            let used = bitmap
+                .get(usize::try_from(slot / 8).unwrap_or(usize::MAX))
+                .is_some_and(|b| b & (1 << (slot % 8)) != 0);
+            if !used {
+                continue;
+            }
+            let ino = g * ipg + slot + 1;
+            let rec = read_exact_at(
+                &f,
+                img,
+                gd.inode_table() * bs + slot * isz,
+                usize::try_from(isz.min(160)).unwrap_or(128),
+            )?;
+            let mut full = [0u8; 160];
+            full[..rec.len()].copy_from_slice(&rec);
+            let (i, _) = InodeRaw::read_from_prefix(&full).map_err(|_| corrupt("inode"))?;
+            if i.i_mode.get() == 0 && i.i_links_count.get() == 0 {
+                continue;
+            }
+            // The extra words exist when the record has room for them (i_extra_isize).
+            let extra_isize = if isz > u64::from(GOOD_OLD_INODE_SIZE) {
+                u64::from(i.i_extra_isize.get())
+            } else {
+                0
+            };
+            let has_extra = extra_isize >= 16;
+            let mtime_extra = if has_extra { i.i_mtime_extra.get() } else { 0 };
+            let mtime = decode_time(i.i_mtime.get(), mtime_extra);
+            let (t, extra) = match clamp {
+                Some(c) if mtime > c => {
+                    let epoch = u32::try_from((c - i64::from(c as i32)) >> 32).unwrap_or(0) & 3;
+                    (c, epoch)
+                }
+                _ => (mtime, mtime_extra),
+            };
+            let lo = t as u32;
+            let mut want: Vec<(&str, u32, u32)> = vec![
+                ("atime_lo", i.i_atime.get(), lo),
+                ("ctime_lo", i.i_ctime.get(), lo),
+                ("mtime_lo", i.i_mtime.get(), lo),
+            ];
+            if has_extra {
+                want.extend([
+                    ("atime_extra", i.i_atime_extra.get(), extra),
+                    ("ctime_extra", i.i_ctime_extra.get(), extra),
+                    ("mtime_extra", i.i_mtime_extra.get(), extra),
+                ]);
+            }
+            if extra_isize >= 20 {
+                want.push(("crtime_lo", i.i_crtime.get(), lo));
+            }
+            if extra_isize >= 24 {
+                want.push(("crtime_extra", i.i_crtime_extra.get(), extra));
+            }
+            for (field, have, value) in want {
+                if have != value {
+                    cmds.push_str(&format!("sif <{ino}> {field} {value}\n"));
+                }
+            }
+        }
+    }
+    Ok(cmds)
+}
+
 /// Builds the partition with `mke2fs -d` in a temp file under `work_dir` and places its
 /// non-zero 4 KiB runs in `sink` as references into that file (registered in `content`), so
 /// memory stays with the metadata, as in the native writer. The returned guard owns the temp
-/// file: keep it until the image has been written.
+/// file: keep it until the image has been written. With it comes the geometry mke2fs laid
+/// out ([`read_layout`]): the built image's plan.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the partition's request and plan, its inputs, where to work and the time clamp: one call site"
+)]
 pub(crate) fn write_with_mke2fs<S: BlockSink + ?Sized>(
     sink: &mut S,
     content: &mut crate::HostContent,
@@ -385,7 +670,8 @@ pub(crate) fn write_with_mke2fs<S: BlockSink + ?Sized>(
     contents_dir: Option<&Path>,
     entries: &[EntrySpec],
     work_dir: &Path,
-) -> Result<TempFiles, Mke2fsError> {
+    clamp: Option<i64>,
+) -> Result<(TempFiles, Ext4Plan), Mke2fsError> {
     check_version()?;
     // A build killed while this temp file existed (kill -9, a second Ctrl-C) left it: its
     // name carries the owner's PID and start time, so the next build here removes it. The
@@ -428,24 +714,18 @@ pub(crate) fn write_with_mke2fs<S: BlockSink + ?Sized>(
         let cf = work_dir.join(format!(".blockwise-debugfs-{tag}.cmds"));
         fs::write(&cf, &cmds).map_err(io_err(&cf))?;
         tmp.0.push(cf.clone());
-        let mut d = Command::new("debugfs");
-        d.arg("-w").arg("-f").arg(&cf).arg(&img);
-        d.env("E2FSPROGS_FAKE_TIME", &ts)
-            .env("SOURCE_DATE_EPOCH", &ts);
-        let out = run("debugfs", &mut d)?;
-        // debugfs reports command failures on stderr but still exits 0.
-        let errors: Vec<&str> = std::str::from_utf8(&out.stderr)
-            .unwrap_or("")
-            .lines()
-            .filter(|l| !l.trim().is_empty() && !l.starts_with("debugfs "))
-            .collect();
-        if !errors.is_empty() {
-            return Err(Mke2fsError::Failed {
-                tool: "debugfs",
-                status: "command error".into(),
-                stderr: errors.join("; "),
-            });
-        }
+        run_debugfs(&cf, &img, &ts)?;
+    }
+
+    // Every time of every inode, as the native writer sets them: mke2fs -d copies atime and
+    // ctime from the host (a read or a chmod changes them) and stamps symlinks, root and
+    // lost+found with its own clock.
+    let cmds = time_commands(&img, clamp)?;
+    if !cmds.is_empty() {
+        let cf = work_dir.join(format!(".blockwise-debugfs-times-{tag}.cmds"));
+        fs::write(&cf, &cmds).map_err(io_err(&cf))?;
+        tmp.0.push(cf.clone());
+        run_debugfs(&cf, &img, &ts)?;
     }
 
     // Reference the result's non-zero 4 KiB runs (all-zero blocks stay holes), reading it
@@ -496,12 +776,13 @@ pub(crate) fn write_with_mke2fs<S: BlockSink + ?Sized>(
     if let Some(start) = run {
         place(start, off)?;
     }
+    let layout = read_layout(&img, req, plan)?;
     // The command files go now; the image file lives on in the returned guard.
     let keep = TempFiles(vec![img]);
     tmp.0.retain(|p| !keep.0.contains(p));
     drop(tmp);
     let _ = std::io::stderr().flush();
-    Ok(keep)
+    Ok((keep, layout))
 }
 
 #[cfg(test)]

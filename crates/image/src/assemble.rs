@@ -27,6 +27,15 @@ pub fn id_index(spec: &Spec, p: &PartitionPlan) -> u64 {
     (p.spec_index as u64) | ((k as u64) << 32)
 }
 
+/// The UUID and label of the swap area of partition `p`.
+fn swap_ids(spec: &Spec, p: &PartitionPlan) -> (Guid, Option<String>) {
+    let ps = spec.partitions.get(p.spec_index);
+    let uuid = ps
+        .and_then(|ps| ps.fs_uuid)
+        .unwrap_or_else(|| Guid::derive(spec.image.seed, "swap-uuid", id_index(spec, p)));
+    (uuid, ps.and_then(|ps| ps.label_for(p.slot.as_deref())))
+}
+
 /// The F2FS request for the partition at `i` of `plan`.
 #[must_use]
 pub fn f2fs_request(spec: &Spec, plan: &Plan, i: usize) -> Option<F2fsRequest> {
@@ -181,12 +190,13 @@ pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<
             }
             FsKind::Raw => Some(FsPlan::Other(OtherFs::named("raw"))),
             FsKind::Swap => {
-                // Checked here so that plan refuses what build would.
-                let size = p.size_bytes;
-                crate::swap::header(size, Guid::ZERO, ps.label.as_deref()).map_err(|r| {
+                // Checked here so that plan refuses what build would; the plan is what
+                // verify reads from the header assemble writes.
+                let (uuid, label) = swap_ids(spec, p);
+                let fs = crate::swap::plan(p.size_bytes, uuid, label.as_deref()).map_err(|r| {
                     Error::Spec(SpecError::new(format!("partition[{}].size", si + 1), r))
                 })?;
-                Some(FsPlan::Other(OtherFs::named("swap")))
+                Some(FsPlan::Other(fs))
             }
             FsKind::Squashfs | FsKind::Erofs | FsKind::Verity => {
                 crate::rofs::fs_plan(spec, &plan, i, trees, timestamp)?
@@ -202,10 +212,27 @@ pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<
             _ => None,
         };
         if let Some(p) = plan.partitions.get_mut(i) {
+            // fs = "fat": the content is the type the planner chose (what verify reads).
+            if let Some(FsPlan::Fat(f)) = &fs {
+                p.content = FsKind::Fat(Some(f.kind));
+            }
             p.filesystem = fs;
             if let Some(t) = chosen_type {
                 p.type_ = PartType::Mbr(t);
             }
+        }
+    }
+    // A bare FAT volume records no device sector but its own: a 4096-byte FAT is reported
+    // (by this plan and by verify) as made for 4096-byte sectors.
+    if spec.image.table == TableKind::None {
+        let fat_sector = match plan.partitions.first().and_then(|p| p.filesystem.as_ref()) {
+            Some(FsPlan::Fat(f)) => {
+                blockwise_geometry::SectorSize::from_bytes(u64::from(f.sector_bytes))
+            }
+            _ => None,
+        };
+        if let Some(s) = fat_sector {
+            plan.sector_bytes = s;
         }
     }
     plan.refresh_aligned();
@@ -353,11 +380,7 @@ pub fn assemble_with_raw<S: BlockSink + ?Sized>(
             .get(si)
             .is_some_and(|ps| ps.fs == FsKind::Swap)
         {
-            let ps = spec.partitions.get(si).ok_or_else(|| internal(si))?;
-            let uuid = ps
-                .fs_uuid
-                .unwrap_or_else(|| Guid::derive(spec.image.seed, "swap-uuid", id_index(spec, p)));
-            let label = ps.label_for(p.slot.as_deref());
+            let (uuid, label) = swap_ids(spec, p);
             let page = crate::swap::header(p.size_bytes, uuid, label.as_deref())
                 .map_err(|r| Error::Spec(SpecError::new(format!("partition[{index}].size"), r)))?;
             sub.write_at(0, &page).map_err(|e| {

@@ -30,6 +30,7 @@ mod entries;
 mod error;
 mod mounts;
 pub mod rofs;
+mod seed;
 pub mod spec;
 pub mod swap;
 
@@ -44,4 +45,5 @@ pub use rofs::{
     fill_unmapped, root_hashes, takes_tree, verity_data_regions, verity_trees, write_verity,
     Prebuilt, VerityMode, VerityTree,
 };
+pub use seed::{derived_seed, resolve_seed};
 pub use spec::{EntryKind, EntrySpec, PartitionSpec, RawSpec, Spec, SpecError};

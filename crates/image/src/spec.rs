@@ -249,7 +249,7 @@ pub struct PartitionSpec {
     #[serde(default, rename = "type", deserialize_with = "opt_type")]
     pub type_: Option<String>,
     /// Bootable flag (MBR 0x80; GPT legacy-BIOS-bootable attribute).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "blockwise_geometry::de::boolean")]
     pub bootable: bool,
     /// Filesystem label.
     #[serde(default)]
@@ -299,7 +299,7 @@ pub struct PartitionSpec {
     #[serde(default, deserialize_with = "opt_size")]
     pub start: Option<u64>,
     /// Listed in the partition table (genimage's `in-partition-table`); default true.
-    #[serde(default = "yes")]
+    #[serde(default = "yes", deserialize_with = "blockwise_geometry::de::boolean")]
     pub in_partition_table: bool,
     /// GPT attribute bits (`["read-only", "no-auto", 50]`); `legacy-bios-bootable` is
     /// `bootable = true`.
@@ -515,9 +515,10 @@ impl Spec {
     /// ```
     pub fn from_toml(text: &str) -> Result<Spec, SpecError> {
         let de = toml::Deserializer::parse(text).map_err(|e| toml_syntax(&e))?;
-        let spec: Spec = serde_path_to_error::deserialize(de)
+        let mut spec: Spec = serde_path_to_error::deserialize(de)
             .map_err(|e| from_serde(e.path(), e.inner().message()))?;
         spec.validate()?;
+        spec.pin_seed();
         Ok(spec)
     }
 
@@ -538,10 +539,19 @@ impl Spec {
         de: D,
         message: impl Fn(&D::Error) -> String,
     ) -> Result<Spec, SpecError> {
-        let spec: Spec = serde_path_to_error::deserialize(de)
+        let mut spec: Spec = serde_path_to_error::deserialize(de)
             .map_err(|e| from_serde(e.path(), &message(e.inner())))?;
         spec.validate()?;
+        spec.pin_seed();
         Ok(spec)
+    }
+
+    /// `seed = N` is the seed at once; `"random"` and no seed are resolved by the front end
+    /// once the inputs are known ([`crate::resolve_seed`]).
+    fn pin_seed(&mut self) {
+        if let blockwise_geometry::SeedChoice::Fixed(n) = self.image.seed_choice {
+            self.image.seed = n;
+        }
     }
 
     /// The planner's input.

@@ -2,7 +2,7 @@
 //! number, no bad pages, UUID, label and the `SWAPSPACE2` signature at the end of the first
 //! page. The rest of the partition is not touched (the kernel needs nothing else).
 
-use blockwise_geometry::Guid;
+use blockwise_geometry::{Guid, OtherFs};
 
 /// The page size the header is written for (x86, arm64 with 4 KiB pages).
 pub const SWAP_PAGE: u64 = 4096;
@@ -49,6 +49,28 @@ pub fn header(size_bytes: u64, uuid: Guid, label: Option<&str>) -> Result<Vec<u8
     }
     put(4086, b"SWAPSPACE2");
     Ok(page)
+}
+
+/// What `verify` reads from the header [`header`] writes: version 1, the label (trailing
+/// spaces trimmed, none when empty), the UUID as `blkid` prints it, the size the last page
+/// number claims and the page size.
+pub fn plan(size_bytes: u64, uuid: Guid, label: Option<&str>) -> Result<OtherFs, String> {
+    header(size_bytes, uuid, label)?;
+    let pages = size_bytes / SWAP_PAGE;
+    let u = uuid.to_uuid_bytes();
+    let uuid = (u != [0; 16]).then(|| uuid.to_string().to_ascii_lowercase());
+    Ok(OtherFs {
+        kind: "swap".into(),
+        version: Some("1".into()),
+        label: label
+            .map(str::trim_end)
+            .filter(|l| !l.is_empty())
+            .map(str::to_string),
+        uuid,
+        size_bytes: Some(pages * SWAP_PAGE),
+        block_bytes: Some(4096),
+        ..OtherFs::default()
+    })
 }
 
 #[cfg(test)]

@@ -25,8 +25,10 @@ pub const ENTRIES_OFFSET: usize = 0x1be;
 const SIGNATURE_OFFSET: usize = 0x1fe;
 /// Size of one entry.
 const ENTRY_BYTES: usize = 16;
-/// Most EBRs a chain may have before the parser gives up.
-pub const MAX_EBR_CHAIN: usize = 128;
+/// Most EBRs a chain may have before the parser gives up: as many as Linux reads (partition
+/// numbers up to 255, so logical partitions 5–255). Far more than blockwise builds (partition
+/// numbers up to 60, what fdisk and sfdisk list).
+pub const MAX_EBR_CHAIN: usize = 251;
 
 /// One 16-byte MBR/EBR entry, as stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -1,11 +1,95 @@
-//! The alignment findings, as pure functions of offsets: the verifier calls them with what it
-//! read from the disk, [`plan_findings`] with what a [`Plan`] promises, so `plan --json` and
-//! `verify --json` of the built image report a misplaced start with the same code and words.
+//! The findings that follow from a layout, as pure functions of a [`PartitionPlan`]: the
+//! verifier calls [`partition_findings`] with what it read from the disk, [`plan_findings`]
+//! with what a [`Plan`] promises, so `plan --json` lists every finding `verify --json` gives
+//! the built image — partition starts, FAT data area / first FAT / cluster size / sector
+//! size, ext4 journal / first inode table / stride / stripe width / block size, contents
+//! that are not checked, a 4Kn MBR read by guessing — with the same code, severity, partition
+//! and words. What only reading can find (checksums, damaged fields, FAT copies, data outside
+//! the partitions) stays in the parsers.
 
-use blockwise_geometry::{alignment_of, format_size, FsPlan, Plan, SectorSize};
+use blockwise_geometry::{
+    alignment_of, display_str, format_size, ExfatPlan, Ext4Plan, FatPlan, FsKind, FsPlan,
+    PartitionPlan, Plan, SectorSize, TableKind,
+};
 
 use crate::num::{div, is_multiple};
-use crate::{Finding, FindingCode, Severity, PAGE};
+use crate::{DeviceHints, Finding, FindingCode, Severity, PAGE};
+
+/// What a partition's findings are measured against.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Context<'a> {
+    /// Erase block.
+    pub e: u64,
+    /// The device's logical sector (the table's unit).
+    pub sector: SectorSize,
+    /// Erase-block misalignment and unchecked contents are errors.
+    pub strict: bool,
+    /// sysfs hints of the device, when there is one.
+    pub device: Option<&'a DeviceHints>,
+}
+
+impl Context<'_> {
+    /// The device's physical sector, when it is larger than `unit` (a FAT sector, an ext4
+    /// block): smaller writes are read-modify-write.
+    fn physical_sector_above(&self, unit: u64) -> Option<u64> {
+        self.device
+            .and_then(|d| d.physical_block_bytes)
+            .filter(|&phys| unit < phys)
+    }
+}
+
+/// Every finding that follows from partition `p`'s place and contents (as planned or as
+/// read): the start, then the filesystem's geometry, or `not-checked` for contents whose
+/// layout is not known. The one function behind both `plan` and `verify`.
+pub(crate) fn partition_findings(p: &PartitionPlan, ctx: &Context<'_>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    out.extend(partition_start(
+        p.index,
+        p.start_bytes,
+        ctx.sector,
+        ctx.e,
+        ctx.strict,
+    ));
+    match &p.filesystem {
+        Some(FsPlan::Fat(f)) => out.extend(fat_findings(p, f, ctx)),
+        Some(FsPlan::Ext4(x)) => out.extend(ext4_findings(p, x, ctx)),
+        Some(FsPlan::Exfat(x)) => out.extend(exfat_findings(p, x, ctx)),
+        Some(FsPlan::F2fs(f)) => {
+            out.extend(crate::f2fs::f2fs_alignment(p.index, f, ctx.e, ctx.strict))
+        }
+        Some(fs @ (FsPlan::Squashfs(_) | FsPlan::Erofs(_) | FsPlan::Verity(_))) => {
+            out.extend(crate::rofs::alignment(p.index, fs, ctx.e));
+        }
+        Some(fs) if fs.alignment().is_none() => out.push(not_checked(p.index, fs, ctx.strict)),
+        Some(_) | None => {}
+    }
+    out
+}
+
+/// Contents whose layout is not checked: a warning (an error with `strict`), so the verdict
+/// never calls such a partition aligned. A header verify read names its label or UUID.
+pub(crate) fn not_checked(i: u32, fs: &FsPlan, strict: bool) -> Finding {
+    let kind = fs.kind_name();
+    let what = match fs {
+        FsPlan::Other(o) => match (&o.label, &o.uuid) {
+            (Some(l), _) => format!(" (label \"{}\")", display_str(l)),
+            (None, Some(u)) => format!(" (UUID {})", display_str(u)),
+            (None, None) => String::new(),
+        },
+        _ => String::new(),
+    };
+    let message = if kind == "raw" {
+        format!("partition {i} holds bytes that are no filesystem blockwise recognises: only its start is checked, not what is inside")
+    } else {
+        format!("partition {i}: {kind}{what} found; its internal layout is not checked (only the partition start) — blockwise cannot say whether it is aligned inside")
+    };
+    finding(
+        Severity::error_if(strict),
+        FindingCode::NotChecked,
+        i,
+        message,
+    )
+}
 
 fn finding(severity: Severity, code: FindingCode, i: u32, message: String) -> Finding {
     Finding {
@@ -181,67 +265,204 @@ pub(crate) fn ext4_inode_table(i: u32, kind: &str, it: u64, e: u64) -> Option<Fi
     })
 }
 
-/// The alignment findings a plan promises, with the codes and messages `verify` gives for the
-/// built image (partition starts, FAT data area / first FAT / cluster size, ext4 journal and
-/// first inode table), not strict: what `blockwise plan --json` lists under `findings`.
-/// Empty for every plan blockwise makes by itself; an explicit `start` off the erase block, or
-/// a filesystem too small to align, shows up here.
-pub fn plan_findings(plan: &Plan) -> Vec<Finding> {
-    let e = plan.erase_block_bytes;
-    let mut out = Vec::new();
-    for p in &plan.partitions {
-        let i = p.index;
-        out.extend(partition_start(
+/// A FAT volume's findings from its geometry: alignment ([`fat_alignment`]), 4096-byte
+/// sectors, a sector smaller than the device's logical or physical sector.
+fn fat_findings(p: &PartitionPlan, f: &FatPlan, ctx: &Context<'_>) -> Vec<Finding> {
+    let i = p.index;
+    let bps = u64::from(f.sector_bytes);
+    let name = f.kind.name().to_uppercase();
+    let mut out = fat_alignment(
+        &FatPlaces {
             i,
-            p.start_bytes,
-            plan.sector_bytes,
-            e,
-            false,
+            name: &name,
+            bps,
+            reserved_sectors: u64::from(f.reserved_sectors),
+            first_data_sector: div(f.data_start_bytes.saturating_sub(p.start_bytes), bps),
+            fat_start: f.fat_start_bytes,
+            data_start: f.data_start_bytes,
+            cluster: u64::from(f.cluster_bytes),
+        },
+        ctx.e,
+        ctx.strict,
+    );
+    if bps == 4096 {
+        out.push(finding(
+            Severity::Warning,
+            FindingCode::FatSector4096,
+            i,
+            format!("partition {i} ({name}): 4096-byte logical sectors: Raspberry Pi firmware, U-Boot and many UEFI firmwares only read 512-byte FAT sectors; use 512 unless the device is 4Kn"),
         ));
-        match &p.filesystem {
-            Some(FsPlan::Fat(f)) => {
-                let bps = u64::from(f.sector_bytes);
-                let name = f.kind.name().to_uppercase();
-                out.extend(fat_alignment(
-                    &FatPlaces {
-                        i,
-                        name: &name,
-                        bps,
-                        reserved_sectors: u64::from(f.reserved_sectors),
-                        first_data_sector: div(
-                            f.data_start_bytes.saturating_sub(p.start_bytes),
-                            bps,
-                        ),
-                        fat_start: f.fat_start_bytes,
-                        data_start: f.data_start_bytes,
-                        cluster: u64::from(f.cluster_bytes),
-                    },
-                    e,
-                    false,
-                ));
-            }
-            Some(FsPlan::Ext4(x)) => {
-                if let Some(j) = x.journal_start_bytes {
-                    out.extend(ext4_journal(i, &x.kind, j, e, false));
-                }
-                if let Some(it) = x.inode_table_start_bytes {
-                    out.extend(ext4_inode_table(i, &x.kind, it, e));
-                }
-            }
-            Some(fs @ (FsPlan::Squashfs(_) | FsPlan::Erofs(_) | FsPlan::Verity(_))) => {
-                out.extend(crate::rofs::alignment(i, fs, e));
-            }
-            Some(FsPlan::F2fs(f)) => out.extend(crate::f2fs::f2fs_alignment(i, f, e, false)),
-            Some(FsPlan::Exfat(x)) => out.extend(crate::exfat::align::exfat_alignment(
-                i,
-                x.fat_start_bytes,
-                x.heap_start_bytes,
-                u64::from(x.cluster_bytes),
-                e,
-                false,
-            )),
-            Some(FsPlan::Other(_)) | None => {}
+    }
+    let dev_logical = ctx.sector.bytes_u64();
+    if bps < dev_logical {
+        out.push(finding(
+            Severity::Error,
+            FindingCode::FatSectorBelowLogical,
+            i,
+            format!("partition {i} ({name}): the FAT sector ({bps} B) is smaller than the device's logical sector ({dev_logical} B): Linux refuses to mount it (\"logical sector size too small for device\"); reformat with mkfs.fat -S {dev_logical}"),
+        ));
+    } else if let Some(phys) = ctx.physical_sector_above(bps) {
+        out.push(finding(
+            Severity::Warning,
+            FindingCode::FatSectorSmallerThanDevice,
+            i,
+            format!("partition {i} ({name}): the FAT sector ({bps} B) is smaller than the device's physical sector ({phys} B): single-sector FAT writes become read-modify-write cycles"),
+        ));
+    }
+    out
+}
+
+/// An ext2/3/4 filesystem's findings from its geometry: journal and first inode table
+/// against the erase block, stride and stripe width, block size against the page and the
+/// device.
+fn ext4_findings(p: &PartitionPlan, x: &Ext4Plan, ctx: &Context<'_>) -> Vec<Finding> {
+    let (i, kind, e) = (p.index, x.kind.as_str(), ctx.e);
+    let mut out = Vec::new();
+    if let Some(j) = x.journal_start_bytes {
+        out.extend(ext4_journal(i, kind, j, e, ctx.strict));
+    }
+    if let Some(it) = x.inode_table_start_bytes {
+        out.extend(ext4_inode_table(i, kind, it, e));
+    }
+    let bs = u64::from(x.block_bytes);
+    let stride = u64::from(x.stride);
+    let stripe = u64::from(x.stripe_width);
+    let e_blocks = div(e, bs);
+    if stride == 0 && stripe == 0 {
+        out.push(finding(
+            Severity::Info,
+            FindingCode::Ext4NoStride,
+            i,
+            format!("partition {i} ({kind}): stride and stripe_width are 0, so the block allocator does not know the {} erase block; set them with `tune2fs -E stride={e_blocks},stripe_width={e_blocks}`", format_size(e)),
+        ));
+    }
+    for (field, v, code) in [
+        ("stride", stride, FindingCode::Ext4StrideMismatch),
+        ("stripe_width", stripe, FindingCode::Ext4StripeMismatch),
+    ] {
+        if v == 0 {
+            continue;
         }
+        let bytes = v.saturating_mul(bs);
+        if !is_multiple(e, bytes) && !is_multiple(bytes, e) {
+            out.push(finding(
+                Severity::Warning,
+                code,
+                i,
+                format!(
+                    "partition {i} ({kind}): {field} is {v} blocks ({}), neither a divisor nor a multiple of the {} erase block — the allocator aligns large files to boundaries that straddle erase blocks; `tune2fs -E {field}={e_blocks}`",
+                    format_size(bytes),
+                    format_size(e)
+                ),
+            ));
+        } else if field == "stripe_width" && bytes < e {
+            out.push(finding(
+                Severity::Info,
+                FindingCode::Ext4StripeSmaller,
+                i,
+                format!(
+                    "partition {i} ({kind}): stripe_width is {v} blocks ({}), smaller than the {} erase block: large files are aligned to {} only; `tune2fs -E stripe_width={e_blocks}` aligns them to whole erase blocks",
+                    format_size(bytes),
+                    format_size(e),
+                    format_size(bytes)
+                ),
+            ));
+        }
+    }
+    if let Some(phys) = ctx.physical_sector_above(bs) {
+        out.push(finding(
+            Severity::Warning,
+            FindingCode::Ext4BlockSmallerThanDevice,
+            i,
+            format!("partition {i} ({kind}): {bs}-byte blocks are smaller than the device's {phys}-byte physical sector: single-block writes become read-modify-write cycles"),
+        ));
+    }
+    if bs < PAGE {
+        out.push(finding(
+            Severity::Warning,
+            FindingCode::Ext4SmallBlocks,
+            i,
+            format!("partition {i} ({kind}): {bs}-byte blocks are smaller than a 4 KiB flash page: metadata writes become read-modify-write cycles; use 4096-byte blocks (mke2fs -b 4096)"),
+        ));
+    }
+    out
+}
+
+/// An exFAT volume's findings from its geometry: alignment
+/// ([`crate::exfat::align::exfat_alignment`]) and a sector smaller than the device's logical
+/// sector.
+fn exfat_findings(p: &PartitionPlan, x: &ExfatPlan, ctx: &Context<'_>) -> Vec<Finding> {
+    let i = p.index;
+    let mut out = Vec::new();
+    let s = u64::from(x.sector_bytes);
+    let dev_logical = ctx.sector.bytes_u64();
+    if s < dev_logical {
+        out.push(finding(
+            Severity::Error,
+            FindingCode::ExfatSectorBelowLogical,
+            i,
+            format!("partition {i} (exFAT): the exFAT sector ({s} B) is smaller than the device's logical sector ({dev_logical} B): Linux refuses to mount it; reformat with mkfs.exfat -s {dev_logical}"),
+        ));
+    }
+    out.extend(crate::exfat::align::exfat_alignment(
+        i,
+        x.fat_start_bytes,
+        x.heap_start_bytes,
+        u64::from(x.cluster_bytes),
+        ctx.e,
+        ctx.strict,
+    ));
+    out
+}
+
+/// The `sector-size-guessed` finding: an MBR read in 4096-byte sectors because filesystems
+/// are found only there.
+pub(crate) fn sector_size_guessed() -> Finding {
+    Finding {
+        severity: Severity::Info,
+        code: FindingCode::SectorSizeGuessed,
+        partition: None,
+        message: "the MBR's LBAs only make sense in 4096-byte sectors (filesystems found there): read as a 4Kn disk; pass --sector-size to override".into(),
+    }
+}
+
+/// Whether `verify` (without `--sector-size` or a device that says it) reads the MBR of
+/// `plan`'s image in 4096-byte sectors by guessing: a 4Kn MBR layout whose primary
+/// partitions hold a filesystem verify recognises by its magic (FAT, ext4, exFAT, F2FS,
+/// swap). Without
+/// one, only `--sector-size 4096` reads it right ([`plan_findings`] cannot promise more).
+#[must_use]
+pub fn mbr_sector_guessed(plan: &Plan) -> bool {
+    plan.table.kind == TableKind::Mbr
+        && plan.sector_bytes == SectorSize::S4096
+        && plan.partitions.iter().any(|p| {
+            p.in_table
+                && !p.logical
+                && matches!(
+                    p.content,
+                    FsKind::Fat(_) | FsKind::Ext4 | FsKind::Exfat | FsKind::F2fs | FsKind::Swap
+                )
+        })
+}
+
+/// The findings `verify` gives the image built from `plan` (not strict, no device hints,
+/// `--erase-block` the plan's; a 4Kn MBR read by guessing, see [`mbr_sector_guessed`]):
+/// what `blockwise plan --json` lists under `findings`, from the same
+/// `partition_findings` verify uses on what it reads. Partitions left out of the table
+/// are not visible to verify and give none.
+pub fn plan_findings(plan: &Plan) -> Vec<Finding> {
+    let ctx = Context {
+        e: plan.erase_block_bytes,
+        sector: plan.sector_bytes,
+        strict: false,
+        device: None,
+    };
+    let mut out = Vec::new();
+    if mbr_sector_guessed(plan) {
+        out.push(sector_size_guessed());
+    }
+    for p in plan.partitions.iter().filter(|p| p.in_table) {
+        out.extend(partition_findings(p, &ctx));
     }
     // In the report's order: `verify` sorts its findings by severity (stable).
     out.sort_by_key(|f| f.severity);

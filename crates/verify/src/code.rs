@@ -46,6 +46,8 @@ finding_codes! {
     EraseBlockOdd = "erase-block-odd",
     /// `sector-size-guessed`: The MBR's LBAs were read as 4096-byte sectors because filesystems are found there.
     SectorSizeGuessed = "sector-size-guessed",
+    /// `size-not-sector-multiple`: The source's size is not a multiple of its sector size (an error with `strict`).
+    SizeNotSectorMultiple = "size-not-sector-multiple",
     // MBR
     /// `mbr-corrupt`: The MBR does not parse (bad status byte, …).
     MbrCorrupt = "mbr-corrupt",
@@ -55,6 +57,8 @@ finding_codes! {
     LogicalOutsideExtended = "logical-outside-extended",
     /// `gpt-missing`: An 0xEE entry next to other MBR entries, but no GPT header.
     GptMissing = "gpt-missing",
+    /// `mbr-many-partitions`: Logical partitions numbered above 60, which fdisk and sfdisk drop.
+    MbrManyPartitions = "mbr-many-partitions",
     /// `no-partitions`: The MBR has no entries.
     NoPartitions = "no-partitions",
     // GPT
@@ -98,7 +102,7 @@ finding_codes! {
     PartitionNotEraseAligned = "partition-not-erase-aligned",
     /// `partition-empty`: A partition has 0 sectors.
     PartitionEmpty = "partition-empty",
-    /// `not-checked`: A recognised filesystem whose internal layout is not checked.
+    /// `not-checked`: Contents whose internal layout is not checked (swap, raw bytes, a filesystem verify only names; an error with `strict`).
     NotChecked = "not-checked",
     // FAT
     /// `fat-corrupt`: The FAT boot sector does not parse.
@@ -244,8 +248,14 @@ finding_codes! {
     Ext4ReservedBlocks = "ext4-reserved-blocks",
     /// `ext4-first-data-block`: s_first_data_block is unexpected for the block size.
     Ext4FirstDataBlock = "ext4-first-data-block",
-    /// `ext4-unsupported`: Unknown incompatible feature bits.
+    /// `ext4-unsupported`: Incompatible feature bits Linux does not support: it refuses to mount.
     Ext4Unsupported = "ext4-unsupported",
+    /// `ext4-read-only`: Read-only-compatible feature bits Linux does not support, or a revision above 1: it mounts read-only only.
+    Ext4ReadOnly = "ext4-read-only",
+    /// `ext4-first-ino`: s_first_ino below 11: Linux refuses to mount.
+    Ext4FirstIno = "ext4-first-ino",
+    /// `ext4-flex-bg`: s_log_groups_per_flex above 31 with flex_bg: Linux refuses to mount.
+    Ext4FlexBg = "ext4-flex-bg",
     /// `ext4-stride-mismatch`: The RAID stride neither divides nor is a multiple of the erase block.
     Ext4StrideMismatch = "ext4-stride-mismatch",
     /// `ext4-stripe-mismatch`: The RAID stripe width neither divides nor is a multiple of the erase block.

@@ -136,11 +136,22 @@ pub(crate) fn render(r: &Report) -> String {
                 .map_or_else(|| "-".to_string(), format_size)
         );
     }
-    let _ = writeln!(
-        out,
-        "Erase block checked: {}",
-        format_size(r.erase_block_bytes)
-    );
+    match &r.erase_block_source {
+        Some(why) => {
+            let _ = writeln!(
+                out,
+                "Erase block checked: {}; --erase-block overrides",
+                why.message
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "Erase block checked: {}",
+                format_size(r.erase_block_bytes)
+            );
+        }
+    }
     let label = match r.table.kind {
         TableKind::Mbr => "dos",
         TableKind::Gpt => "gpt",
@@ -271,6 +282,21 @@ pub(crate) fn render(r: &Report) -> String {
     out
 }
 
+/// What an unchecked partition holds, for the verdict: `btrfs in partition 3`, `raw bytes in
+/// partition 2`, `swap (the whole image)`.
+fn unchecked_text(p: &blockwise_geometry::PartitionPlan) -> String {
+    let kind = p
+        .filesystem
+        .as_ref()
+        .map_or_else(|| "contents".to_string(), FsPlan::kind_name);
+    let kind = if kind == "raw" { "raw bytes" } else { &kind };
+    if p.index == 0 {
+        format!("{kind} (the whole image)")
+    } else {
+        format!("{kind} in partition {}", p.index)
+    }
+}
+
 pub(crate) fn verdict(r: &Report) -> String {
     let (e, w) = (r.count(Severity::Error), r.count(Severity::Warning));
     let plural = |n: usize, s: &str| format!("{n} {s}{}", if n == 1 { "" } else { "s" });
@@ -278,13 +304,50 @@ pub(crate) fn verdict(r: &Report) -> String {
     if !r.recognised {
         return "verdict: UNRECOGNISED — no partition table or filesystem found".into();
     }
-    if e > 0 {
+    let unchecked: Vec<String> = r
+        .partitions
+        .iter()
+        .filter(|p| !p.checked)
+        .map(unchecked_text)
+        .collect();
+    // "2 of 3 partitions checked; exfat in partition 3 not checked"
+    let coverage = (!unchecked.is_empty()).then(|| {
+        let n = r.partitions.len();
         format!(
+            "{} of {} checked; {} not checked",
+            n.saturating_sub(unchecked.len()),
+            plural(n, "partition"),
+            unchecked.join(", ")
+        )
+    });
+    if e > 0 {
+        let base = format!(
             "verdict: NOT OK — {}, {}",
             plural(e, "error"),
             plural(w, "warning")
-        )
-    } else if r.aligned && w == 0 {
+        );
+        return match coverage {
+            Some(c) => format!("{base}; {c}"),
+            None => base,
+        };
+    }
+    if let Some(c) = coverage {
+        // Unchecked partitions count with their start only.
+        let starts_ok = r.partitions.iter().all(|p| {
+            if p.checked {
+                p.aligned
+            } else {
+                crate::num::is_multiple(p.start_bytes, r.erase_block_bytes)
+            }
+        });
+        let rest = if starts_ok {
+            format!("what was checked sits on the {eb} erase block")
+        } else {
+            format!("not everything checked is on the {eb} erase block")
+        };
+        return format!("verdict: {c} — {rest} ({})", plural(w, "warning"));
+    }
+    if r.aligned && w == 0 {
         format!("verdict: aligned — every partition and filesystem sits on the {eb} erase block")
     } else if r.aligned {
         format!(

@@ -16,16 +16,16 @@
 //!
 //! | area | codes |
 //! |---|---|
-//! | source | `empty-source` (E), `unrecognised` (E, exit 2), `read-failed` (E), `erase-block-odd` (W), `sector-size-guessed` (I) |
-//! | MBR | `mbr-corrupt` (E), `ebr-chain` (E), `logical-outside-extended` (E), `gpt-missing` (E), `no-partitions` (I) |
+//! | source | `empty-source` (E), `unrecognised` (E, exit 2), `read-failed` (E), `size-not-sector-multiple` (E*), `erase-block-odd` (W), `sector-size-guessed` (I) |
+//! | MBR | `mbr-corrupt` (E), `ebr-chain` (E), `logical-outside-extended` (E), `gpt-missing` (E), `mbr-many-partitions` (W), `no-partitions` (I) |
 //! | GPT | `gpt-primary-bad`, `gpt-backup-bad`, `gpt-backup-missing`, `gpt-corrupt`, `gpt-copies-differ`, `gpt-entry-range`, `gpt-entry-outside-usable`, `mbr-gpt-disagree` (E); `gpt-backup-not-at-end`, `gpt-no-protective-mbr`, `hybrid-mbr` (W); `protective-mbr-size`, `protective-mbr-bootable` (I) |
-//! | partitions | `partition-not-4k-aligned`, `partition-overlap`, `partition-past-end`, `partition-overlaps-table` (E); `partition-not-erase-aligned` (E*); `partition-empty` (W); `not-checked` (I) |
+//! | partitions | `partition-not-4k-aligned`, `partition-overlap`, `partition-past-end`, `partition-overlaps-table` (E); `partition-not-erase-aligned`, `not-checked` (E*); `partition-empty` (W) |
 //! | FAT | `fat-corrupt`, `fat-cluster-count`, `fat-too-many-clusters`, `fat-too-small`, `fat-root-cluster`, `fat-reserved-location`, `fat-larger-than-partition`, `fat-data-not-4k-aligned`, `fat-sector-below-logical` (E); `fat-data-not-aligned` (E*); `fat32-field`, `fat-many-fats`, `fat-boot-signature`, `fat-cluster-straddles`, `fat-sector-4096`, `fat-sector-smaller-than-device`, `fat-fsinfo`, `fat-backup-boot-differs`, `fat-copies-differ`, `fat-entry0-media`, `fat-entry1-eoc` (W); `fat-table-not-aligned`, `fat-no-backup-boot`, `fat-hidden-sectors` (I) |
 //! | EROFS, squashfs, dm-verity | `erofs-corrupt`, `erofs-superblock-checksum`, `erofs-larger-than-partition`, `squashfs-corrupt`, `squashfs-larger-than-partition`, `verity-corrupt`, `verity-hash-too-small`, `verity-hash-not-4k-aligned` (E); `erofs-unsupported`, `erofs-small-blocks`, `squashfs-unsupported`, `verity-small-blocks`, `verity-no-data` (W); `verity-hash-not-erase-aligned` (I) |
 //! | F2FS | `f2fs-corrupt`, `f2fs-larger-than-partition` (E); `f2fs-section-not-aligned`, `f2fs-main-not-aligned` (E*); `f2fs-superblock-copies` (W); `f2fs-segment0-not-aligned` (I) |
 //! | other formats (NTFS, btrfs, XFS, ISO 9660, LUKS, swap) | `fs-header-invalid`, `fs-larger-than-partition` (E) |
 //! | exFAT | `exfat-corrupt`, `exfat-boot-checksum`, `exfat-cluster-count`, `exfat-fat-too-small`, `exfat-root-cluster`, `exfat-larger-than-partition`, `exfat-no-bitmap`, `exfat-no-upcase`, `exfat-upcase-checksum`, `exfat-heap-not-4k-aligned`, `exfat-sector-below-logical` (E); `exfat-heap-not-aligned` (E*); `exfat-backup-boot`, `exfat-boot-signature`, `exfat-field`, `exfat-cluster-straddles`, `exfat-fat-entries`, `exfat-guid-checksum` (W); `exfat-partition-offset`, `exfat-fat-not-aligned` (I) |
-//! | ext2/3/4 | `ext4-corrupt`, `ext4-inodes-count`, `ext4-superblock-checksum`, `ext4-larger-than-partition`, `ext4-group-desc`, `ext4-group-desc-checksum` (E); `ext4-journal-not-aligned` (E*); `ext4-reserved-blocks`, `ext4-first-data-block`, `ext4-unsupported`, `ext4-stride-mismatch`, `ext4-stripe-mismatch`, `ext4-block-smaller-than-device`, `ext4-small-blocks` (W); `ext4-no-stride`, `ext4-stripe-smaller`, `ext4-inode-table-not-aligned` (I) |
+//! | ext2/3/4 | `ext4-corrupt`, `ext4-inodes-count`, `ext4-superblock-checksum`, `ext4-larger-than-partition`, `ext4-group-desc`, `ext4-group-desc-checksum`, `ext4-unsupported`, `ext4-read-only`, `ext4-first-ino`, `ext4-flex-bg` (E); `ext4-journal-not-aligned` (E*); `ext4-reserved-blocks`, `ext4-first-data-block`, `ext4-stride-mismatch`, `ext4-stripe-mismatch`, `ext4-block-smaller-than-device`, `ext4-small-blocks` (W); `ext4-no-stride`, `ext4-stripe-smaller`, `ext4-inode-table-not-aligned` (I) |
 //!
 //! ```
 //! use blockwise_verify::{verify_bytes, Options};
@@ -55,12 +55,14 @@
 mod align;
 mod bytes;
 mod code;
+pub mod declared;
 pub mod erofs;
 pub mod exfat;
 pub mod ext4;
 pub mod f2fs;
 pub mod fat;
 mod human;
+pub mod label;
 pub mod magic;
 mod num;
 pub mod other;
@@ -72,13 +74,13 @@ pub mod squashfs;
 mod table;
 pub mod verity;
 
-pub use crate::align::plan_findings;
+pub use crate::align::{mbr_sector_guessed, plan_findings};
 pub use crate::regions::Region;
 pub use crate::safe::{Reason, SafeToFlash, Safety};
 
 use blockwise_geometry::{
-    alignment_of, BlockSource, FsKind, FsPlan, OtherFs, PartType, PartitionPlan, SectorSize,
-    SparseImage, TableKind, TablePlan,
+    alignment_of, BlockSource, ExtendedPlan, FsKind, FsPlan, GptPlan, OtherFs, PartType,
+    PartitionPlan, SectorSize, SparseImage, TableKind, TablePlan,
 };
 use blockwise_ptable::parse_mbr;
 use serde::Serialize;
@@ -115,7 +117,8 @@ pub struct DeviceHints {
 pub struct Options {
     /// Name of the source, for the report (`source`).
     pub source: String,
-    /// Erase block E to check against (default 4 MiB).
+    /// Erase block E to check against (default 4 MiB); 0: the erase block the image declares
+    /// ([`declared::declared_erase_block`], what `verify` without `--erase-block` does).
     pub erase_block: u64,
     /// Erase-block misalignment is an error instead of a warning.
     pub strict: bool,
@@ -247,10 +250,20 @@ pub struct Report {
     pub sector_bytes: SectorSize,
     /// Erase block checked against.
     pub erase_block_bytes: u64,
+    /// Where that erase block came from, when it was not given ([`Options::erase_block`] 0):
+    /// which declaration of the image and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub erase_block_source: Option<declared::EraseBlockSource>,
     /// Partition table kind and disk ID.
     pub table: TablePlan,
     /// Partitions in table order (bare filesystem: partition 0 at 0).
     pub partitions: Vec<PartitionPlan>,
+    /// The MBR extended partition, when the MBR has one (as in a plan).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extended: Option<ExtendedPlan>,
+    /// Where the GPT structures are, from the copy used (as in a plan).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpt: Option<GptPlan>,
     /// Findings, errors first.
     pub findings: Vec<Finding>,
     /// Every partition and filesystem aligned to the erase block.
@@ -278,11 +291,14 @@ impl Report {
             size_bytes: src_len,
             sector_bytes: SectorSize::S512,
             erase_block_bytes: e,
+            erase_block_source: None,
             table: TablePlan {
                 kind: TableKind::None,
                 disk_id: None,
             },
             partitions: Vec::new(),
+            extended: None,
+            gpt: None,
             findings: Vec::new(),
             aligned: false,
             device: opts.device.clone(),
@@ -365,38 +381,44 @@ fn effective_erase(opts: &Options) -> u64 {
 
 /// Verifies `src`. Only metadata is read. `Err` only for the source's own I/O errors; every
 /// problem with the bytes is a [`Finding`].
+///
+/// With [`Options::erase_block`] 0 the image is read once against the default 4 MiB to find
+/// what erase block it declares ([`declared::declared_erase_block`]), and again against that
+/// one when it differs (metadata only, so twice the few reads).
 pub fn verify<S: BlockSource + ?Sized>(src: &S, opts: &Options) -> Result<Report, S::Error> {
-    let e = effective_erase(opts);
-    let mut v = Verifier {
-        src,
-        opts,
-        e,
-        sector: SectorSize::S512,
-        r: Report::new(src.len(), opts, e),
+    let mut e = effective_erase(opts);
+    let run = |e: u64| -> Result<Verifier<'_, S>, S::Error> {
+        let mut v = Verifier {
+            src,
+            opts,
+            e,
+            sector: SectorSize::S512,
+            r: Report::new(src.len(), opts, e),
+        };
+        v.run()?;
+        Ok(v)
     };
-    v.run()?;
+    let mut v = run(e)?;
+    if opts.erase_block == 0 && v.r.recognised {
+        let (declared, why) = declared::declared_erase_block(&v.r.partitions);
+        if declared != e {
+            e = declared;
+            v = run(e)?;
+        }
+        v.r.erase_block_source = Some(why);
+    }
     if v.r.recognised && opts.scan_gaps {
         v.find_regions()?;
     }
+    v.check_size();
     let mut r = v.r;
     // A/B slots, from the names (or labels) the partitions carry; a verity partition's data
     // is looked for in its own slot first.
     blockwise_geometry::infer_slots(&mut r.partitions);
     verity::link(&mut r);
     r.findings.sort_by_key(|f| f.severity);
-    let fs_ok = |p: &PartitionPlan| match &p.filesystem {
-        Some(FsPlan::Fat(f)) => f.aligned,
-        Some(FsPlan::Ext4(x)) => x.aligned,
-        Some(FsPlan::Squashfs(q)) => q.aligned,
-        Some(FsPlan::Erofs(x)) => x.aligned,
-        Some(FsPlan::Verity(v)) => v.aligned,
-        Some(FsPlan::F2fs(x)) => x.aligned,
-        Some(FsPlan::Exfat(x)) => x.aligned,
-        Some(FsPlan::Other(o)) => o.aligned.unwrap_or(true),
-        None => true,
-    };
     for p in &mut r.partitions {
-        p.aligned = num::is_multiple(p.start_bytes, e) && fs_ok(p);
+        p.refresh_aligned(e);
     }
     r.slots = blockwise_geometry::slot_groups(&r.partitions);
     r.aligned = r.recognised && !r.partitions.is_empty() && r.partitions.iter().all(|p| p.aligned);
@@ -477,14 +499,34 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         }
     }
 
-    /// The device's physical sector, when the source is a device whose physical sector is
-    /// larger than `unit` (a FAT sector, an ext4 block): smaller writes are read-modify-write.
-    fn physical_sector_above(&self, unit: u64) -> Option<u64> {
-        self.opts
-            .device
-            .as_ref()
-            .and_then(|d| d.physical_block_bytes)
-            .filter(|&phys| unit < phys)
+    /// A source whose size is not a whole number of sectors: the last partial sector is
+    /// unreachable, and writers that work in sectors (RPi Imager, some dd wrappers) fail on
+    /// it.
+    fn check_size(&mut self) {
+        let len = self.src.len();
+        let sb = self.r.sector_bytes.bytes_u64();
+        if !self.r.recognised || len == 0 || num::is_multiple(len, sb) {
+            return;
+        }
+        let tail = len.checked_rem(sb).unwrap_or(0);
+        self.add(
+            Severity::error_if(self.opts.strict),
+            FindingCode::SizeNotSectorMultiple,
+            None,
+            format!("the source is {len} bytes, not a whole number of {sb}-byte sectors ({tail} bytes past the last full one): the tail cannot be addressed and some image writers refuse it; pad it to a multiple of {sb} (truncate -s) or rebuild"),
+        );
+    }
+
+    /// The findings of partition `p`'s place and contents as read: the same function
+    /// [`plan_findings`] applies to a plan.
+    fn geometry_findings(&mut self, p: &PartitionPlan) {
+        let ctx = align::Context {
+            e: self.e,
+            sector: self.sector,
+            strict: self.opts.strict,
+            device: self.opts.device.as_ref(),
+        };
+        self.r.findings.extend(align::partition_findings(p, &ctx));
     }
 
     fn run(&mut self) -> Result<(), S::Error> {
@@ -575,6 +617,17 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             return Ok(());
         }
         self.content(&mut p, c)?;
+        // A bare FAT volume's sector is the only sector size it records: a 4096-byte FAT
+        // was made for 4096-byte sectors (a plan of it says the same).
+        if let (None, Some(FsPlan::Fat(f))) = (self.opts.sector_size, &p.filesystem) {
+            if let Some(s) = SectorSize::from_bytes(u64::from(f.sector_bytes)) {
+                if self.opts.device.is_none() {
+                    self.sector = s;
+                    self.r.sector_bytes = s;
+                }
+            }
+        }
+        self.geometry_findings(&p);
         p.type_ = PartType::Mbr(match (&p.filesystem, p.content) {
             (_, FsKind::Fat(Some(t))) => t.mbr_type(),
             (Some(FsPlan::Exfat(_)), _) => 0x07,
@@ -597,25 +650,24 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             Content::Other("f2fs") => self.f2fs(p),
             Content::Other(kind) if other::parses(kind) => self.other_fs(p, kind),
             Content::Other(kind) => {
-                p.content = FsKind::Raw;
+                p.content = if kind == "swap" {
+                    FsKind::Swap
+                } else {
+                    FsKind::Raw
+                };
                 p.filesystem = Some(FsPlan::Other(OtherFs {
                     kind: kind.to_string(),
                     aligned: None,
                     ..OtherFs::default()
                 }));
-                self.add(
-                    Severity::Info,
-                    FindingCode::NotChecked,
-                    Some(p.index),
-                    format!("partition {}: {kind} found; its internal layout is not checked (only the partition start)", p.index),
-                );
                 Ok(())
             }
             Content::Empty => Ok(()),
             Content::Unknown => {
+                // Bytes that are no filesystem verify knows: what a plan calls fs = "raw".
                 p.content = FsKind::Raw;
                 p.filesystem = Some(FsPlan::Other(OtherFs {
-                    kind: "unknown".into(),
+                    kind: "raw".into(),
                     aligned: None,
                     ..OtherFs::default()
                 }));

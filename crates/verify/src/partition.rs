@@ -6,7 +6,7 @@ use blockwise_geometry::{
 };
 
 use crate::num::div;
-use crate::{align, FindingCode, Severity, Verifier, MAX_REPEATED};
+use crate::{FindingCode, Severity, Verifier, MAX_REPEATED};
 
 impl<S: BlockSource + ?Sized> Verifier<'_, S> {
     #[expect(
@@ -36,6 +36,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             logical: false,
             ebr_bytes: None,
             aligned: true,
+            checked: true,
             alignment_bytes: alignment_of(start),
             filesystem: None,
             in_table: true,
@@ -114,21 +115,13 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         }
         for p in &mut parts {
             self.check_extent(p.index, p.start_bytes, p.size_bytes, "partition");
-            self.check_start(p);
             if p.start_bytes < self.src.len() && p.size_bytes > 0 {
                 let c = self.classify(p.start_bytes)?;
                 self.content(p, c)?;
             }
+            self.geometry_findings(p);
         }
         self.r.partitions = parts;
         Ok(())
-    }
-
-    fn check_start(&mut self, p: &PartitionPlan) {
-        let strict = self.opts.strict;
-        if let Some(f) = align::partition_start(p.index, p.start_bytes, self.sector, self.e, strict)
-        {
-            self.r.findings.push(f);
-        }
     }
 }

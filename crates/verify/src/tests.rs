@@ -439,3 +439,73 @@ fn logical_outside_extended() {
         codes(&r)
     );
 }
+
+/// An EBR chain of `n` logical partitions of 8 sectors each, one EBR every 16 sectors from
+/// sector 2048 (relative next-EBR pointers, as the format wants).
+fn ebr_chain(n: u32) -> Vec<u8> {
+    let n_us = usize::try_from(n).unwrap();
+    let mut d = vec![0u8; (2048 + 16 * n_us + 64) * 512];
+    mbr_entry(&mut d, 0, 0x05, 2048, 16 * n);
+    for k in 0..n {
+        let ebr = usize::try_from(2048 + 16 * k).unwrap() * 512;
+        mbr_entry(&mut d[ebr..], 0, 0x83, 8, 8);
+        if k + 1 < n {
+            mbr_entry(&mut d[ebr..], 1, 0x05, 16 * (k + 1), 16);
+        }
+    }
+    d
+}
+
+/// r26: verify reads an EBR chain as far as Linux does (logical partitions up to 255) and
+/// warns past 60, where fdisk and sfdisk stop listing and drop partitions when they save.
+#[test]
+fn r26_long_ebr_chains() {
+    let opts = Options::new("d").erase_block(4096);
+    let r = verify_bytes(&ebr_chain(56), &opts);
+    assert_eq!(r.partitions.len(), 56);
+    assert!(
+        !codes(&r).contains(&"mbr-many-partitions"),
+        "{:?}",
+        codes(&r)
+    );
+    let r = verify_bytes(&ebr_chain(57), &opts);
+    assert_eq!(r.partitions.len(), 57);
+    assert!(
+        codes(&r).contains(&"mbr-many-partitions"),
+        "{:?}",
+        codes(&r)
+    );
+    let r = verify_bytes(&ebr_chain(251), &opts);
+    assert_eq!(r.partitions.len(), 251);
+    assert_eq!(r.partitions.last().map(|p| p.index), Some(255));
+    assert!(!codes(&r).contains(&"ebr-chain"), "{:?}", codes(&r));
+    let r = verify_bytes(&ebr_chain(252), &opts);
+    assert_eq!(r.partitions.len(), 251);
+    assert!(codes(&r).contains(&"ebr-chain"), "{:?}", codes(&r));
+}
+
+/// r25: a source whose size is not a whole number of sectors is a warning, an error with
+/// `strict`.
+#[test]
+fn r25_size_not_a_multiple_of_the_sector() {
+    let mut d = vec![0u8; 8 << 20];
+    mbr_entry(&mut d, 0, 0x83, 8192, 4096);
+    d.extend_from_slice(&[0u8; 100]);
+    let r = verify_bytes(&d, &Options::new("d"));
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.code == "size-not-sector-multiple")
+        .unwrap();
+    assert_eq!(f.severity, Severity::Warning);
+    assert!(
+        f.message.contains("100 bytes past the last full one"),
+        "{}",
+        f.message
+    );
+    let r = verify_bytes(&d, &Options::new("d").strict(true));
+    assert_eq!(r.exit_code(), 1, "{:?}", codes(&r));
+    d.truncate(8 << 20);
+    let r = verify_bytes(&d, &Options::new("d"));
+    assert!(!codes(&r).contains(&"size-not-sector-multiple"));
+}

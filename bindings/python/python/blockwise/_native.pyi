@@ -69,7 +69,9 @@ def verify(
     strict: bool = False,
     sector_size: int | None = None,
 ) -> dict[str, Any]:
-    """Alignment and consistency report, as ``blockwise verify --json`` prints it."""
+    """Alignment and consistency report, as ``blockwise verify --json`` prints it.
+
+    Without ``erase_block``, the erase block the image declares (``erase_block_source``)."""
 
 def write(
     source: Union[Mapping[str, Any], _StrPath],

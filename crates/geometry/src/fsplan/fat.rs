@@ -138,6 +138,21 @@ pub struct FatPlan {
     pub notes: Vec<String>,
 }
 
+impl FatPlan {
+    /// The one alignment rule for a FAT volume on a medium with `erase_block`-byte erase
+    /// blocks, applied by the planner and by `verify` alike: the data area (cluster 2) starts
+    /// on the erase block and the cluster size divides it, so no cluster straddles two erase
+    /// blocks. (The first FAT off the erase block is worth a note, not a misalignment.)
+    #[must_use]
+    pub fn alignment_holds(&self, erase_block: u64) -> bool {
+        let cluster = u64::from(self.cluster_bytes);
+        erase_block != 0
+            && self.data_start_bytes % erase_block == 0
+            && cluster != 0
+            && erase_block % cluster == 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

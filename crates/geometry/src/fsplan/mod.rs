@@ -42,6 +42,25 @@ pub enum FsPlan {
 }
 
 impl FsPlan {
+    /// The filesystem's alignment verdict: `Some(true)`/`Some(false)` when a parser (or a
+    /// planner) knows its internal layout, `None` when it is only named (swap, raw bytes, a
+    /// filesystem verify has no parser for, one too damaged to read). The one place that
+    /// decides whether a partition's contents count as checked: a new filesystem variant
+    /// gives its verdict here.
+    #[must_use]
+    pub fn alignment(&self) -> Option<bool> {
+        match self {
+            FsPlan::Fat(f) => Some(f.aligned),
+            FsPlan::Ext4(x) => Some(x.aligned),
+            FsPlan::F2fs(x) => Some(x.aligned),
+            FsPlan::Exfat(x) => Some(x.aligned),
+            FsPlan::Squashfs(q) => Some(q.aligned),
+            FsPlan::Erofs(r) => Some(r.aligned),
+            FsPlan::Verity(v) => Some(v.aligned),
+            FsPlan::Other(o) => o.aligned,
+        }
+    }
+
     /// The filesystem's kind as the JSON `kind` field spells it (`fat32`, `ext4`, `exfat`,
     /// `f2fs`, `squashfs`, …).
     #[must_use]
@@ -79,7 +98,8 @@ impl FsPlan {
 /// `aligned` is left out of the JSON when unknown.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct OtherFs {
-    /// What it is (`raw`, `swap`, `squashfs`, …).
+    /// What it is (`raw` for bytes that are no filesystem verify recognises, `swap`,
+    /// `squashfs`, …).
     pub kind: String,
     /// Whether alignment was checked (`None`: not checked).
     pub aligned: Option<bool>,

@@ -237,11 +237,8 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         };
         plan.verity = self.appended_verity(p, bytes)?;
         plan.aligned = plan.alignment_holds(self.e);
-        let fs = FsPlan::Erofs(plan);
-        self.r
-            .findings
-            .extend(crate::rofs::alignment(i, &fs, self.e));
-        p.filesystem = Some(fs);
+        // Its alignment findings come from align::partition_findings, as for every filesystem.
+        p.filesystem = Some(FsPlan::Erofs(plan));
         Ok(())
     }
 }

@@ -106,25 +106,10 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 format!("partition {i} ({name}): PartitionOffset is {} but the partition starts at sector {in_sectors}: boot code that uses it finds the wrong sectors", vol.partition_offset),
             );
         }
-        let dev_logical = self.sector.bytes_u64();
-        if s < dev_logical {
-            self.add(
-                Severity::Error,
-                FindingCode::ExfatSectorBelowLogical,
-                Some(i),
-                format!("partition {i} ({name}): the exFAT sector ({s} B) is smaller than the device's logical sector ({dev_logical} B): Linux refuses to mount it; reformat with mkfs.exfat -s {dev_logical}"),
-            );
-        }
         let fat_start = base.saturating_add(vol.fat_offset.saturating_mul(s));
         let heap_start = base.saturating_add(vol.heap_offset.saturating_mul(s));
-        self.r.findings.extend(exfat::align::exfat_alignment(
-            i,
-            fat_start,
-            heap_start,
-            vol.cluster_bytes,
-            e,
-            self.opts.strict,
-        ));
+        // The sector against the device and the alignment of the FAT and the heap follow
+        // from the geometry: align::partition_findings gives them (for plans too).
         let fat_head = read_clamped(self.src, fat_start, 8)?;
         if fat_head.len() == 8 {
             let w = |k: usize| {

@@ -7,8 +7,8 @@ use blockwise_geometry::{
     format_size, BlockSource, Ext4Plan, FsKind, FsPlan, OtherFs, PartitionPlan,
 };
 
-use crate::num::{div, is_multiple};
-use crate::{align, ext4, read_clamped, FindingCode, Severity, Verifier, PAGE};
+use crate::num::div;
+use crate::{ext4, read_clamped, FindingCode, Severity, Verifier};
 
 impl<S: BlockSource + ?Sized> Verifier<'_, S> {
     pub(crate) fn ext(&mut self, p: &mut PartitionPlan) -> Result<(), S::Error> {
@@ -115,81 +115,6 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             None
         };
         let journal_start = journal_block.map(|b| base.saturating_add(b.saturating_mul(bs)));
-        let mut aligned = true;
-        if let Some(j) = journal_start {
-            if let Some(f) = align::ext4_journal(i, kind, j, e, self.opts.strict) {
-                aligned = false;
-                self.r.findings.push(f);
-            }
-        }
-        if let Some(it) = inode_table_start {
-            self.r
-                .findings
-                .extend(align::ext4_inode_table(i, kind, it, e));
-        }
-        let stride = u64::from(sb.raid_stride);
-        let stripe = u64::from(sb.raid_stripe_width);
-        let e_blocks = div(e, bs);
-        if stride == 0 && stripe == 0 {
-            self.add(
-                Severity::Info,
-                FindingCode::Ext4NoStride,
-                Some(i),
-                format!("partition {i} ({kind}): stride and stripe_width are 0, so the block allocator does not know the {} erase block; set them with `tune2fs -E stride={e_blocks},stripe_width={e_blocks}`", format_size(e)),
-            );
-        }
-        for (field, v, code) in [
-            ("stride", stride, FindingCode::Ext4StrideMismatch),
-            ("stripe_width", stripe, FindingCode::Ext4StripeMismatch),
-        ] {
-            if v == 0 {
-                continue;
-            }
-            let bytes = v.saturating_mul(bs);
-            if !is_multiple(e, bytes) && !is_multiple(bytes, e) {
-                if field == "stripe_width" {
-                    aligned = false;
-                }
-                self.add(
-                    Severity::Warning,
-                    code,
-                    Some(i),
-                    format!(
-                        "partition {i} ({kind}): {field} is {v} blocks ({}), neither a divisor nor a multiple of the {} erase block — the allocator aligns large files to boundaries that straddle erase blocks; `tune2fs -E {field}={e_blocks}`",
-                        format_size(bytes),
-                        format_size(e)
-                    ),
-                );
-            } else if field == "stripe_width" && bytes < e {
-                self.add(
-                    Severity::Info,
-                    FindingCode::Ext4StripeSmaller,
-                    Some(i),
-                    format!(
-                        "partition {i} ({kind}): stripe_width is {v} blocks ({}), smaller than the {} erase block: large files are aligned to {} only; `tune2fs -E stripe_width={e_blocks}` aligns them to whole erase blocks",
-                        format_size(bytes),
-                        format_size(e),
-                        format_size(bytes)
-                    ),
-                );
-            }
-        }
-        if let Some(phys) = self.physical_sector_above(bs) {
-            self.add(
-                Severity::Warning,
-                FindingCode::Ext4BlockSmallerThanDevice,
-                Some(i),
-                format!("partition {i} ({kind}): {bs}-byte blocks are smaller than the device's {phys}-byte physical sector: single-block writes become read-modify-write cycles"),
-            );
-        }
-        if bs < PAGE {
-            self.add(
-                Severity::Warning,
-                FindingCode::Ext4SmallBlocks,
-                Some(i),
-                format!("partition {i} ({kind}): {bs}-byte blocks are smaller than a 4 KiB flash page: metadata writes become read-modify-write cycles; use 4096-byte blocks (mke2fs -b 4096)"),
-            );
-        }
         let mut found = Ext4Plan {
             kind: kind.into(),
             label: sb.label.clone(),
@@ -205,9 +130,8 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             aligned: false,
             notes: Vec::new(),
         };
-        // The same rule as the planner's; the findings above say which part failed.
+        // The same rule as the planner's; align::partition_findings says which part failed.
         found.aligned = found.alignment_holds(base, e);
-        debug_assert!(found.aligned || !aligned || !is_multiple(base, bs));
         p.filesystem = Some(FsPlan::Ext4(found));
         Ok(())
     }

@@ -5,14 +5,14 @@ use core::mem::{offset_of, size_of};
 use blockwise_ext4::raw::{
     CompatFeatures, ExtentHeaderRaw, ExtentIdxRaw, ExtentRaw, FeatureSet, GroupDesc64Raw,
     GroupDescRaw, IncompatFeatures, InodeFlags, InodeRaw, RoCompatFeatures, SuperblockRaw,
-    EXT_MAGIC, GOOD_OLD_INODE_SIZE, GOOD_OLD_REV, JNL_BACKUP_BLOCKS,
+    DYNAMIC_REV, EXT_MAGIC, GOOD_OLD_INODE_SIZE, GOOD_OLD_REV, JNL_BACKUP_BLOCKS,
 };
 use zerocopy::little_endian::U32;
 use zerocopy::{FromBytes, IntoBytes};
 
 use blockwise_ext4::csum::{crc16, crc32c_raw};
 
-use crate::bytes::{read_zero_extended, text};
+use crate::bytes::read_zero_extended;
 use crate::FindingCode;
 
 pub use blockwise_ext4::raw::SUPERBLOCK_OFFSET;
@@ -70,6 +70,8 @@ pub struct Superblock {
     pub raid_stripe_width: u32,
     /// s_log_groups_per_flex.
     pub log_groups_per_flex: u8,
+    /// s_first_ino (11 for revision 0).
+    pub first_ino: u32,
     /// `Some(ok)` when metadata_csum is set.
     pub checksum_ok: Option<bool>,
     /// How the group descriptors are checksummed (`bg_checksum`, offset 0x1E).
@@ -129,10 +131,10 @@ impl Superblock {
         self.feature_set().names()
     }
 
-    /// Incompat bits this parser does not know (no name in the feature table).
+    /// Incompat bits Linux does not mount ([`KERNEL_INCOMPAT`]).
     #[must_use]
     pub fn unknown_incompat(&self) -> u32 {
-        self.incompat & !IncompatFeatures::all().bits()
+        self.incompat & !KERNEL_INCOMPAT.bits()
     }
 
     /// The journal is internal (has_journal, inode set, no journal_dev).
@@ -287,13 +289,78 @@ pub enum Ext4Issue {
         /// Computed.
         computed: u32,
     },
-    /// Unknown incompat features.
-    #[error("unknown incompatible feature bits {bits:#x}: not checked further")]
+    /// Incompat features Linux does not support: the kernel refuses to mount.
+    #[error("incompatible feature bits {bits:#x} ({names}) that Linux does not support: the kernel refuses to mount it (\"Couldn't mount because of unsupported optional features\"); not checked further")]
     UnknownIncompat {
         /// Bits.
         bits: u32,
+        /// Their names (e2fsprogs spelling, `FEATURE_I31` for unnamed bits).
+        names: String,
+    },
+    /// Read-only-compatible features Linux does not support (or `read-only`): the kernel
+    /// mounts read-only only.
+    #[error("read-only-compatible feature bits {bits:#x} ({names}){}: the kernel mounts it read-only only", if *readonly_flag { "" } else { " that Linux does not support" })]
+    ReadOnlyCompat {
+        /// Bits.
+        bits: u32,
+        /// Their names.
+        names: String,
+        /// Only the `read-only` feature itself.
+        readonly_flag: bool,
+    },
+    /// A revision above 1: the kernel mounts read-only only.
+    #[error("s_rev_level (offset 0x4C) is {value}, above the dynamic revision 1: the kernel mounts it read-only only (\"revision level too high, forcing read-only mode\")")]
+    Revision {
+        /// Value.
+        value: u32,
+    },
+    /// The first non-reserved inode below 11: the kernel refuses to mount.
+    #[error("s_first_ino (offset 0x54) is {value}, below 11 (the reserved inodes): the kernel refuses to mount it (\"invalid first ino\")")]
+    FirstIno {
+        /// Value.
+        value: u32,
+    },
+    /// `s_log_groups_per_flex` over 31 with flex_bg: the kernel refuses to mount.
+    #[error("s_log_groups_per_flex (offset 0x174) is {value} with flex_bg: above 31, the kernel refuses to mount it")]
+    LogGroupsPerFlex {
+        /// Value.
+        value: u8,
     },
 }
+
+/// The incompat features Linux (6.x, `EXT4_FEATURE_INCOMPAT_SUPP`) mounts: every other bit
+/// (`compression`, `journal_dev`, `dirdata`, unnamed ones) makes it refuse.
+pub const KERNEL_INCOMPAT: IncompatFeatures = IncompatFeatures::FILETYPE
+    .union(IncompatFeatures::RECOVER)
+    .union(IncompatFeatures::META_BG)
+    .union(IncompatFeatures::EXTENTS)
+    .union(IncompatFeatures::BIT64)
+    .union(IncompatFeatures::MMP)
+    .union(IncompatFeatures::FLEX_BG)
+    .union(IncompatFeatures::EA_INODE)
+    .union(IncompatFeatures::CSUM_SEED)
+    .union(IncompatFeatures::LARGEDIR)
+    .union(IncompatFeatures::INLINE_DATA)
+    .union(IncompatFeatures::ENCRYPT)
+    .union(IncompatFeatures::CASEFOLD);
+
+/// The read-only-compatible features Linux (6.x, `EXT4_FEATURE_RO_COMPAT_SUPP`) mounts
+/// read-write, with `btree_dir` (0x4), which it accepts and ignores: every other bit, and
+/// `read-only` (0x1000) itself, makes it mount read-only only.
+pub const KERNEL_RO_COMPAT: u32 = RoCompatFeatures::SPARSE_SUPER
+    .union(RoCompatFeatures::LARGE_FILE)
+    .union(RoCompatFeatures::HUGE_FILE)
+    .union(RoCompatFeatures::GDT_CSUM)
+    .union(RoCompatFeatures::DIR_NLINK)
+    .union(RoCompatFeatures::EXTRA_ISIZE)
+    .union(RoCompatFeatures::QUOTA)
+    .union(RoCompatFeatures::BIGALLOC)
+    .union(RoCompatFeatures::METADATA_CSUM)
+    .union(RoCompatFeatures::PROJECT)
+    .union(RoCompatFeatures::VERITY)
+    .union(RoCompatFeatures::ORPHAN_PRESENT)
+    .bits()
+    | 0x4;
 
 impl Ext4Issue {
     /// Stable kebab-case code.
@@ -305,15 +372,21 @@ impl Ext4Issue {
             Ext4Issue::FirstDataBlock { .. } => FindingCode::Ext4FirstDataBlock,
             Ext4Issue::Checksum { .. } => FindingCode::Ext4SuperblockChecksum,
             Ext4Issue::UnknownIncompat { .. } => FindingCode::Ext4Unsupported,
+            Ext4Issue::ReadOnlyCompat { .. } | Ext4Issue::Revision { .. } => {
+                FindingCode::Ext4ReadOnly
+            }
+            Ext4Issue::FirstIno { .. } => FindingCode::Ext4FirstIno,
+            Ext4Issue::LogGroupsPerFlex { .. } => FindingCode::Ext4FlexBg,
         }
     }
 
-    /// True for problems a reader trips over.
+    /// True for problems a reader trips over: everything that stops the kernel from
+    /// mounting it (or from mounting it read-write) and a wrong count or checksum.
     #[must_use]
     pub fn is_error(&self) -> bool {
-        matches!(
+        !matches!(
             self,
-            Ext4Issue::InodesCount { .. } | Ext4Issue::Checksum { .. }
+            Ext4Issue::ReservedBlocks { .. } | Ext4Issue::FirstDataBlock { .. }
         )
     }
 }
@@ -427,7 +500,7 @@ pub fn parse_superblock(sb: &[u8]) -> Result<Superblock, Ext4Error> {
         incompat: features.incompat.bits(),
         ro_compat: features.ro_compat.bits(),
         uuid: raw.s_uuid,
-        label: text(&raw.s_volume_name),
+        label: crate::label::utf8_label(&raw.s_volume_name),
         desc_size,
         jnl_backup_type: raw.s_jnl_backup_type,
         jnl_blocks: read_zero_extended(raw.s_jnl_blocks.as_bytes()),
@@ -435,6 +508,11 @@ pub fn parse_superblock(sb: &[u8]) -> Result<Superblock, Ext4Error> {
         raid_stride: raw.s_raid_stride.get(),
         raid_stripe_width: raw.s_raid_stripe_width.get(),
         log_groups_per_flex: raw.s_log_groups_per_flex,
+        first_ino: if old_rev {
+            FIRST_INO
+        } else {
+            raw.s_first_ino.get()
+        },
         checksum_ok: None,
         desc_csum: if features.ro_compat.contains(RoCompatFeatures::METADATA_CSUM) {
             // The kernel's s_csum_seed: s_checksum_seed with metadata_csum_seed, else
@@ -484,11 +562,48 @@ pub fn parse_superblock(sb: &[u8]) -> Result<Superblock, Ext4Error> {
             s.issues.push(Ext4Issue::Checksum { stored, computed });
         }
     }
+    // What makes Linux refuse to mount it, or mount it read-only only (fs/ext4/super.c).
     let unknown = s.unknown_incompat();
     if unknown != 0 {
-        s.issues.push(Ext4Issue::UnknownIncompat { bits: unknown });
+        s.issues.push(Ext4Issue::UnknownIncompat {
+            bits: unknown,
+            names: feature_names(FeatureSet {
+                incompat: IncompatFeatures::from_bits_retain(unknown),
+                ..FeatureSet::empty()
+            }),
+        });
+    }
+    let ro = s.ro_compat & !KERNEL_RO_COMPAT;
+    if ro != 0 {
+        s.issues.push(Ext4Issue::ReadOnlyCompat {
+            bits: ro,
+            names: feature_names(FeatureSet {
+                ro_compat: RoCompatFeatures::from_bits_retain(ro),
+                ..FeatureSet::empty()
+            }),
+            readonly_flag: ro == RoCompatFeatures::READONLY.bits(),
+        });
+    }
+    if rev > DYNAMIC_REV {
+        s.issues.push(Ext4Issue::Revision { value: rev });
+    }
+    if !old_rev && s.first_ino < FIRST_INO {
+        s.issues.push(Ext4Issue::FirstIno { value: s.first_ino });
+    }
+    if features.incompat.contains(IncompatFeatures::FLEX_BG) && s.log_groups_per_flex > 31 {
+        s.issues.push(Ext4Issue::LogGroupsPerFlex {
+            value: s.log_groups_per_flex,
+        });
     }
     Ok(s)
+}
+
+/// The first inode that is not reserved, for revision 0 and the least the kernel accepts.
+const FIRST_INO: u32 = 11;
+
+/// Feature names, space separated, as e2fsprogs spells them.
+fn feature_names(f: FeatureSet) -> String {
+    f.names().join(" ")
 }
 
 /// What the group descriptors say, summarised.
@@ -649,6 +764,7 @@ mod tests {
         sb[0x28..0x2c].copy_from_slice(&8192u32.to_le_bytes());
         sb[0x38..0x3a].copy_from_slice(&MAGIC.to_le_bytes());
         sb[0x4c..0x50].copy_from_slice(&1u32.to_le_bytes());
+        sb[0x54..0x58].copy_from_slice(&11u32.to_le_bytes());
         sb[0x58..0x5a].copy_from_slice(&256u16.to_le_bytes());
         sb[0x60..0x64].copy_from_slice(&(0x2u32 | 0x40).to_le_bytes());
         sb[0x78..0x7e].copy_from_slice(b"rootfs");
@@ -708,6 +824,124 @@ mod tests {
         assert_eq!(
             parse_superblock(&b).unwrap().issues[0].code(),
             "ext4-inodes-count"
+        );
+    }
+
+    /// The golden superblock with flex_bg (16 groups per flex) and metadata_csum, `mutate`d,
+    /// with its checksum computed afterwards (as a tool that edits it would).
+    fn checksummed(mutate: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
+        let mut b = golden();
+        b[0x61] |= 0x02; // flex_bg (0x200)
+        b[0x64..0x68].copy_from_slice(&0x400u32.to_le_bytes()); // metadata_csum
+        b[0x174] = 4;
+        mutate(&mut b);
+        let sum = SuperblockRaw::ref_from_prefix(&b).unwrap().0.checksum();
+        b[0x3fc..0x400].copy_from_slice(&sum.to_le_bytes());
+        b
+    }
+
+    /// The issues of the checksummed golden superblock after `mutate`.
+    fn issues(mutate: impl Fn(&mut Vec<u8>)) -> Vec<Ext4Issue> {
+        parse_superblock(&checksummed(mutate)).unwrap().issues
+    }
+
+    /// r26: superblocks the kernel refuses to mount (or mounts read-only only) are errors,
+    /// even with their checksum made to match; each mutates one field of a good one.
+    #[test]
+    fn r26_superblocks_the_kernel_refuses() {
+        assert_eq!(issues(|_| {}), []);
+        // Every bit the kernel mounts, and the ignored btree_dir, is fine.
+        assert_eq!(
+            issues(|b| {
+                let all = KERNEL_INCOMPAT.bits() & !0x80; // 64bit needs s_desc_size
+                b[0x60..0x64].copy_from_slice(&all.to_le_bytes());
+                b[0x64..0x68].copy_from_slice(&(KERNEL_RO_COMPAT & !0x10).to_le_bytes());
+            }),
+            []
+        );
+        let one = |m: &dyn Fn(&mut Vec<u8>)| {
+            let got = issues(m);
+            assert_eq!(got.len(), 1, "{got:?}");
+            assert!(got[0].is_error(), "{:?}", got[0]);
+            got.into_iter().next().unwrap()
+        };
+        let set32 = |at: usize, v: u32| {
+            move |b: &mut Vec<u8>| b[at..at + 4].copy_from_slice(&v.to_le_bytes())
+        };
+        let orr32 = |at: usize, v: u32| {
+            move |b: &mut Vec<u8>| {
+                let old = u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+                b[at..at + 4].copy_from_slice(&(old | v).to_le_bytes());
+            }
+        };
+        let i = one(&orr32(0x60, 0x8000_0000));
+        assert_eq!(i.code(), "ext4-unsupported");
+        assert_eq!(
+            i,
+            Ext4Issue::UnknownIncompat {
+                bits: 0x8000_0000,
+                names: "FEATURE_I31".into()
+            }
+        );
+        for (bit, name) in [
+            (0x1, "compression"),
+            (0x8, "journal_dev"),
+            (0x1000, "dirdata"),
+        ] {
+            let i = one(&orr32(0x60, bit));
+            assert_eq!(
+                i,
+                Ext4Issue::UnknownIncompat {
+                    bits: bit,
+                    names: name.into()
+                }
+            );
+        }
+        let i = one(&orr32(0x64, 0x8000_0000));
+        assert_eq!(i.code(), "ext4-read-only");
+        assert!(
+            i.to_string()
+                .contains("that Linux does not support: the kernel mounts it read-only only"),
+            "{i}"
+        );
+        let i = one(&orr32(0x64, 0x1000));
+        assert_eq!(
+            i,
+            Ext4Issue::ReadOnlyCompat {
+                bits: 0x1000,
+                names: "read-only".into(),
+                readonly_flag: true
+            }
+        );
+        assert_eq!(
+            one(&set32(0x4c, 0xffff_ffff)),
+            Ext4Issue::Revision { value: 0xffff_ffff }
+        );
+        assert_eq!(one(&set32(0x4c, 2)).code(), "ext4-read-only");
+        assert_eq!(one(&set32(0x54, 0)), Ext4Issue::FirstIno { value: 0 });
+        assert_eq!(one(&set32(0x54, 10)).code(), "ext4-first-ino");
+        assert_eq!(issues(set32(0x54, 11)), []);
+        assert_eq!(
+            one(&|b: &mut Vec<u8>| b[0x174] = 255),
+            Ext4Issue::LogGroupsPerFlex { value: 255 }
+        );
+        assert_eq!(one(&|b: &mut Vec<u8>| b[0x174] = 32).code(), "ext4-flex-bg");
+        assert_eq!(issues(|b| b[0x174] = 31), []);
+        assert_eq!(issues(|b| b[0x174] = 0), []);
+        // Without flex_bg the field means nothing to the kernel.
+        assert_eq!(
+            issues(|b| {
+                b[0x61] &= !0x02;
+                b[0x174] = 255;
+            }),
+            []
+        );
+        // A wrong checksum is still its own error.
+        let mut b = checksummed(|_| {});
+        b[0x3fc] ^= 1;
+        assert_eq!(
+            parse_superblock(&b).unwrap().issues[0].code(),
+            "ext4-superblock-checksum"
         );
     }
 

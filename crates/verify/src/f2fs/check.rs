@@ -69,10 +69,8 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 ),
             );
         }
+        // Its alignment findings follow from the plan: align::partition_findings.
         let plan = sb.to_plan(p.start_bytes, self.e);
-        self.r
-            .findings
-            .extend(f2fs::f2fs_alignment(i, &plan, self.e, self.opts.strict));
         p.filesystem = Some(FsPlan::F2fs(plan));
         Ok(())
     }

@@ -10,10 +10,12 @@ use blockwise_geometry::{
 };
 
 use crate::num::{div, is_multiple};
-use crate::{align, fat, read_clamped, FindingCode, Severity, Verifier};
+use crate::{fat, read_clamped, FindingCode, Severity, Verifier};
 
 /// Sectors of each FAT copy compared with the first FAT (first and last included).
 const FAT_SAMPLES: u64 = 8;
+/// Bytes of the root directory searched for the volume label (512 entries).
+const ROOT_LABEL_BYTES: u64 = 16 << 10;
 /// FAT copies compared (more than two is already a warning).
 const MAX_FAT_COPIES: u8 = 4;
 
@@ -53,7 +55,6 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         let fat_start =
             base.saturating_add(u64::from(vol.bpb.reserved_sectors).saturating_mul(bps));
         let data_start = base.saturating_add(vol.first_data_sector.saturating_mul(bps));
-        let e = self.e;
         if vol.volume_bytes() > p.size_bytes {
             self.add(
                 Severity::Error,
@@ -65,44 +66,6 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                     format_size(vol.volume_bytes()),
                     format_size(p.size_bytes)
                 ),
-            );
-        }
-        let places = align::FatPlaces {
-            i,
-            name: &name,
-            bps,
-            reserved_sectors: u64::from(vol.bpb.reserved_sectors),
-            first_data_sector: vol.first_data_sector,
-            fat_start,
-            data_start,
-            cluster,
-        };
-        self.r
-            .findings
-            .extend(align::fat_alignment(&places, e, self.opts.strict));
-        let cluster_ok = is_multiple(e, cluster);
-        if bps == 4096 {
-            self.add(
-                Severity::Warning,
-                FindingCode::FatSector4096,
-                Some(i),
-                format!("partition {i} ({name}): 4096-byte logical sectors: Raspberry Pi firmware, U-Boot and many UEFI firmwares only read 512-byte FAT sectors; use 512 unless the device is 4Kn"),
-            );
-        }
-        let dev_logical = self.sector.bytes_u64();
-        if bps < dev_logical {
-            self.add(
-                Severity::Error,
-                FindingCode::FatSectorBelowLogical,
-                Some(i),
-                format!("partition {i} ({name}): the FAT sector ({bps} B) is smaller than the device's logical sector ({dev_logical} B): Linux refuses to mount it (\"logical sector size too small for device\"); reformat with mkfs.fat -S {dev_logical}"),
-            );
-        } else if let Some(phys) = self.physical_sector_above(bps) {
-            self.add(
-                Severity::Warning,
-                FindingCode::FatSectorSmallerThanDevice,
-                Some(i),
-                format!("partition {i} ({name}): the FAT sector ({bps} B) is smaller than the device's physical sector ({phys} B): single-sector FAT writes become read-modify-write cycles"),
             );
         }
         if kind == fat::FatType::Fat32 {
@@ -123,10 +86,10 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 );
             }
         }
-        let aligned = is_multiple(data_start, e) && cluster_ok;
-        p.filesystem = Some(FsPlan::Fat(FatPlan {
+        let label = self.fat_root_label(base, fat_start, data_start, &vol)?;
+        let mut found = FatPlan {
             kind,
-            label: vol.bpb.label.clone(),
+            label: label.or_else(|| vol.bpb.label.clone()),
             sector_bytes: vol.bpb.bytes_per_sector.into(),
             cluster_bytes: u32::try_from(cluster).unwrap_or(u32::MAX),
             reserved_sectors: vol.bpb.reserved_sectors.into(),
@@ -136,10 +99,48 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             fat_start_bytes: fat_start,
             data_start_bytes: data_start,
             volume_id: vol.bpb.volume_id.unwrap_or(0),
-            aligned,
+            aligned: false,
             notes: Vec::new(),
-        }));
+        };
+        // The planner's rule; the geometry's findings come from align::partition_findings.
+        found.aligned = found.alignment_holds(self.e);
+        p.filesystem = Some(FsPlan::Fat(found));
         Ok(())
+    }
+
+    /// The volume label of the root directory (what Linux and Windows show; the boot
+    /// sector's copy is the fallback), from at most [`ROOT_LABEL_BYTES`] of its start.
+    fn fat_root_label(
+        &self,
+        base: u64,
+        fat_start: u64,
+        data_start: u64,
+        vol: &fat::FatVolume,
+    ) -> Result<Option<String>, S::Error> {
+        let bps = vol.sector_bytes();
+        let (at, len) = if vol.layout == fat::FatType::Fat32 {
+            let rc = u64::from(vol.bpb.root_cluster);
+            if rc < 2 || rc >= vol.clusters.saturating_add(2) {
+                return Ok(None);
+            }
+            let cluster = vol.cluster_bytes();
+            (
+                data_start.saturating_add(rc.saturating_sub(2).saturating_mul(cluster)),
+                cluster,
+            )
+        } else {
+            let fats = u64::from(vol.bpb.fat_count).saturating_mul(vol.fat_sectors);
+            (
+                fat_start.saturating_add(fats.saturating_mul(bps)),
+                vol.root_dir_sectors.saturating_mul(bps),
+            )
+        };
+        if at < base {
+            return Ok(None);
+        }
+        let len = usize::try_from(len.min(ROOT_LABEL_BYTES)).unwrap_or(0);
+        let dir = read_clamped(self.src, at, len)?;
+        Ok(crate::label::root_dir_label(&dir))
     }
 
     /// The first two FAT entries and the copies of the FAT, from at most [`FAT_SAMPLES`]

@@ -404,7 +404,7 @@ pub fn parse_fat(sector: &[u8]) -> Result<FatVolume, FatError> {
     };
     let has_ext = matches!(boot_sig, EXT_BOOT_SIG | EXT_BOOT_SIG_VOL_ID_ONLY);
     let label = if boot_sig == EXT_BOOT_SIG {
-        text(vol_lab).filter(|l| l != "NO NAME")
+        crate::label::oem_label(vol_lab)
     } else {
         None
     };

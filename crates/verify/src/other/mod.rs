@@ -75,32 +75,24 @@ pub(crate) fn le16(b: &[u8], o: usize) -> u16 {
         .map_or(0, u16::from_le_bytes)
 }
 
-/// A label from UTF-16 code units (up to the first NUL; control characters shown as `?`).
+/// A label from UTF-16 code units (up to the first NUL; an unpaired surrogate as `\ud8xx`),
+/// trailing spaces trimmed. Control characters are kept: the human output escapes them.
 pub(crate) fn utf16_label(units: impl Iterator<Item = u16>) -> Option<String> {
-    let s: String = char::decode_utf16(units.take_while(|&u| u != 0))
-        .map(|c| match c {
-            Ok(c) if !c.is_control() => c,
-            _ => '?',
-        })
-        .collect();
+    let mut s = String::new();
+    for c in char::decode_utf16(units.take_while(|&u| u != 0)) {
+        match c {
+            Ok(c) => s.push(c),
+            Err(e) => s.push_str(&format!("\\u{:04x}", e.unpaired_surrogate())),
+        }
+    }
     let t = s.trim_end().to_string();
     (!t.is_empty()).then_some(t)
 }
 
-/// A label from UTF-8 bytes up to the first NUL (invalid bytes and control characters shown
-/// as `?`), trailing spaces trimmed.
+/// A label from UTF-8 bytes up to the first NUL (bytes that are not UTF-8 as `\xNN`, as
+/// [`crate::label::utf8_label`]), trailing spaces trimmed.
 pub(crate) fn utf8_label(field: &[u8]) -> Option<String> {
-    let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
-    let s: String = String::from_utf8_lossy(field.get(..end).unwrap_or_default())
-        .chars()
-        .map(|c| {
-            if c.is_control() || c == '\u{fffd}' {
-                '?'
-            } else {
-                c
-            }
-        })
-        .collect();
+    let s = crate::label::utf8_label(field)?;
     let t = s.trim_end().to_string();
     (!t.is_empty()).then_some(t)
 }
@@ -163,7 +155,11 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             }
             _ => Ok(OtherFs::named(kind)),
         };
-        p.content = FsKind::Raw;
+        p.content = if kind == "swap" {
+            FsKind::Swap
+        } else {
+            FsKind::Raw
+        };
         let i = p.index;
         let fs = match parsed {
             Ok(fs) => fs,
@@ -203,17 +199,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 ),
             );
         }
-        let what = match (&fs.label, &fs.uuid) {
-            (Some(l), _) => format!(" (label \"{}\")", l.escape_debug()),
-            (None, Some(u)) => format!(" (UUID {u})"),
-            (None, None) => String::new(),
-        };
-        self.add(
-            Severity::Info,
-            FindingCode::NotChecked,
-            Some(i),
-            format!("partition {i}: {kind}{what} recognised; the alignment of its internals is not checked (only the partition start)"),
-        );
+        // Not checked inside: align::partition_findings says so (for plans too).
         p.filesystem = Some(FsPlan::Other(fs));
         Ok(())
     }

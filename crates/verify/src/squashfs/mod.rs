@@ -178,11 +178,8 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         };
         plan.verity = self.appended_verity(p, sb.bytes_used)?;
         plan.aligned = plan.alignment_holds();
-        let fs = FsPlan::Squashfs(plan);
-        self.r
-            .findings
-            .extend(crate::rofs::alignment(i, &fs, self.e));
-        p.filesystem = Some(fs);
+        // Its alignment findings come from align::partition_findings, as for every filesystem.
+        p.filesystem = Some(FsPlan::Squashfs(plan));
         Ok(())
     }
 }

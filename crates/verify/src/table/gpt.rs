@@ -1,7 +1,7 @@
 //! GPT checks: both copies, the protective MBR and hybrid MBRs.
 
 use blockwise_geometry::{
-    format_size, BlockSource, DiskId, PartType, PartitionPlan, TableKind, TablePlan,
+    format_size, BlockSource, DiskId, GptPlan, PartType, PartitionPlan, TableKind, TablePlan,
 };
 use blockwise_ptable::{read_gpt, Corrupt, GptCopy, Mbr};
 
@@ -105,6 +105,24 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             return Ok(());
         };
         let h = &copy.header;
+        let entry_sectors = u64::from(h.entry_count)
+            .saturating_mul(u64::from(h.entry_size))
+            .div_ceil(sb.max(1));
+        let (backup_header_lba, backup_entries_lba) = match (&read.primary, &read.backup) {
+            (_, Ok(b)) => (b.header.my_lba, b.header.entries_lba),
+            (Ok(p), Err(_)) => (
+                p.header.alternate_lba,
+                p.header.alternate_lba.saturating_sub(entry_sectors),
+            ),
+            (Err(_), Err(_)) => (h.alternate_lba, h.entries_lba),
+        };
+        self.r.gpt = Some(GptPlan {
+            entry_sectors,
+            first_usable_lba: h.first_usable_lba,
+            last_usable_lba: h.last_usable_lba,
+            backup_entries_lba,
+            backup_header_lba,
+        });
         let mut parts = Vec::new();
         for ent in &copy.entries {
             if ent.last_lba < ent.first_lba {

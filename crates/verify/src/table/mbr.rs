@@ -1,6 +1,6 @@
 //! MBR and EBR-chain checks.
 
-use blockwise_geometry::{BlockSource, DiskId, PartType, TableKind, TablePlan};
+use blockwise_geometry::{BlockSource, DiskId, ExtendedPlan, PartType, TableKind, TablePlan};
 use blockwise_ptable::{read_logical, Mbr};
 
 use crate::{FindingCode, Severity, Verifier};
@@ -27,6 +27,10 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             let size = u64::from(e.sectors).saturating_mul(sb);
             if e.is_extended() {
                 self.check_extent(u32::from(slot), start, size, "extended partition");
+                self.r.extended.get_or_insert(ExtendedPlan {
+                    start_bytes: start,
+                    size_bytes: size,
+                });
                 continue;
             }
             parts.push(self.part(
@@ -46,6 +50,18 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 FindingCode::EbrChain,
                 None,
                 format!("{problem} — logical partitions after this point are not visible to Linux or Windows; rebuild the extended partition"),
+            );
+        }
+        let last = chain.partitions.last().map_or(0, |l| l.number);
+        let tools = u32::try_from(blockwise_geometry::MAX_MBR_PARTITIONS)
+            .unwrap_or(u32::MAX)
+            .saturating_add(1);
+        if last > tools {
+            self.add(
+                Severity::Warning,
+                FindingCode::MbrManyPartitions,
+                None,
+                format!("the EBR chain numbers logical partitions up to {last}: fdisk and sfdisk list only partitions 1 to {tools} and drop the rest when they save the table (Linux itself reads up to 255); use GPT for this many partitions"),
             );
         }
         let ext = m.extended().map(|(_, e)| {

@@ -136,12 +136,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             }
         }
         if score[1] > score[0] {
-            self.add(
-                Severity::Info,
-                FindingCode::SectorSizeGuessed,
-                None,
-                "the MBR's LBAs only make sense in 4096-byte sectors (filesystems found there): read as a 4Kn disk; pass --sector-size to override".into(),
-            );
+            self.r.findings.push(crate::align::sector_size_guessed());
             return Ok(SectorSize::S4096);
         }
         Ok(SectorSize::S512)

@@ -111,13 +111,8 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         let i = p.index;
         p.content = FsKind::Verity;
         match self.verity_at(i, p.start_bytes, p.size_bytes)? {
-            Some(v) => {
-                let fs = FsPlan::Verity(v);
-                self.r
-                    .findings
-                    .extend(crate::rofs::alignment(i, &fs, self.e));
-                p.filesystem = Some(fs);
-            }
+            // Its alignment findings come from align::partition_findings.
+            Some(v) => p.filesystem = Some(FsPlan::Verity(v)),
             None => {
                 p.filesystem = Some(FsPlan::Other(OtherFs {
                     kind: "verity".into(),
