@@ -367,7 +367,6 @@ pub fn build_with_progress(
     let mut scan_warnings = Vec::new();
     let (trees, mut content) = load_trees(sf, timestamp, progress, &mut scan_warnings)?;
     resolve_seed(sf, &trees, timestamp)?;
-    let spec = &sf.spec;
     // The spec file is an input too: no output may be it.
     if let Some(p) = &sf.path {
         let md = fs::metadata(p).map_err(|e| Error::io(p, e))?;
