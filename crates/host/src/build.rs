@@ -153,7 +153,6 @@ fn load_trees(
             &format!("partition[{}]", i + 1),
             timestamp,
         )?;
-        progress.advance(tree.nodes.len() as u64);
         Error::check(progress)?;
         trees.push(Some(tree));
     }
