@@ -12,7 +12,10 @@ Standard library only. What it does:
    (4.1 GiB), and a Raspberry Pi OS-like boot tree;
 4. times every row (median, min and max of --runs runs, rows of a case interleaved so they
    see the same machine state) under `/usr/bin/time -v` for the peak RSS;
-5. prints the rows with the ratios and the goals of issue 14, and writes a Markdown table
+5. `--only encode` (issue 27): `build -o .simg/.img.zst/.img.xz` vs `build -o .img` then
+   img2simg / `zstd -T0` / `xz -T0`, for the RPi image from T1 at its size and grown to
+   8 GiB, and writing it as .img and as .simg onto a loop device;
+6. prints the rows with the ratios and the goals of issues 14 and 27, and writes a Markdown table
    (benches/results.md, and README.md between <!-- compare:begin --> and <!-- compare:end -->).
 
 Like with like: `blockwise build` writes a temp file, fsyncs it and renames it, so every
@@ -46,7 +49,7 @@ GIB = 1024 * MIB
 TIMESTAMP = 1_700_000_000
 BEGIN = "<!-- compare:begin -->"
 END = "<!-- compare:end -->"
-GROUPS = ["T1", "T2", "T3", "T4", "rpi", "verify", "write"]
+GROUPS = ["T1", "T2", "T3", "T4", "rpi", "verify", "write", "encode"]
 MTOOLS_ENV = {"MTOOLS_SKIP_CHECK": "1", "LC_ALL": "C.UTF-8"}
 # The peers: command -> Debian package.
 PEERS = {
@@ -64,6 +67,10 @@ PEERS = {
     "tar": "tar",
     "mkfs.exfat": "exfatprogs",
     "mount.exfat-fuse": "exfat-fuse",
+    "img2simg": "android-sdk-libsparse-utils",
+    "simg2img": "android-sdk-libsparse-utils",
+    "zstd": "zstd",
+    "xz": "xz-utils",
 }
 
 
@@ -696,6 +703,107 @@ class Bench:
                               f"(--direct-io=on, fresh backing file per run)", rows, 0, size))
         return cases
 
+    # -- encode: containers straight from the map vs raw image + compressor ---------------
+    def encode_cases(self) -> list[Case]:
+        """`build -o .simg/.img.zst/.img.xz` against `build -o .img` then img2simg /
+        `zstd -T0` / `xz -T0` (issue 27), for the RPi image from T1 at its own size and
+        grown to 8 GiB (the same data, more free space); and writing the .simg (simg2img
+        onto the device, and `blockwise write` when it reads Android sparse) vs the raw image."""
+        boot = self.tree("boot")
+        tree = self.tree("T1")
+        bb = self.boot_bytes
+        o = self.out
+        files = self.stats["boot"][0] + self.stats["T1"][0]
+        nbytes = self.stats["boot"][1] + self.stats["T1"][1]
+        big = 2 * GIB if self.args.quick else 8 * GIB
+        cases = []
+        for tag, root_bytes in [("rpi", self.rpi_root_bytes("T1")),
+                                (f"rpi{big // GIB}g", big - 8 * MIB - bb)]:
+            spec = rpi_spec(self.specs / f"encode-{tag}.toml", boot, tree, bb, root_bytes)
+            size = 8 * MIB + bb + root_bytes
+            raw = o / f"enc-{tag}.img"
+            what = f"RPi image from T1, {size / GIB:.2f} GiB"
+            for fmt, ext, peer, peer_steps, peer_out in [
+                ("Android sparse", ".simg", "img2simg",
+                 lambda raw, out: [Step(["img2simg", str(raw), str(out)])], None),
+                ("seekable zstd (level 3)", ".img.zst", "zstd -T0",
+                 lambda raw, out: [Step(["zstd", "-q", "-T0", "-f", str(raw), "-o", str(out)])],
+                 None),
+                ("xz (level 6)", ".img.xz", "xz -T0",
+                 lambda raw, out: [Step(["xz", "-q", "-T0", "-k", "-f", str(raw)])],
+                 raw.with_name(raw.name + ".xz")),
+            ]:
+                ours = o / f"enc-{tag}-blockwise{ext}"
+                two = peer_out or o / f"enc-{tag}-peer{ext}"
+                cases.append(Case("encode", f"{what} → {fmt}", [
+                    Row(f"blockwise build -o {ext}", lambda c, spec=spec, ours=ours: [
+                        Step([self.bw, "build", str(spec), "-o", str(ours), "-q"])],
+                        teardown=rm(ours)),
+                    Row(f"blockwise build -o .img, then {peer}",
+                        lambda c, spec=spec, raw=raw, two=two, ps=peer_steps: [
+                            Step([self.bw, "build", str(spec), "-o", str(raw), "-q"]),
+                            *ps(raw, two), sync(two)],
+                        teardown=rm(raw, two)),
+                ], files, nbytes))
+        cases += self.encode_write_cases(boot, tree)
+        return cases
+
+    def encode_write_cases(self, boot: Path, tree: Path) -> list[Case]:
+        if not is_root():
+            log("SKIP encode write rows: need root (loop devices)")
+            return []
+        spec = self.specs / "encode-rpi.toml"
+        raw = self.out / "encw-rpi.img"
+        simg = self.out / "encw-rpi.simg"
+        # Built untimed; no .bmap beside the images (write would pick it up).
+        quiet([self.bw, "build", str(spec), "-o", str(raw), "-q"])
+        quiet([self.bw, "build", str(spec), "-o", str(simg), "-q"])
+        size = raw.stat().st_size
+        backing = self.out / "loop-backing.bin"
+
+        def setup(c: dict) -> None:
+            backing.unlink(missing_ok=True)
+            with open(backing, "wb") as f:
+                f.truncate(size)
+            c["dev"] = subprocess.run(
+                ["losetup", "--direct-io=on", "-f", "--show", str(backing)],
+                check=True, capture_output=True, text=True).stdout.strip()
+
+        def teardown(c: dict) -> None:
+            if "dev" in c:
+                subprocess.run(["losetup", "-d", c["dev"]], check=False)
+            backing.unlink(missing_ok=True)
+
+        rows = [
+            Row("blockwise write .img --no-verify", lambda c: [
+                Step([self.bw, "write", str(raw), c["dev"], "--yes", "-q", "--no-verify"])],
+                setup=setup, teardown=teardown, blockwise=True),
+            Row("simg2img .simg onto the device + sync", lambda c: [
+                Step(["simg2img", str(simg), c["dev"]]), Step(["sync", c["dev"]])],
+                setup=setup, teardown=teardown),
+        ]
+        # `blockwise write` of an Android sparse image (issue 27 item 4): a row when this
+        # blockwise reads them (writes the .simg to a file and compares with the raw image).
+        probe = self.out / "encw-probe.img"
+        probe.unlink(missing_ok=True)
+        with open(probe, "wb") as f:
+            f.truncate(size)
+        p = subprocess.run([self.bw, "write", str(simg), str(probe), "--yes", "-q",
+                            "--no-verify"], capture_output=True)
+        same = p.returncode == 0 and subprocess.run(["cmp", "-s", str(probe), str(raw)]).returncode == 0
+        probe.unlink(missing_ok=True)
+        if same:
+            rows.insert(1, Row("blockwise write .simg --no-verify", lambda c: [
+                Step([self.bw, "write", str(simg), c["dev"], "--yes", "-q", "--no-verify"])],
+                setup=setup, teardown=teardown, blockwise=True))
+        else:
+            log("   blockwise write does not read Android sparse images here: row left out")
+        mapped = os.stat(raw).st_blocks * 512
+        return [Case("encode", f"write the RPi image from T1: {size / GIB:.2f} GiB, "
+                     f"{mapped / MIB:.0f} MiB mapped, as .img and as .simg "
+                     f"({simg.stat().st_size / MIB:.0f} MiB), onto a loop device "
+                     "(--direct-io=on, fresh backing file per run)", rows, 0, size)]
+
     def cleanup_loops(self) -> None:
         for dev in self.loops:
             subprocess.run(["losetup", "-d", dev], check=False)
@@ -847,7 +955,7 @@ def goals(cases: list[dict]) -> list[tuple[str, str, bool]]:
         for c in cases:
             for x in c["rows"]:
                 s = x["s"]
-                if x["blockwise"] and s and c["group"] not in ("verify", "write") \
+                if x["blockwise"] and s and c["group"] not in ("verify", "write", "encode") \
                         and pick(x["tool"]):
                     budget = 64 + c["files"] / 1024
                     frac = s["rss_mib"] / budget
@@ -862,6 +970,10 @@ def goals(cases: list[dict]) -> list[tuple[str, str, bool]]:
         if c["group"] == "verify" and "32 GiB" in c["name"] and s.get("blockwise verify"):
             t = s["blockwise verify"]["median"]
             out.append(("verify of a 32 GiB image < 50 ms", f"{t * 1000:.1f} ms", t < 0.05))
+        if c["group"] == "encode" and " → " in c["name"] and len(c["rows"]) == 2:
+            direct, two = c["rows"][0], c["rows"][1]
+            add(f"{c['name'].replace('RPi image from T1, ', '')}: direct ≤ 0.5× the two steps "
+                "(issue 27)", ratio(direct["s"], two["s"]), 0.5)
         if c["group"] == "write" and "fully mapped" in c["name"]:
             add("write ≥ 0.95× dd's throughput (fully mapped image)",
                 ratio(s.get(DD), s.get(BW_WRITE)), 0.95, "{:.3f}×", True)
@@ -913,7 +1025,7 @@ def render(cases: list[dict], meta: dict, vers: dict[str, str]) -> str:
     L.append("")
     gl = goals(cases)
     if gl:
-        L.append("| goal (issue 14) | measured | met |")
+        L.append("| goal (issues 14, 27) | measured | met |")
         L.append("|---|---|---|")
         for goal, val, met in gl:
             L.append(f"| {goal} | {val} | {'yes' if met else '**no**'} |")
@@ -1069,9 +1181,11 @@ def main(argv: list[str]) -> int:
                 new = [b.rpi_case("T1"), b.rpi_case("T3")]
             elif g == "verify":
                 new = b.verify_cases()
+            elif g == "encode":
+                new = b.encode_cases()
             else:
                 new = b.write_cases()
-            runs = a.runs_slow if g in ("T2", "T3", "T4") else a.runs
+            runs = a.runs_slow if g in ("T2", "T3", "T4", "encode") else a.runs
             load = "%.1f" % os.getloadavg()[0]
             date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
             for c in new:

@@ -13,8 +13,8 @@ CORPUS=${CORPUS:-$ROOT/../shared/corpus}
 C=$FUZZ/corpus
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-for t in parse_mbr parse_gpt parse_fat parse_exfat parse_ext4 verify_bytes spec_toml spec_json bmap \
-    compressed_sniff; do
+for t in parse_mbr parse_gpt parse_fat parse_exfat parse_ext4 parse_f2fs parse_other verify_bytes \
+    spec_toml spec_json bmap compressed_sniff; do
     mkdir -p "$C/$t"
 done
 # put TARGET FILE [NAME]: copy FILE in as a seed (content-named when NAME is empty).
@@ -70,6 +70,50 @@ if command -v mkfs.exfat >/dev/null; then
         head -c 262144 "$T/$n.img" >"$T/$n.head"
         put verify_bytes "$T/$n.head" "$n"
     done
+fi
+
+# --- F2FS (mkfs.f2fs -s/-z), and the formats verify names by their headers ------------------
+# parse_other's first byte picks the parser: 0 NTFS, 1 btrfs, 2 XFS, 3 ISO 9660, 4 LUKS, 5 swap.
+other() { # NAME PICK FILE OFFSET LENGTH
+    { printf "\\x$(printf %02x "$2")"; dd if="$3" bs=1 skip="$4" count="$5" status=none 2>/dev/null ||
+        tail -c +"$(($4 + 1))" "$3" | head -c "$5"; } >"$T/o" && put parse_other "$T/o" "$1"
+}
+if command -v mkfs.f2fs >/dev/null; then
+    for sz in "1 1" "2 1" "2 2"; do
+        set -- $sz
+        truncate -s 256M "$T/f2fs.img"
+        mkfs.f2fs -q -f -s "$1" -z "$2" -l SEED "$T/f2fs.img" >/dev/null
+        head -c 8192 "$T/f2fs.img" >"$T/h" && put parse_f2fs "$T/h" "f2fs-s$1-z$2"
+        head -c 262144 "$T/f2fs.img" >"$T/h" && put verify_bytes "$T/h" "f2fs-s$1-z$2"
+    done
+fi
+if command -v mkfs.ntfs >/dev/null; then
+    truncate -s 16M "$T/ntfs.img" && mkfs.ntfs -q -F -f -L SEED "$T/ntfs.img" >/dev/null 2>&1 &&
+        { head -c 512 "$T/ntfs.img"; dd if="$T/ntfs.img" bs=1024 skip=$((4 * 4 + 3)) count=1 status=none; } >"$T/n" &&
+        other ntfs 0 "$T/n" 0 1536
+fi
+if command -v mkfs.btrfs >/dev/null; then
+    truncate -s 128M "$T/btrfs.img" && mkfs.btrfs -q -f -L SEED "$T/btrfs.img" >/dev/null 2>&1 &&
+        other btrfs 1 "$T/btrfs.img" 65536 4096
+fi
+if command -v mkfs.xfs >/dev/null; then
+    truncate -s 512M "$T/xfs.img" && mkfs.xfs -q -f -L SEED "$T/xfs.img" >/dev/null 2>&1 &&
+        other xfs 2 "$T/xfs.img" 0 4096
+fi
+if command -v genisoimage >/dev/null; then
+    mkdir -p "$T/iso" && echo hi >"$T/iso/a" && genisoimage -quiet -J -V SEED -o "$T/iso.img" "$T/iso" &&
+        other iso 3 "$T/iso.img" 32768 32768
+fi
+if command -v cryptsetup >/dev/null; then
+    printf k >"$T/key"
+    for v in luks1 luks2; do
+        truncate -s 20M "$T/$v.img" && cryptsetup luksFormat -q --type "$v" --pbkdf pbkdf2 \
+            --pbkdf-force-iterations 1000 --key-file "$T/key" "$T/$v.img" >/dev/null 2>&1 &&
+            other "$v" 4 "$T/$v.img" 0 16384
+    done
+fi
+if command -v mkswap >/dev/null; then
+    truncate -s 1M "$T/swap.img" && mkswap -q -L SEED "$T/swap.img" >/dev/null && other swap 5 "$T/swap.img" 0 4096
 fi
 
 # --- the shared external corpus: images, boot sectors, superblocks, tables -----------------

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace. Installs the oracle tools the tests compare against
-# (sfdisk, sgdisk, fsck.fat, mtools, e2fsprogs, losetup, blkid, bmaptool) when they are
+# (sfdisk, sgdisk, fsck.fat, mtools, e2fsprogs, losetup, blkid, bmaptool, f2fs-tools,
+# btrfs-progs, ntfs-3g, genisoimage, cryptsetup, …) when they are
 # missing and we are root. In CI (CI set) a missing oracle is a failure, not a skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +11,11 @@ for pair in sfdisk:fdisk sgdisk:gdisk fsck.fat:dosfstools mcopy:mtools e2fsck:e2
             losetup:mount blkid:util-linux bmaptool:bmap-tools xxd:xxd xz:xz-utils bzip2:bzip2 \
             mkfs.xfs:xfsprogs zstd:zstd dmsetup:dmsetup mkfifo:coreutils python3:python3 \
             setfattr:attr setfacl:acl setcap:libcap2-bin /usr/bin/time:time \
-            fsck.exfat:exfatprogs mount.exfat-fuse:exfat-fuse; do
+            fsck.exfat:exfatprogs mount.exfat-fuse:exfat-fuse \
+            simg2img:android-sdk-libsparse-utils simg_dump:android-sdk-libsparse-utils \
+            cmp:diffutils prlimit:util-linux \
+            mkfs.f2fs:f2fs-tools mkfs.btrfs:btrfs-progs mkfs.ntfs:ntfs-3g genisoimage:genisoimage \
+            cryptsetup:cryptsetup-bin mkswap:util-linux; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 if [ "${#need[@]}" -gt 0 ]; then

@@ -2,7 +2,9 @@
 # The browser tests: builds the page (wasm/build.sh), runs the JS API tests under node
 # (wasm-bindgen-test) and the end-to-end test in Debian's Chromium (wasm/tests/e2e.mjs),
 # which prints the measurements. Works on a fresh machine as root: installs Chromium,
-# node/npm, the oracle tools and the node packages when missing; idempotent.
+# node/npm, the oracle tools and the node packages when missing; idempotent. Prints the time
+# of each part. The e2e test needs about 6 GiB of free space in $TMPDIR for a moment (a
+# 2 GiB image downloaded twice, 1 GiB of content, the CLI's image to compare).
 # (The host-side tests of the crate run with the workspace: cargo test --workspace.)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -10,8 +12,9 @@ root="$(cd "$here/.." && pwd)"
 cd "$root"
 
 need=()
-for pair in chromium:chromium chromedriver:chromium-driver node:nodejs npm:npm sfdisk:fdisk \
-            mkfs.fat:dosfstools fsck.fat:dosfstools mcopy:mtools truncate:coreutils gzip:gzip; do
+for pair in chromium:chromium node:nodejs npm:npm sfdisk:fdisk losetup:mount \
+            mkfs.fat:dosfstools fsck.fat:dosfstools mcopy:mtools e2fsck:e2fsprogs debugfs:e2fsprogs \
+            truncate:coreutils cmp:diffutils gzip:gzip xz:xz-utils; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 if [ "${#need[@]}" -gt 0 ]; then
@@ -29,12 +32,16 @@ if [ ! -f "$here/node_modules/playwright-core/package.json" ]; then
   (cd "$here" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+t0=$SECONDS
+lap() { echo "   ($(( SECONDS - t0 )) s)"; t0=$SECONDS; }
 echo "== wasm/build.sh"
 "$here/build.sh"
+lap
 export PATH="$HOME/.cargo/bin:$PATH"
 
 echo "== the CLI the end-to-end test compares with"
 cargo build --quiet --bin blockwise
+lap
 
 echo "== JS API under node (wasm-bindgen-test)"
 (
@@ -44,6 +51,8 @@ echo "== JS API under node (wasm-bindgen-test)"
   export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner CARGO_PROFILE_DEV_DEBUG=0
   cargo test --target wasm32-unknown-unknown -p blockwise-wasm --test node
 )
+lap
 
 echo "== end to end in Chromium"
 node "$here/tests/e2e.mjs"
+lap

@@ -9,7 +9,8 @@ use blockwise_geometry::{
     format_size, FsKind, FsPlan, ImageSpec, Plan, SectorSize, SizeSpec, TableKind,
 };
 use blockwise_host::{
-    build_with_progress, check_output_path, plan_file_with_progress, DeviceValues, SpecFile, Taken,
+    build_with_progress, check_output_path, plan_file_with_progress, DeviceValues, OutputFormat,
+    OutputOptions, SpecFile, Taken,
 };
 use blockwise_image::{PartitionSpec, Spec, SpecError};
 
@@ -383,6 +384,18 @@ pub fn human_plan(plan: &Plan) -> String {
                     let _ = writeln!(s, "  - {n}");
                 }
             }
+            Some(FsPlan::F2fs(f)) => {
+                let _ = writeln!(
+                    s,
+                    "\npartition {} f2fs: {} blocks, sections of {} ({} × 2 MiB segments), zones of {}, segment0 at {} ({}), main area at {} ({}), {} main segments",
+                    p.index, f.blocks, format_size(f.section_bytes), f.segments_per_section,
+                    format_size(f.zone_bytes), f.segment0_start_bytes, format_size(f.segment0_start_bytes),
+                    f.main_start_bytes, format_size(f.main_start_bytes), f.main_segments
+                );
+                for n in &f.notes {
+                    let _ = writeln!(s, "  - {n}");
+                }
+            }
             Some(FsPlan::Exfat(x)) => {
                 let _ = writeln!(
                     s,
@@ -397,6 +410,35 @@ pub fn human_plan(plan: &Plan) -> String {
             }
             _ => {}
         }
+        if !p.attributes.is_empty() {
+            let _ = writeln!(
+                s,
+                "partition {} GPT attributes: {} (0x{:016x}{})",
+                p.index,
+                p.attributes.names().join(", "),
+                p.attributes.bits() | if p.bootable { 4 } else { 0 },
+                if p.bootable {
+                    " with legacy-bios-bootable"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    for g in &plan.slots {
+        let members: Vec<String> = g
+            .partitions
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} = partition {} at {}",
+                    m.slot,
+                    m.index,
+                    format_size(m.start_bytes)
+                )
+            })
+            .collect();
+        let _ = writeln!(s, "\nslots of {}: {}", g.name, members.join(", "));
     }
     if !plan.notes.is_empty() {
         let _ = writeln!(s);
@@ -462,10 +504,18 @@ pub fn run_plan(a: &PlanArgs) -> anyhow::Result<ExitCode> {
 pub struct BuildArgs {
     /// Spec file (TOML).
     pub spec: PathBuf,
-    /// Output image (written to a temp file next to it, then renamed).
+    /// Output image (written to a temp file next to it, then renamed). The name picks the
+    /// format: .simg or .sparse (Android sparse), .zst (seekable zstd), .xz (xz), anything
+    /// else raw.
     #[arg(short, long)]
     pub output: PathBuf,
-    /// Also write a bmaptool block map.
+    /// Output format whatever the name says: raw, simg, zst or xz.
+    #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
+    pub format: Option<OutputFormat>,
+    /// Compression level of a .zst (1-22, default 3) or .xz (0-9, default 6) output.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub level: Option<i32>,
+    /// Also write a bmaptool block map (of the raw image, whatever the output format).
     #[arg(long, value_name = "FILE")]
     pub bmap: Option<PathBuf>,
     /// Take the erase block and sector size from a probe of this device (where the spec says
@@ -479,6 +529,10 @@ pub struct BuildArgs {
     /// go to stderr).
     #[arg(short, long)]
     pub quiet: bool,
+}
+
+fn parse_format(s: &str) -> Result<OutputFormat, String> {
+    OutputFormat::parse(s).ok_or_else(|| format!("{s:?}: must be one of {}", OutputFormat::CHOICES))
 }
 
 /// A build that failed: interrupted by a signal (exit 128 + the signal, temp files already
@@ -510,8 +564,14 @@ pub fn run_build(a: &BuildArgs) -> anyhow::Result<ExitCode> {
     if !a.spec.exists() {
         bail!("{}: no such spec file", a.spec.display());
     }
-    // Refuse a device or other non-file output before any work (see `blockwise write`).
+    // Refuse a device or other non-file output, or a name promising a container blockwise
+    // does not write, before any work (see `blockwise write`).
     check_output_path(&a.output)?;
+    let format = OutputFormat::resolve(&a.output, a.format)?;
+    let out_options = OutputOptions {
+        format: Some(format),
+        level: a.level,
+    };
     if let Some(b) = &a.bmap {
         check_output_path(b)?;
     }
@@ -544,7 +604,7 @@ pub fn run_build(a: &BuildArgs) -> anyhow::Result<ExitCode> {
             blockwise_geometry::display_str(w)
         ));
     }
-    let stats = match built.write(&a.output, a.bmap.as_deref(), &mut progress) {
+    let written = match built.write_as(&a.output, a.bmap.as_deref(), &out_options, &mut progress) {
         Ok(s) => s,
         Err(e) => {
             let what = match &a.bmap {
@@ -556,21 +616,47 @@ pub fn run_build(a: &BuildArgs) -> anyhow::Result<ExitCode> {
     };
     drop(progress);
     if a.json {
-        let v = blockwise_host::json::build_json(
+        let v = blockwise_host::json::build_output_json(
             &built,
-            &stats,
+            &written,
             &a.spec.display().to_string(),
             &a.output.display().to_string(),
         )?;
         let text = serde_json::to_string_pretty(&v)?;
         super::emit(&format!("{text}\n"));
     } else if !a.quiet {
+        let what = match (&written.summary, written.format) {
+            (Some(s), OutputFormat::AndroidSparse) => format!(
+                "Android sparse, {} chunks, {} file for a {} image with {} of data; {} don't care",
+                s.units,
+                format_size(written.output_bytes),
+                format_size(built.plan.size_bytes),
+                format_size(built.image.data_bytes()),
+                format_size(s.dont_care_bytes)
+            ),
+            (Some(s), f) => format!(
+                "{}, {} frames ({} all zero), {} file for a {} image with {} of data",
+                if f == OutputFormat::Xz {
+                    "xz"
+                } else {
+                    "seekable zstd"
+                },
+                s.units,
+                format_size(s.fill_bytes),
+                format_size(written.output_bytes),
+                format_size(built.plan.size_bytes),
+                format_size(built.image.data_bytes())
+            ),
+            _ => format!(
+                "{}, {} of data",
+                format_size(built.plan.size_bytes),
+                format_size(built.image.data_bytes())
+            ),
+        };
         super::emit(&format!(
-            "{}wrote {} ({}, {} of data)\n",
+            "{}wrote {} ({what})\n",
             human_plan(&built.plan),
             blockwise_geometry::display_path(&a.output),
-            format_size(built.plan.size_bytes),
-            format_size(built.image.data_bytes())
         ));
     }
     Ok(ExitCode::SUCCESS)

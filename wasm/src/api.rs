@@ -1,21 +1,21 @@
-//! The plain-Rust half of the bindings: spec handling, planning, building from in-memory
-//! files, verify options and output, and error categories. No JS types here, so all of it
-//! is tested on the host.
+//! The plain-Rust half of the bindings: spec handling, planning, verify options and output
+//! (with the safe-to-flash answer), and error categories. No JS types here, so all of it is
+//! tested on the host. Building lives in [`crate::build`], the `.bmap` in [`crate::bmap`],
+//! the Check rounds in [`crate::source`].
 
-use blockwise_geometry::{parse_size, FsKind, Meta, NodeKind, Plan, SectorSize, SparseImage, Tree};
-use blockwise_image::{apply_entries, assemble, plan_full, Fill, Spec, SpecError};
-use blockwise_verify::{Options, Report};
+use blockwise_geometry::{
+    format_size, parse_size, FsKind, Meta, Plan, SectorSize, SizeSpec, Tree, ERASE_BLOCK_RANGE,
+};
+use blockwise_image::{apply_entries, plan_full, Spec, SpecError};
+use blockwise_verify::{Finding, Options, Report, SafeToFlash, Severity};
 use serde::{Deserialize, Serialize};
 
-/// Largest image `build` makes in the page (1 GiB): the tab holds the written extents and
-/// hands the browser a `Blob` of them with shared zero pages between.
-pub const MAX_BUILD_BYTES: u64 = 1 << 30;
 /// Most bytes `verify` reads from a blob before giving up (the verifier needs some KiB).
 pub const MAX_READ_BYTES: u64 = 16 << 20;
 /// Most separate reads `verify` makes.
 pub const MAX_READS: u32 = 4096;
-/// Size of the shared zero buffer the holes of a built image are made of.
-pub const ZERO_CHUNK: u32 = 1 << 20;
+/// Smallest erase block the page offers (the spec accepts smaller ones down to 4 KiB).
+pub const PAGE_MIN_ERASE_BLOCK: u64 = 128 << 10;
 
 /// The category of a failure: the JS `Error.name`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +54,8 @@ pub struct Failure {
     pub category: Category,
     /// The message; for spec errors it starts with the key (`partition[2].size: …`).
     pub message: String,
+    /// For spec errors: the key alone (`partition[2].size`), so a form can mark the field.
+    pub key: Option<String>,
 }
 
 impl Failure {
@@ -62,6 +64,7 @@ impl Failure {
         Failure {
             category: Category::Spec,
             message: format!("{key}: {reason}"),
+            key: Some(key.to_string()),
         }
     }
 
@@ -70,6 +73,7 @@ impl Failure {
         Failure {
             category: Category::Unsupported,
             message: message.into(),
+            key: None,
         }
     }
 
@@ -78,6 +82,7 @@ impl Failure {
         Failure {
             category: Category::Io,
             message: message.to_string(),
+            key: None,
         }
     }
 
@@ -86,6 +91,7 @@ impl Failure {
         Failure {
             category: Category::Internal,
             message: message.into(),
+            key: None,
         }
     }
 }
@@ -109,6 +115,7 @@ impl From<blockwise_image::Error> for Failure {
         Failure {
             category,
             message: e.to_string(),
+            key: None,
         }
     }
 }
@@ -131,7 +138,7 @@ pub fn timestamp(spec: &Spec) -> i64 {
 /// The trees of a spec without files: an empty root plus the `[[partition.entry]]`
 /// overrides for every FAT/ext4 partition, as the CLI makes them for partitions without
 /// `contents`.
-fn empty_trees(spec: &Spec, ts: i64) -> Result<Vec<Option<Tree>>, Failure> {
+pub(crate) fn empty_trees(spec: &Spec, ts: i64) -> Result<Vec<Option<Tree>>, Failure> {
     let mut trees = Vec::new();
     for (i, p) in spec.partitions.iter().enumerate() {
         if !(p.fs.is_fat() || p.fs == FsKind::Ext4) {
@@ -145,7 +152,7 @@ fn empty_trees(spec: &Spec, ts: i64) -> Result<Vec<Option<Tree>>, Failure> {
     Ok(trees)
 }
 
-fn dir_meta(mtime: i64) -> Meta {
+pub(crate) fn dir_meta(mtime: i64) -> Meta {
     Meta {
         mode: 0o755,
         mtime,
@@ -217,34 +224,6 @@ impl VerifyOptions {
     }
 }
 
-/// A compression format recognised by its magic bytes, with the command that undoes it.
-#[must_use]
-pub fn compression(magic: &[u8]) -> Option<(&'static str, &'static str)> {
-    let formats: [(&[u8], &str, &str); 4] = [
-        (&[0xfd, b'7', b'z', b'X', b'Z', 0], "xz", "xz -dk"),
-        (&[0x1f, 0x8b], "gzip", "gunzip -k"),
-        (&[0x28, 0xb5, 0x2f, 0xfd], "zstd", "zstd -d"),
-        (b"BZh", "bzip2", "bunzip2 -k"),
-    ];
-    formats
-        .iter()
-        .find(|(m, _, _)| magic.starts_with(m))
-        .map(|&(_, name, cmd)| (name, cmd))
-}
-
-/// Refuses a compressed image with a message that says how to decompress it.
-pub fn refuse_compressed(magic: &[u8], name: Option<&str>) -> Result<(), Failure> {
-    match compression(magic) {
-        None => Ok(()),
-        Some((format, cmd)) => {
-            let file = name.unwrap_or("image.img.xz");
-            Err(Failure::unsupported(format!(
-                "{file} is {format}-compressed: its partition table cannot be read without decompressing it; run `{cmd} {file}` and check the result (a compressed image is aligned exactly when the image inside is)"
-            )))
-        }
-    }
-}
-
 /// What `verify` read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ReadStats {
@@ -273,6 +252,7 @@ pub fn check_budget(stats: &ReadStats, (start, end): (u64, u64)) -> Result<(), F
     if stats.reads >= MAX_READS || stats.bytes_read.saturating_add(n) > MAX_READ_BYTES {
         return Err(Failure {
             category: Category::CorruptImage,
+            key: None,
             message: format!(
                 "the verifier wanted more than {} reads or {} MiB of metadata; the image is probably corrupt",
                 MAX_READS,
@@ -281,6 +261,98 @@ pub fn check_budget(stats: &ReadStats, (start, end): (u64, u64)) -> Result<(), F
         });
     }
     Ok(())
+}
+
+/// How one partition row is drawn: its worst finding and whether it runs past the end of
+/// the image. Partition `0` is a bare filesystem; findings about the whole disk are
+/// `partition: None` and belong to no row.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RowMark {
+    /// Partition number (as in the report).
+    pub index: u32,
+    /// The worst severity among its findings, `None` when it has none.
+    pub severity: Option<Severity>,
+    /// It ends past the end of the source (`partition-past-end`): drawn cut off, not clipped.
+    pub past_end: bool,
+    /// The codes of its findings, worst first.
+    pub codes: Vec<String>,
+    /// Its findings in a few words (`Finding::summary`), worst first.
+    pub notes: Vec<RowNote>,
+}
+
+/// One finding of a row, in a few words.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RowNote {
+    /// Its severity.
+    pub severity: Severity,
+    /// Its code.
+    pub code: String,
+    /// What is wrong, up to the first consequence.
+    pub text: String,
+}
+
+/// The marks of every partition of `partitions` from `findings`.
+#[must_use]
+pub fn row_marks(
+    partitions: &[blockwise_geometry::PartitionPlan],
+    findings: &[Finding],
+) -> Vec<RowMark> {
+    partitions
+        .iter()
+        .map(|p| {
+            let mine: Vec<&Finding> = findings
+                .iter()
+                .filter(|f| f.partition == Some(p.index))
+                .collect();
+            RowMark {
+                index: p.index,
+                severity: mine.iter().map(|f| f.severity).min(),
+                past_end: mine
+                    .iter()
+                    .any(|f| f.code == blockwise_verify::FindingCode::PartitionPastEnd),
+                codes: {
+                    let mut m = mine.clone();
+                    m.sort_by_key(|f| f.severity);
+                    m.iter().map(|f| f.code.as_str().to_string()).collect()
+                },
+                notes: {
+                    let mut m = mine.clone();
+                    m.sort_by_key(|f| f.severity);
+                    m.iter()
+                        .map(|f| RowNote {
+                            severity: f.severity,
+                            code: f.code.as_str().to_string(),
+                            text: f.summary().to_string(),
+                        })
+                        .collect()
+                },
+            }
+        })
+        .collect()
+}
+
+/// What the input is, in words: the table, a bare filesystem, or unrecognised.
+#[must_use]
+pub fn describe(report: &Report) -> String {
+    use blockwise_geometry::TableKind;
+    if !report.recognised {
+        return "unrecognised: neither a partition table nor a filesystem blockwise knows (not a disk image, or one in a container this page does not read)".into();
+    }
+    match report.table.kind {
+        TableKind::Mbr => "MBR (DOS) partition table".into(),
+        TableKind::Gpt => "GPT partition table".into(),
+        TableKind::None => {
+            let fs = report
+                .partitions
+                .first()
+                .and_then(|p| p.filesystem.as_ref())
+                .map_or_else(
+                    || "unknown".to_string(),
+                    blockwise_geometry::FsPlan::kind_name,
+                );
+            format!("no partition table: a bare {fs} filesystem")
+        }
+    }
 }
 
 /// What `verify` resolves to: the report of `blockwise verify --json` plus what a page
@@ -292,10 +364,21 @@ pub struct VerifyOutput<'a> {
     pub report: &'a Report,
     /// False when neither a table nor a filesystem was recognised.
     pub recognised: bool,
+    /// Safe to flash? The answer, its first line and the findings behind it.
+    pub safe: SafeToFlash,
+    /// What the input is, in words.
+    pub input: String,
+    /// The container the image came in (`null`: a raw image; filled when the container
+    /// decoders land).
+    pub container: Option<String>,
+    /// Each partition's worst finding, for its row and its drawing.
+    pub rows: Vec<RowMark>,
     /// The one-line verdict of the CLI.
     pub verdict: String,
-    /// The CLI's human output.
+    /// The CLI's human output (`blockwise verify`).
     pub human: String,
+    /// The CLI's JSON output (`blockwise verify --json`), text.
+    pub json: String,
     /// 0 ok, 1 error findings, 2 unrecognised (the CLI's exit code).
     pub exit_code: u8,
     /// What was read from the blob.
@@ -309,211 +392,166 @@ impl<'a> VerifyOutput<'a> {
         VerifyOutput {
             report,
             recognised: report.recognised,
+            safe: report.safe_to_flash(),
+            input: describe(report),
+            container: None,
+            rows: row_marks(&report.partitions, &report.findings),
             verdict: report.verdict(),
             human: report.to_human(),
+            json: serde_json::to_string_pretty(report).unwrap_or_default(),
             exit_code: report.exit_code(),
             stats,
         }
     }
 }
 
-/// One file for `build`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FileInput {
-    /// Path with `/` separators, relative (`boot/config.txt`).
-    pub path: String,
-    /// Content.
-    pub data: Vec<u8>,
-    /// Modification time (seconds); default the spec's timestamp.
-    pub mtime: Option<i64>,
+/// What `plan` resolves to: the plan in the JSON shape of `blockwise plan --json`, the
+/// alignment findings verify will give the build, and the marks of the rows.
+#[derive(Debug, Serialize)]
+pub struct PlanOutput<'a> {
+    /// The plan.
+    #[serde(flatten)]
+    pub plan: &'a Plan,
+    /// What verify will say of the built image (an explicit start off the erase block, …).
+    pub findings: Vec<Finding>,
+    /// Each partition's worst finding.
+    pub rows: Vec<RowMark>,
 }
 
-/// An image built in memory.
-#[derive(Debug)]
-pub struct Built {
-    /// The plan it follows.
-    pub plan: Plan,
-    /// The image.
-    pub image: SparseImage,
-    /// The writers' warnings.
-    pub warnings: Vec<String>,
-}
-
-/// Which partition (spec index) each file goes to, and its path inside it.
-fn route<'a>(spec: &Spec, path: &'a str) -> Option<(usize, &'a str)> {
-    let path = path.trim_start_matches('/');
-    let named = spec.partitions.iter().any(|p| p.contents.is_some());
-    if named {
-        spec.partitions.iter().enumerate().find_map(|(i, p)| {
-            let c = p.contents.as_deref()?.trim_matches('/');
-            let rest = path.strip_prefix(c)?.strip_prefix('/')?;
-            Some((i, rest))
-        })
-    } else {
-        let i = spec
-            .partitions
-            .iter()
-            .position(|p| p.fs.is_fat() || p.fs == FsKind::Ext4)?;
-        Some((i, path))
-    }
-}
-
-/// Adds a file at `path` (creating its directories) to `tree`.
-fn add_file(
-    tree: &mut Tree,
-    path: &str,
-    size: u64,
-    content: u64,
-    mtime: i64,
-    key: &str,
-) -> Result<(), Failure> {
-    let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
-    let Some((name, dirs)) = comps.split_last() else {
-        return Err(Failure::spec(key, "is empty or a directory"));
-    };
-    let mut parent = 0;
-    for d in dirs {
-        if *d == "." || *d == ".." {
-            return Err(Failure::spec(key, format!("{path:?} contains {d:?}")));
-        }
-        parent = match tree.child(parent, d) {
-            Some(c) => c,
-            None => tree
-                .add(
-                    parent,
-                    d,
-                    NodeKind::Dir {
-                        children: Vec::new(),
-                    },
-                    dir_meta(mtime),
-                )
-                .ok_or_else(|| Failure::spec(key, format!("{d} in {path:?} is a file")))?,
-        };
-    }
-    let file = NodeKind::File {
-        size,
-        content,
-        data_ranges: None,
-        link: None,
-    };
-    let meta = Meta {
-        mode: 0o644,
-        mtime,
-        ..Meta::default()
-    };
-    tree.add(parent, name, file, meta)
-        .map(|_| ())
-        .ok_or_else(|| Failure::spec(key, format!("{path:?} is given twice")))
-}
-
-/// Builds `spec` with `files` into an in-memory image; refuses images above
-/// [`MAX_BUILD_BYTES`].
-pub fn build(spec: &Spec, files: Vec<FileInput>) -> Result<Built, Failure> {
-    let ts = timestamp(spec);
-    for (i, p) in spec.partitions.iter().enumerate() {
-        if p.source.is_some() {
-            return Err(Failure::unsupported(format!(
-                "partition[{}].source: raw partitions from a file are not built in the page; use `blockwise build`",
-                i + 1
-            )));
+impl<'a> PlanOutput<'a> {
+    /// The output for `plan`.
+    #[must_use]
+    pub fn new(plan: &'a Plan) -> Self {
+        let findings = blockwise_verify::plan_findings(plan);
+        PlanOutput {
+            rows: row_marks(&plan.partitions, &findings),
+            plan,
+            findings,
         }
     }
-    if !spec.raw.is_empty() {
-        return Err(Failure::unsupported(
-            "raw[1].source: raw writes from a file are not built in the page; use `blockwise build`".to_string(),
-        ));
-    }
-    // Contents first, then the `[[partition.entry]]` overrides, as in the CLI.
-    let mut trees: Vec<Option<Tree>> = spec
-        .partitions
-        .iter()
-        .map(|p| (p.fs.is_fat() || p.fs == FsKind::Ext4).then(|| Tree::new(dir_meta(ts))))
-        .collect();
-    let mut content: Vec<Vec<u8>> = Vec::with_capacity(files.len());
-    for (i, f) in files.into_iter().enumerate() {
-        let key = format!("files[{i}].path");
-        let Some((si, inner)) = route(spec, &f.path) else {
-            return Err(Failure::spec(
-                key,
-                format!(
-                    "{:?} belongs to no partition: give a FAT or ext4 partition (with contents = \"{}\" to route it)",
-                    f.path,
-                    f.path.split('/').next().unwrap_or_default()
-                ),
-            ));
-        };
-        let Some(Some(tree)) = trees.get_mut(si) else {
-            return Err(Failure::spec(
-                format!("partition[{}].contents", si + 1),
-                "files can only go into a FAT or ext4 partition",
-            ));
-        };
-        let mtime = match (f.mtime, spec.image.timestamp) {
-            (Some(m), Some(_)) => m.min(ts),
-            (Some(m), None) => m,
-            (None, _) => ts,
-        };
-        add_file(
-            tree,
-            inner,
-            f.data.len() as u64,
-            content.len() as u64,
-            mtime,
-            &key,
-        )?;
-        content.push(f.data);
-    }
-    for (i, (t, p)) in trees.iter_mut().zip(&spec.partitions).enumerate() {
-        if let Some(t) = t {
-            apply_entries(t, &p.entries, &format!("partition[{}]", i + 1), ts)?;
+}
+
+/// A size as the spec parser reads it, in bytes, binary and decimal units: what a card
+/// labelled "8 GB" really holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SizeInfo {
+    /// Bytes (the spec parser's reading).
+    pub bytes: u64,
+    /// In binary units (`7.45 GiB`).
+    pub binary: String,
+    /// In decimal units (`8 GB`).
+    pub decimal: String,
+}
+
+/// `bytes` in decimal units (kB, MB, GB, TB: powers of 1000), at most two decimals.
+#[must_use]
+pub fn format_decimal(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [
+        ("TB", 1_000_000_000_000),
+        ("GB", 1_000_000_000),
+        ("MB", 1_000_000),
+        ("kB", 1_000),
+    ];
+    for (name, unit) in UNITS {
+        if bytes >= unit {
+            if bytes % unit == 0 {
+                return format!("{} {name}", bytes / unit);
+            }
+            // Hundredths, rounded half up, in integers (no float drift).
+            let h = (u128::from(bytes) * 100 + u128::from(unit) / 2) / u128::from(unit);
+            let (int, frac) = (h / 100, h % 100);
+            return if frac == 0 {
+                format!("{int} {name}")
+            } else if frac % 10 == 0 {
+                format!("{int}.{} {name}", frac / 10)
+            } else {
+                format!("{int}.{frac:02} {name}")
+            };
         }
     }
-    let plan = plan_full(spec, &trees, ts)?;
-    if plan.size_bytes > MAX_BUILD_BYTES {
-        return Err(Failure::unsupported(format!(
-            "image.size: a {} image is more than this page builds ({} at most, the tab holds it in memory); build it with `blockwise build`",
-            blockwise_geometry::format_size(plan.size_bytes),
-            blockwise_geometry::format_size(MAX_BUILD_BYTES)
-        )));
-    }
-    let fills: Vec<Fill<'_>> = trees
-        .iter()
-        .map(|t| t.as_ref().map_or(Fill::Nothing, Fill::Tree))
-        .collect();
-    let mut image = SparseImage::new(plan.size_bytes);
-    let warnings = assemble(&mut image, spec, &plan, &fills, &content, ts)?;
-    Ok(Built {
-        plan,
-        image,
-        warnings,
+    format!("{bytes} B")
+}
+
+/// Reads `text` with the spec's size parser. `key` names the field in the error.
+pub fn size_info(text: &str, key: &str) -> Result<SizeInfo, Failure> {
+    let bytes = parse_size(text).map_err(|e| Failure::spec(key, e))?;
+    Ok(SizeInfo {
+        bytes,
+        binary: format_size(bytes),
+        decimal: format_decimal(bytes),
     })
 }
 
-/// A piece of a built image in offset order.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Part<'a> {
-    /// Written bytes.
-    Data(&'a [u8]),
-    /// This many zero bytes.
-    Zeros(u64),
-}
-
-/// The image as data and zero runs, covering it exactly.
+/// The erase blocks the page offers: every power of two from 128 KiB to the largest the
+/// spec accepts (256 MiB), as `(bytes, "4 MiB")`.
 #[must_use]
-pub fn pieces(img: &SparseImage) -> Vec<Part<'_>> {
+pub fn erase_block_choices() -> Vec<(u64, String)> {
+    let (min, max) = ERASE_BLOCK_RANGE;
     let mut out = Vec::new();
-    let mut pos = 0u64;
-    for (off, bytes) in img.extents() {
-        if off > pos {
-            out.push(Part::Zeros(off - pos));
-        }
-        out.push(Part::Data(bytes));
-        pos = off.saturating_add(bytes.len() as u64);
-    }
-    if img.size() > pos {
-        out.push(Part::Zeros(img.size() - pos));
+    let mut e = PAGE_MIN_ERASE_BLOCK.max(min);
+    while e <= max {
+        out.push((e, format_size(e)));
+        e <<= 1;
     }
     out
+}
+
+/// Where "Add partition" puts a new partition and how big, so the plan stays valid.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Suggestion {
+    /// 0-based position in the partition list: before a trailing `fill` partition (which
+    /// must stay last), else at the end.
+    pub position: usize,
+    /// Its filesystem.
+    pub fs: String,
+    /// Its size, as spec text (`256MiB`).
+    pub size: String,
+}
+
+/// The first new partition that keeps `spec` plannable: ext4 of 256 MiB down to 16 MiB,
+/// then smaller FAT and unformatted ones, placed before a `fill` partition. When none fits,
+/// a spec error on `image.size` says so.
+pub fn suggest_partition(spec: &Spec) -> Result<Suggestion, Failure> {
+    let position = spec
+        .partitions
+        .iter()
+        .position(|p| p.size == SizeSpec::Fill)
+        .unwrap_or(spec.partitions.len());
+    let eb = spec.image.erase_block;
+    let candidates: [(&str, u64); 8] = [
+        ("ext4", 256 << 20),
+        ("ext4", 128 << 20),
+        ("ext4", 64 << 20),
+        ("ext4", 32 << 20),
+        ("ext4", 16 << 20),
+        ("fat16", 8 << 20),
+        ("fat12", 4 << 20),
+        ("none", eb),
+    ];
+    for (fs, bytes) in candidates {
+        let size = format_size(bytes).replace(' ', "");
+        let Ok(one) = Spec::from_toml(&format!(
+            "[[partition]]\nfs = \"{fs}\"\nsize = \"{size}\"\n"
+        )) else {
+            continue;
+        };
+        let Some(part) = one.partitions.into_iter().next() else {
+            continue;
+        };
+        let mut s = spec.clone();
+        s.partitions.insert(position.min(s.partitions.len()), part);
+        if s.validate().is_ok() && plan(&s).is_ok() {
+            return Ok(Suggestion {
+                position,
+                fs: fs.into(),
+                size,
+            });
+        }
+    }
+    Err(Failure::spec(
+        "image.size",
+        "no room for another partition: raise the device size or shrink a partition",
+    ))
 }
 
 #[cfg(test)]

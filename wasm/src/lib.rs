@@ -1,31 +1,36 @@
 //! blockwise in the browser: the pure crates (`blockwise-image`, `blockwise-verify`) behind
-//! three wasm-bindgen functions. Nothing is uploaded and nothing is reimplemented in
-//! JavaScript.
+//! wasm-bindgen functions. Nothing is uploaded and nothing is reimplemented in JavaScript:
+//! every number, verdict and finding comes from here.
 //!
 //! - [`plan`]`(spec)`: a spec (TOML text or a JS object with the TOML's keys) → the plan,
-//!   in the JSON shape of `blockwise plan --json`.
+//!   in the JSON shape of `blockwise plan --json`, with the findings verify will give.
 //! - [`verify`]`(blob, options)`: checks a `File`/`Blob` reading only the byte ranges the
 //!   verifier asks for (`blob.slice()`), so a 32 GiB image costs some KiB
-//!   (see [`source`]). Resolves to the report of `blockwise verify --json`, plus the human
-//!   text, the verdict and the bytes read.
-//! - [`build`]`(spec, files)`: a small image from in-memory files, as a [`BuiltImage`]
-//!   whose `blob()` is the image (the holes are shared zero pages, not copies).
+//!   (see [`source`]). Resolves to the report of `blockwise verify --json`, plus the
+//!   safe-to-flash answer, the human text and JSON of the CLI, and the bytes read.
+//! - [`prepare_build`]`(spec, entries)`: plans and assembles an image from the files'
+//!   names, sizes and times (see [`build`]); its [`BuildJob::image_blob`] composes the image
+//!   as a `Blob` of the metadata and slices of the files themselves, and
+//!   [`BuildJob::bmap_hasher`] hashes the `.bmap` from that `Blob`. The page runs this in a
+//!   Web Worker (`www/build-worker.js`).
 //!
 //! Errors are JS `Error`s whose `name` is the category: `SpecError` (the message starts
-//! with the spec key, e.g. `partition[2].size: …`), `UnsupportedError`, `CorruptImageError`,
-//! `IoError`.
+//! with the spec key, e.g. `partition[2].size: …`, and `error.key` is the key alone),
+//! `UnsupportedError`, `CorruptImageError`, `IoError`.
 //!
 //! Everything except the JS glue is plain Rust and is tested on the host too
 //! (`cargo test -p blockwise-wasm`); the JS side is tested with wasm-bindgen-test under node
 //! and end to end in Chromium (`wasm/test.sh`).
 
 pub mod api;
+pub mod bmap;
+pub mod build;
 pub mod source;
 
 use wasm_bindgen::prelude::*;
 
 use crate::api::{Failure, VerifyOptions};
-use crate::source::{Fetched, Missing};
+use crate::source::{Fetched, Round};
 
 #[wasm_bindgen]
 extern "C" {
@@ -36,23 +41,29 @@ extern "C" {
     #[wasm_bindgen(constructor, js_class = "Blob")]
     fn new_with_parts(parts: &js_sys::Array, options: &JsValue) -> JsBlob;
 
+    /// `blob.size`.
     #[wasm_bindgen(method, getter)]
-    fn size(this: &JsBlob) -> f64;
+    pub fn size(this: &JsBlob) -> f64;
 
     #[wasm_bindgen(method, getter)]
     fn name(this: &JsBlob) -> JsValue;
 
+    /// `blob.slice(start, end)`.
     #[wasm_bindgen(method)]
-    fn slice(this: &JsBlob, start: f64, end: f64) -> JsBlob;
+    pub fn slice(this: &JsBlob, start: f64, end: f64) -> JsBlob;
 
+    /// `blob.arrayBuffer()`.
     #[wasm_bindgen(method, js_name = arrayBuffer)]
-    fn array_buffer(this: &JsBlob) -> js_sys::Promise;
+    pub fn array_buffer(this: &JsBlob) -> js_sys::Promise;
 }
 
 /// A JS `Error` whose `name` is the failure's category.
 fn js_error(f: &Failure) -> JsValue {
     let e = js_sys::Error::new(&f.message);
     e.set_name(f.category.name());
+    if let Some(k) = &f.key {
+        let _ = js_sys::Reflect::set(&e, &JsValue::from_str("key"), &JsValue::from_str(k));
+    }
     e.into()
 }
 
@@ -74,39 +85,22 @@ fn spec_of(spec: JsValue) -> Result<blockwise_image::Spec, Failure> {
 }
 
 /// Plans a spec (TOML text or an object with the TOML's keys): layout and filesystem
-/// geometry, in the JSON shape of `blockwise plan --json`, plus `toml`, the spec as TOML
-/// when it was given as text.
+/// geometry, in the JSON shape of `blockwise plan --json`, plus `findings` (what verify will
+/// say of the build) and `rows` (each partition's worst finding).
 #[wasm_bindgen]
 pub fn plan(spec: JsValue) -> Result<JsValue, JsValue> {
     let spec = spec_of(spec).map_err(|f| js_error(&f))?;
     let plan = api::plan(&spec).map_err(|f| js_error(&f))?;
-    to_js(&WithFindings::of(&plan))
-}
-
-/// A plan with `findings`: the alignment findings `verify` will give the built image (an
-/// explicit start off the erase block, …), as `blockwise plan --json` prints them.
-#[derive(serde::Serialize)]
-struct WithFindings<'a> {
-    #[serde(flatten)]
-    plan: &'a blockwise_geometry::Plan,
-    findings: Vec<blockwise_verify::Finding>,
-}
-
-impl<'a> WithFindings<'a> {
-    fn of(plan: &'a blockwise_geometry::Plan) -> Self {
-        WithFindings {
-            plan,
-            findings: blockwise_verify::plan_findings(plan),
-        }
-    }
+    to_js(&api::PlanOutput::new(&plan))
 }
 
 /// Verifies a `File` or `Blob` without loading it: the verifier runs over the ranges read so
 /// far and names the next one it needs, which is read with `blob.slice()`; this repeats until
 /// it has what it needs (only metadata: some KiB). `options`: `{ eraseBlock: 4194304 or
 /// "4MiB", strict: false, sectorSize: 512 | 4096, name: "disk.img" }`, all optional.
-/// Compressed images (xz, gzip, zstd, bzip2) are refused with an `UnsupportedError` that
-/// says how to decompress them.
+/// Images in a container (xz, gzip, zstd, bzip2, lz4, zip, Android sparse, VM disks) are
+/// refused with an `UnsupportedError` that says how to unpack them, until the container
+/// decoders slot into [`source::check_round`].
 #[wasm_bindgen]
 pub async fn verify(blob: JsBlob, options: JsValue) -> Result<JsValue, JsValue> {
     let mut opts: VerifyOptions = if options.is_undefined() || options.is_null() {
@@ -126,25 +120,11 @@ pub async fn verify(blob: JsBlob, options: JsValue) -> Result<JsValue, JsValue> 
     let size = format!("{size:.0}").parse::<u64>().unwrap_or(0);
     let mut fetched = Fetched::new(size);
     let mut stats = api::ReadStats::default();
-    let head = fetched.range_for(Missing {
-        offset: 0,
-        len: source::FETCH_UNIT,
-    });
-    fetch(&blob, &mut fetched, head, &mut stats).await?;
-    let mut magic = [0u8; 8];
-    let n = usize::try_from(size.min(8)).unwrap_or(0);
-    if let Some(m) = magic.get_mut(..n) {
-        use blockwise_geometry::BlockSource as _;
-        fetched
-            .read_at(0, m)
-            .map_err(|e| js_error(&Failure::io(e)))?;
-    }
-    api::refuse_compressed(&magic, opts.name.as_deref()).map_err(|f| js_error(&f))?;
     let options = opts.to_options().map_err(|f| js_error(&f))?;
     loop {
-        match blockwise_verify::verify(&fetched, &options) {
-            Ok(report) => return to_js(&api::VerifyOutput::new(&report, stats)),
-            Err(missing) => {
+        match source::check_round(&fetched, &options).map_err(|f| js_error(&f))? {
+            Round::Done(report) => return to_js(&api::VerifyOutput::new(&report, stats)),
+            Round::Need(missing) => {
                 let range = fetched.range_for(missing);
                 api::check_budget(&stats, range).map_err(|f| js_error(&f))?;
                 fetch(&blob, &mut fetched, range, &mut stats).await?;
@@ -185,117 +165,250 @@ async fn fetch(
     Ok(())
 }
 
-/// An image built by [`build`].
+/// Size of the shared zero `Blob` the holes of a built image are made of: a 64 GiB image of
+/// holes is 4096 references to it, not 64 GiB.
+const ZERO_BLOB: u32 = 16 << 20;
+
+fn f64_of(v: u64) -> f64 {
+    // Sizes and offsets of images and Blobs are below 2^53: exact as f64.
+    #[allow(clippy::cast_precision_loss)]
+    let f = v as f64;
+    f
+}
+
+/// A u64 from a JS number that must be a non-negative integer below 2^53.
+fn u64_of(v: f64, key: &str) -> Result<u64, Failure> {
+    if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= 9_007_199_254_740_992.0 {
+        format!("{v:.0}")
+            .parse()
+            .map_err(|_| Failure::spec(key, format!("{v}: not a byte count")))
+    } else {
+        Err(Failure::spec(key, format!("{v}: not a byte count")))
+    }
+}
+
+/// An image planned and assembled by [`prepare_build`]: metadata in memory, file data as
+/// references to the entries' files.
 #[wasm_bindgen]
-pub struct BuiltImage {
-    built: api::Built,
+pub struct BuildJob {
+    job: build::Job,
 }
 
 #[wasm_bindgen]
-impl BuiltImage {
+impl BuildJob {
     /// Image size in bytes.
     #[wasm_bindgen(getter)]
     pub fn size(&self) -> f64 {
-        #[allow(clippy::cast_precision_loss)]
-        let s = self.built.image.size() as f64;
-        s
+        f64_of(self.job.size())
     }
 
-    /// The plan the image follows (JSON shape of `blockwise plan --json`).
+    /// The plan it follows (the JSON of `blockwise plan --json`, with `findings` and `rows`).
     #[wasm_bindgen(getter)]
     pub fn plan(&self) -> Result<JsValue, JsValue> {
-        to_js(&WithFindings::of(&self.built.plan))
+        to_js(&api::PlanOutput::new(&self.job.plan))
     }
 
     /// What the writers skipped or worried about (e.g. a name FAT cannot store).
     #[wasm_bindgen(getter)]
     pub fn warnings(&self) -> Vec<String> {
-        self.built.warnings.clone()
+        self.job.warnings.clone()
     }
 
-    /// Bytes holding data (the rest are zeros).
-    #[wasm_bindgen(getter, js_name = dataBytes)]
-    pub fn data_bytes(&self) -> f64 {
-        #[allow(clippy::cast_precision_loss)]
-        let s = self.built.image.data_bytes() as f64;
-        s
+    /// Metadata bytes held in memory (tables, boot sectors, FATs, inode tables, …).
+    #[wasm_bindgen(getter, js_name = metadataBytes)]
+    pub fn metadata_bytes(&self) -> f64 {
+        f64_of(self.job.map.metadata_bytes())
     }
 
-    /// The image as a `Blob` (`application/octet-stream`): the written extents, with the
-    /// holes between them made of one shared zero buffer.
-    pub fn blob(&self) -> JsBlob {
+    /// File bytes placed by reference.
+    #[wasm_bindgen(getter, js_name = contentBytes)]
+    pub fn content_bytes(&self) -> f64 {
+        f64_of(self.job.map.content_bytes())
+    }
+
+    /// The image as a `Blob`: metadata bytes, slices of `files` (entry `i`'s file is
+    /// `files[i]`; a directory's may be anything) and references to one shared zero `Blob`
+    /// for the holes. Nothing is copied but the metadata; the browser reads the files when
+    /// the `Blob` is read (downloaded, hashed, checked).
+    #[wasm_bindgen(js_name = imageBlob)]
+    pub fn image_blob(&self, files: &js_sys::Array) -> Result<JsBlob, JsValue> {
         let parts = js_sys::Array::new();
-        let zeros = js_sys::Uint8Array::new_with_length(api::ZERO_CHUNK);
-        for piece in api::pieces(&self.built.image) {
-            match piece {
-                api::Part::Data(bytes) => {
-                    parts.push(&js_sys::Uint8Array::from(bytes));
-                }
-                api::Part::Zeros(n) => {
-                    let full = n / u64::from(api::ZERO_CHUNK);
-                    for _ in 0..full {
-                        parts.push(&zeros);
-                    }
-                    let rest = u32::try_from(n % u64::from(api::ZERO_CHUNK)).unwrap_or(0);
-                    if rest > 0 {
-                        parts.push(&zeros.subarray(0, rest));
-                    }
-                }
-            }
-        }
         let opts = js_sys::Object::new();
         let _ = js_sys::Reflect::set(
             &opts,
             &JsValue::from_str("type"),
             &JsValue::from_str("application/octet-stream"),
         );
-        JsBlob::new_with_parts(&parts, &opts)
+        let mut zero: Option<JsBlob> = None;
+        for part in self.job.parts() {
+            match part {
+                build::Part::Bytes(b) => {
+                    parts.push(&js_sys::Uint8Array::from(b));
+                }
+                build::Part::File {
+                    content,
+                    offset,
+                    len,
+                } => {
+                    let i = u32::try_from(content).unwrap_or(u32::MAX);
+                    let file: JsBlob = files.get(i).dyn_into::<JsBlob>().map_err(|_| {
+                        js_error(&Failure::spec(format!("files[{i}]"), "not a File or Blob"))
+                    })?;
+                    let want = usize::try_from(content)
+                        .ok()
+                        .and_then(|c| self.job.sizes.get(c))
+                        .copied()
+                        .unwrap_or(0);
+                    if u64_of(file.size(), "size").ok() != Some(want) {
+                        return Err(js_error(&Failure::io(format!(
+                            "files[{i}] is {} bytes now, but {want} when the image was planned (the file changed?)",
+                            file.size()
+                        ))));
+                    }
+                    parts.push(&file.slice(f64_of(offset), f64_of(offset + len)));
+                }
+                build::Part::Zeros(n) => {
+                    let z = zero.get_or_insert_with(|| {
+                        let z = js_sys::Array::of1(&js_sys::Uint8Array::new_with_length(ZERO_BLOB));
+                        JsBlob::new_with_parts(&z, &opts)
+                    });
+                    let chunk = u64::from(ZERO_BLOB);
+                    for _ in 0..n / chunk {
+                        parts.push(z);
+                    }
+                    if n % chunk > 0 {
+                        parts.push(&z.slice(0.0, f64_of(n % chunk)));
+                    }
+                }
+            }
+        }
+        Ok(JsBlob::new_with_parts(&parts, &opts))
+    }
+
+    /// A hasher for the image's `.bmap`: read `next()` from the image `Blob`, `feed()` it,
+    /// until `next()` is `undefined`; then `text()`.
+    #[wasm_bindgen(js_name = bmapHasher)]
+    pub fn bmap_hasher(&self) -> BmapHasher {
+        BmapHasher {
+            h: bmap::BmapHasher::new(&self.job.map),
+        }
     }
 }
 
-/// Builds a small image in memory. `spec`: TOML text or an object. `files`: an array of
-/// `{ path: "boot/config.txt", data: Uint8Array, mtime?: seconds }`. Files go into the
-/// partition whose `contents` names their top directory (`boot/config.txt` with
-/// `contents = "boot"` becomes `/config.txt`); when no partition names `contents`, all of
-/// them go into the first FAT or ext4 partition. Images above 1 GiB are refused
-/// (`UnsupportedError`): use the `blockwise` CLI.
+/// Hashes a built image's `.bmap` from chunks of the image read in order.
 #[wasm_bindgen]
-pub fn build(spec: JsValue, files: js_sys::Array) -> Result<BuiltImage, JsValue> {
+pub struct BmapHasher {
+    h: bmap::BmapHasher,
+}
+
+#[wasm_bindgen]
+impl BmapHasher {
+    /// The next `[start, end]` of the image to read and feed, or `undefined` when done.
+    pub fn next(&self) -> Option<Vec<f64>> {
+        self.h.next().map(|(s, e)| vec![f64_of(s), f64_of(e)])
+    }
+
+    /// Hashes the bytes `next()` named.
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<(), JsValue> {
+        self.h
+            .feed(bytes)
+            .map_err(|m| js_error(&Failure::internal(m)))
+    }
+
+    /// Bytes hashed so far.
+    #[wasm_bindgen(getter, js_name = doneBytes)]
+    pub fn done_bytes(&self) -> f64 {
+        f64_of(self.h.done_bytes())
+    }
+
+    /// Bytes to hash in all.
+    #[wasm_bindgen(getter, js_name = totalBytes)]
+    pub fn total_bytes(&self) -> f64 {
+        f64_of(self.h.total_bytes())
+    }
+
+    /// The `.bmap` file (bmaptool 2.0, as `blockwise build --bmap` writes it).
+    pub fn text(&self) -> Result<String, JsValue> {
+        self.h.text().map_err(|m| js_error(&Failure::internal(m)))
+    }
+}
+
+/// One entry of [`prepare_build`], from JS.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct EntryIn {
+    path: String,
+    #[serde(default)]
+    size: f64,
+    #[serde(default)]
+    mtime: Option<f64>,
+    #[serde(default)]
+    partition: Option<usize>,
+    #[serde(default)]
+    dir: bool,
+}
+
+/// Plans and assembles an image without reading any file. `spec`: TOML text or an object.
+/// `entries`: `[{ path, size, mtime?, partition?, dir? }]` — `mtime` in ms
+/// (`File.lastModified`), `partition` 1-based (else the path starts with a partition's
+/// `contents`), `dir: true` for a directory. Entry `i`'s file is `files[i]` of
+/// [`BuildJob::image_blob`].
+#[wasm_bindgen(js_name = prepareBuild)]
+pub fn prepare_build(spec: JsValue, entries: JsValue) -> Result<BuildJob, JsValue> {
     let spec = spec_of(spec).map_err(|f| js_error(&f))?;
-    let mut inputs = Vec::new();
-    for (i, f) in files.iter().enumerate() {
-        let get = |k: &str| js_sys::Reflect::get(&f, &JsValue::from_str(k)).ok();
-        let path = get("path").and_then(|v| v.as_string()).ok_or_else(|| {
-            js_error(&Failure::spec(
-                format!("files[{i}].path"),
-                "missing (a string like \"boot/config.txt\")",
-            ))
-        })?;
-        let data = get("data")
-            .filter(|v| v.is_instance_of::<js_sys::Uint8Array>())
-            .map(|v| js_sys::Uint8Array::from(v).to_vec())
-            .ok_or_else(|| {
-                js_error(&Failure::spec(
-                    format!("files[{i}].data"),
-                    "missing (a Uint8Array)",
-                ))
-            })?;
-        let mtime = get("mtime")
-            .and_then(|v| v.as_f64())
+    let raw: Vec<EntryIn> = serde_wasm_bindgen::from_value(entries)
+        .map_err(|e| js_error(&Failure::spec("files", e.to_string())))?;
+    let mut list = Vec::with_capacity(raw.len());
+    for (i, e) in raw.into_iter().enumerate() {
+        let size = u64_of(e.size, &format!("files[{i}].size")).map_err(|f| js_error(&f))?;
+        let mtime_ms = e
+            .mtime
             .filter(|t| t.is_finite())
             .map(|t| format!("{:.0}", t.floor()).parse::<i64>().unwrap_or(0));
-        inputs.push(api::FileInput { path, data, mtime });
+        list.push(build::FileEntry {
+            path: e.path,
+            size,
+            mtime_ms,
+            partition: e.partition,
+            dir: e.dir,
+        });
     }
-    let built = api::build(&spec, inputs).map_err(|f| js_error(&f))?;
-    Ok(BuiltImage { built })
+    let job = build::prepare(&spec, &list).map_err(|f| js_error(&f))?;
+    Ok(BuildJob { job })
 }
 
-/// The largest image [`build`] makes, in bytes.
-#[wasm_bindgen(js_name = maxBuildBytes)]
-pub fn max_build_bytes() -> f64 {
-    #[allow(clippy::cast_precision_loss)]
-    let m = api::MAX_BUILD_BYTES as f64;
-    m
+/// Reads a size as the spec does: `{ bytes, binary: "7.45 GiB", decimal: "8 GB" }`. A bad
+/// size is a `SpecError` whose key is `key` (default `size`).
+#[wasm_bindgen(js_name = sizeInfo)]
+pub fn size_info(text: &str, key: Option<String>) -> Result<JsValue, JsValue> {
+    let key = key.unwrap_or_else(|| "size".into());
+    let info = api::size_info(text, &key).map_err(|f| js_error(&f))?;
+    to_js(&info)
+}
+
+/// The erase blocks the page offers: `[{ bytes, label }]`, every power of two from 128 KiB
+/// to 256 MiB.
+#[wasm_bindgen(js_name = eraseBlockChoices)]
+pub fn erase_block_choices() -> Result<JsValue, JsValue> {
+    #[derive(serde::Serialize)]
+    struct Choice {
+        bytes: u64,
+        label: String,
+    }
+    let list: Vec<Choice> = api::erase_block_choices()
+        .into_iter()
+        .map(|(bytes, label)| Choice { bytes, label })
+        .collect();
+    to_js(&list)
+}
+
+/// Where "Add partition" puts a new partition and how big, so that `spec` stays valid:
+/// `{ position, fs, size }`.
+#[wasm_bindgen(js_name = suggestPartition)]
+pub fn suggest_partition(spec: JsValue) -> Result<JsValue, JsValue> {
+    let spec = spec_of(spec).map_err(|f| js_error(&f))?;
+    let s = api::suggest_partition(&spec).map_err(|f| js_error(&f))?;
+    to_js(&s)
 }
 
 /// The blockwise version.

@@ -1,10 +1,14 @@
-//! The JS API under node (wasm-bindgen-test): `plan`, `verify` over a `Blob`, `build`, and
-//! the JS error names. Run by `wasm/test.sh` through `wasm-bindgen-test-runner`.
+//! The JS API under node (wasm-bindgen-test): `plan`, `verify` over a `Blob`, `prepareBuild`
+//! with its image `Blob` and `.bmap`, the helpers of the Plan form, and the JS error names.
+//! Run by `wasm/test.sh` through `wasm-bindgen-test-runner`.
 #![cfg(target_arch = "wasm32")]
 
-use blockwise_wasm::{build, plan, verify, JsBlob};
+use blockwise_wasm::{
+    erase_block_choices, plan, prepare_build, size_info, suggest_partition, verify, JsBlob,
+};
 use js_sys::{Array, Reflect, Uint8Array};
 use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
 use wasm_bindgen_test::wasm_bindgen_test;
 
 const SPEC: &str =
@@ -40,17 +44,13 @@ fn plans_toml_text_and_objects_alike() {
         js_sys::JSON::stringify(&from_text).unwrap(),
         js_sys::JSON::stringify(&from_object).unwrap()
     );
+    assert_eq!(get(&from_text, "rows.0.index").as_f64(), Some(1.0));
 }
 
 #[wasm_bindgen_test]
 fn plan_lists_the_alignment_findings_verify_will_give() {
     let aligned = plan(JsValue::from_str(SPEC)).unwrap();
-    assert_eq!(
-        Array::from(&get(&aligned, "findings")).length(),
-        0,
-        "{:?}",
-        js_sys::JSON::stringify(&aligned)
-    );
+    assert_eq!(Array::from(&get(&aligned, "findings")).length(), 0);
     let off = plan(JsValue::from_str(
         "[image]\nerase-block = \"4MiB\"\n[[partition]]\nfs = \"fat32\"\nsize = \"64MiB\"\nstart = \"1MiB\"\n",
     ))
@@ -61,47 +61,99 @@ fn plan_lists_the_alignment_findings_verify_will_give() {
         get(&findings.get(0), "code").as_string().as_deref(),
         Some("partition-not-erase-aligned")
     );
+    assert_eq!(
+        get(&off, "rows.0.severity").as_string().as_deref(),
+        Some("warning")
+    );
 }
 
 #[wasm_bindgen_test]
-fn spec_errors_are_named_and_name_the_key() {
+fn spec_errors_are_named_and_carry_their_key() {
     let e = plan(eval(
-        r#"({ image: { size: "64MiB" }, partition: [ { fs: "fat33", size: "fill" } ] })"#,
+        r#"({ image: { size: "64MiB" }, partition: [ { fs: "fat32", size: "4XB" } ] })"#,
     ))
     .unwrap_err();
     let (name, message) = name_and_message(&e);
     assert_eq!(name, "SpecError");
-    assert!(message.starts_with("partition[1].fs"), "{message}");
+    assert!(message.starts_with("partition[1].size: "), "{message}");
+    assert_eq!(
+        get(&e, "key").as_string().as_deref(),
+        Some("partition[1].size")
+    );
+}
+
+/// Reads `[start, end)` of a blob.
+async fn read(blob: &JsBlob, start: f64, end: f64) -> Vec<u8> {
+    let buf = JsFuture::from(blob.slice(start, end).array_buffer())
+        .await
+        .unwrap();
+    Uint8Array::new(&buf).to_vec()
 }
 
 #[wasm_bindgen_test]
-async fn builds_an_image_whose_blob_verifies_aligned() {
-    let files = Array::new();
-    let f = js_sys::Object::new();
-    Reflect::set(&f, &"path".into(), &"config.txt".into()).unwrap();
-    Reflect::set(&f, &"data".into(), &Uint8Array::from(&b"hello"[..])).unwrap();
-    files.push(&f);
-    let img = build(JsValue::from_str(SPEC), files).unwrap();
-    assert_eq!(img.size(), 64.0 * 1024.0 * 1024.0);
-    let report = verify(img.blob(), eval(r#"({ name: "built.img" })"#))
+async fn builds_from_blobs_by_reference_verifies_and_hashes_the_bmap() {
+    let entries = eval(
+        r#"[{ path: "config.txt", size: 5, mtime: 1700000000000 },
+            { path: "overlays", dir: true },
+            { path: "overlays/a.dtbo", size: 70000 }]"#,
+    );
+    let files: Array =
+        eval(r#"[new Blob(["hello"]), null, new Blob([new Uint8Array(70000).fill(7)])]"#)
+            .unchecked_into();
+    let job = prepare_build(JsValue::from_str(SPEC), entries).unwrap();
+    assert_eq!(job.size(), 64.0 * 1024.0 * 1024.0);
+    assert_eq!(job.content_bytes(), 70005.0);
+    let img = job.image_blob(&files).unwrap();
+    assert_eq!(img.size(), job.size());
+    // The file's bytes are in the image, where the map put them.
+    let all = read(&img, 0.0, img.size()).await;
+    assert!(all.windows(5).any(|w| w == b"hello"));
+    let again: JsBlob = JsValue::from(&img).unchecked_into();
+    let report = verify(again, eval(r#"({ name: "built.img" })"#))
         .await
         .unwrap();
     assert_eq!(get(&report, "aligned").as_bool(), Some(true));
-    assert_eq!(get(&report, "exit_code").as_f64(), Some(0.0));
+    assert_eq!(
+        get(&report, "safe.answer").as_string().as_deref(),
+        Some("yes")
+    );
     assert_eq!(
         get(&report, "source").as_string().as_deref(),
         Some("built.img")
     );
     assert!(get(&report, "stats.bytes_read").as_f64().unwrap() < 1048576.0);
+    // The .bmap, hashed from the image blob in the chunks it asks for.
+    let mut h = job.bmap_hasher();
+    while let Some(r) = h.next() {
+        let bytes = read(&img, r[0], r[1]).await;
+        h.feed(&bytes).unwrap();
+    }
+    assert_eq!(h.done_bytes(), h.total_bytes());
+    let text = h.text().unwrap();
+    assert!(text.contains("<ImageSize> 67108864 </ImageSize>"), "{text}");
+    // A file that changed size since the plan is refused by name.
+    let changed: Array =
+        eval(r#"[new Blob(["hello!"]), null, new Blob([new Uint8Array(70000)])]"#).unchecked_into();
+    let Err(e) = job.image_blob(&changed) else {
+        panic!("a changed file was accepted")
+    };
+    let (name, message) = name_and_message(&e);
+    assert_eq!(name, "IoError");
+    assert!(message.starts_with("files[0] is 6 bytes now"), "{message}");
 }
 
 #[wasm_bindgen_test]
-async fn compressed_images_and_bad_options_are_refused_by_name() {
+async fn containers_and_bad_options_are_refused_by_name() {
     let gz: JsBlob = eval("new Blob([new Uint8Array([0x1f, 0x8b, 8, 0, 0, 0])])").unchecked_into();
-    let e = verify(gz, JsValue::UNDEFINED).await.unwrap_err();
+    let e = verify(gz, eval(r#"({ name: "os.img.gz" })"#))
+        .await
+        .unwrap_err();
     let (name, message) = name_and_message(&e);
     assert_eq!(name, "UnsupportedError");
-    assert!(message.contains("gzip"), "{message}");
+    assert!(
+        message.contains("gzip -dc os.img.gz > image.img"),
+        "{message}"
+    );
     let empty: JsBlob = eval("new Blob([new Uint8Array(4096)])").unchecked_into();
     let e = verify(empty, eval("({ sectorSize: 1000 })"))
         .await
@@ -109,4 +161,25 @@ async fn compressed_images_and_bad_options_are_refused_by_name() {
     let (name, message) = name_and_message(&e);
     assert_eq!(name, "SpecError");
     assert!(message.starts_with("options.sectorSize"), "{message}");
+}
+
+#[wasm_bindgen_test]
+fn the_plan_form_helpers_answer_from_rust() {
+    let s = size_info("8GiB", Some("image.size".into())).unwrap();
+    assert_eq!(get(&s, "bytes").as_f64(), Some(8.0 * 1073741824.0));
+    assert_eq!(get(&s, "decimal").as_string().as_deref(), Some("8.59 GB"));
+    let e = size_info("8 parsecs", Some("image.size".into())).unwrap_err();
+    assert_eq!(get(&e, "key").as_string().as_deref(), Some("image.size"));
+    let choices = Array::from(&erase_block_choices().unwrap());
+    assert_eq!(choices.length(), 12);
+    assert_eq!(
+        get(&choices.get(0), "label").as_string().as_deref(),
+        Some("128 KiB")
+    );
+    let s = suggest_partition(JsValue::from_str(
+        "[image]\nsize = \"8GiB\"\n[[partition]]\nfs = \"fat32\"\nsize = \"256MiB\"\n[[partition]]\nfs = \"ext4\"\nsize = \"fill\"\n",
+    ))
+    .unwrap();
+    assert_eq!(get(&s, "position").as_f64(), Some(1.0));
+    assert_eq!(get(&s, "size").as_string().as_deref(), Some("256MiB"));
 }

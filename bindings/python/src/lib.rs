@@ -272,6 +272,10 @@ fn plan(
 ///         `done == total`. An exception it raises stops the build (nothing is left) and is
 ///         re-raised.
 ///     base_dir: the directory relative paths resolve against.
+///     format: the output's container, `"raw"`, `"simg"` (Android sparse), `"zst"` (seekable
+///         zstd) or `"xz"`; by default `out`'s name picks it (`.simg`/`.sparse`, `.zst`,
+///         `.xz`, anything else raw). `bmap` maps the raw image whatever the format.
+///     level: the zstd (1-22) or xz (0-9) compression level.
 ///     cancel: a `threading.Event`; once set, the build stops within 50 ms of the scan, the
 ///         write or the hashing, removes what it wrote, and raises `CancelledError`.
 ///
@@ -294,7 +298,8 @@ fn plan(
 ///     >>> r["output"], r["size_bytes"]
 ///     ('sd.img', 67108864)
 #[pyfunction]
-#[pyo3(signature = (spec, out, bmap=None, progress=None, *, base_dir=None, cancel=None))]
+#[pyo3(signature = (spec, out, bmap=None, progress=None, *, base_dir=None, cancel=None, format=None, level=None))]
+#[allow(clippy::too_many_arguments, reason = "the Python signature")]
 fn build(
     py: Python<'_>,
     spec: &Bound<'_, PyAny>,
@@ -303,7 +308,25 @@ fn build(
     progress: Option<Bound<'_, PyAny>>,
     base_dir: Option<PathBuf>,
     cancel: Option<Bound<'_, PyAny>>,
+    format: Option<String>,
+    level: Option<i32>,
 ) -> PyResult<PyObject> {
+    let format = match format.as_deref() {
+        None => None,
+        Some(f) => Some(blockwise_host::OutputFormat::parse(f).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "format {f:?}: must be one of {}",
+                blockwise_host::OutputFormat::CHOICES
+            ))
+        })?),
+    };
+    // A name promising a container blockwise does not write fails before any work.
+    let format =
+        blockwise_host::OutputFormat::resolve(&out, format).map_err(|e| host_error(py, &e))?;
+    let options = blockwise_host::OutputOptions {
+        format: Some(format),
+        level,
+    };
     let op = Op::start(py, cancel, progress)?;
     let Loaded { mut file, source } = load_spec(py, spec, base_dir)?;
     file.outputs = std::iter::once(out.clone()).chain(bmap.clone()).collect();
@@ -316,10 +339,10 @@ fn build(
         || -> Result<(serde_json::Value, Vec<String>), blockwise_host::Error> {
             let mut p = BuildProgress::new(&op);
             let built = build_with_progress(&mut file, &work_dir, &mut p)?;
-            let stats = built.write(&out, bmap.as_deref(), &mut p)?;
-            let v = blockwise_host::json::build_json(
+            let written = built.write_as(&out, bmap.as_deref(), &options, &mut p)?;
+            let v = blockwise_host::json::build_output_json(
                 &built,
-                &stats,
+                &written,
                 &source,
                 &out.display().to_string(),
             )

@@ -336,3 +336,31 @@ def test_output_inside_its_contents_is_left_out(tmp_path: pathlib.Path) -> None:
     with pytest.raises(blockwise.SpecError) as e:
         blockwise.build(spec, tmp_path / "m.img")
     assert e.value.key == "partition[1].contents"
+
+
+def test_build_outputs_android_sparse_zstd_and_xz(rpi: dict[str, Any], tmp_path: pathlib.Path) -> None:
+    """The name picks the container, `format=` overrides it, `level=` sets the compression,
+    and each output holds the raw build (decoded by the CLI's oracles in tests/encode.rs;
+    here by the headers and the JSON)."""
+    raw = blockwise.build(rpi, tmp_path / "rpi.img", base_dir=EXAMPLES)
+    assert raw["format"] == "raw" and raw["output_bytes"] == 1 << 30
+    simg = blockwise.build(rpi, tmp_path / "rpi.simg", tmp_path / "rpi.simg.bmap", base_dir=EXAMPLES)
+    head = (tmp_path / "rpi.simg").read_bytes()[:28]
+    assert head[:4] == (0xED26FF3A).to_bytes(4, "little")
+    assert simg["format"] == "simg"
+    c = simg["container"]
+    assert c["data_bytes"] + c["fill_bytes"] + c["dont_care_bytes"] == 1 << 30
+    assert "<bmap" in (tmp_path / "rpi.simg.bmap").read_text()
+    zst = blockwise.build(rpi, tmp_path / "rpi.img.zst", base_dir=EXAMPLES, level=1)
+    assert (tmp_path / "rpi.img.zst").read_bytes()[-4:] == (0x8F92EAB1).to_bytes(4, "little")
+    assert zst["container"]["units"] == (1 << 30) // (4 << 20)
+    xz = blockwise.build(rpi, tmp_path / "card", base_dir=EXAMPLES, format="xz", level=0)
+    assert (tmp_path / "card").read_bytes()[:6] == b"\xfd7zXZ\x00"
+    assert xz["output_bytes"] == (tmp_path / "card").stat().st_size
+    with pytest.raises(ValueError):
+        blockwise.build(rpi, tmp_path / "x.img", base_dir=EXAMPLES, format="gz")
+    with pytest.raises(OSError):
+        blockwise.build(rpi, tmp_path / "x.img.gz", base_dir=EXAMPLES)
+    with pytest.raises(OSError):
+        blockwise.build(rpi, tmp_path / "x.img.zst", base_dir=EXAMPLES, level=99)
+    assert not any(p.name.startswith("x.") or p.name.startswith(".x.") for p in tmp_path.iterdir())

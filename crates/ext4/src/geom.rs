@@ -504,7 +504,11 @@ impl Geometry {
         let data_start = used.next_free(loc[0].inode_table + itb).unwrap_or(fdb);
         // RAID hints.
         let e_blocks = (req.erase_block_bytes / bs).max(1);
-        let stride = opts.stride.map_or(e_blocks, u64::from);
+        // The default stride is one erase block, capped to the largest power of two that
+        // ext4's 16-bit field holds (32768 blocks: 128 MiB of 4 KiB blocks), which still
+        // divides a larger power-of-two erase block (256 MiB).
+        let default_stride = if e_blocks > 0xffff { 1 << 15 } else { e_blocks };
+        let stride = opts.stride.map_or(default_stride, u64::from);
         let stripe_width = opts.stripe_width.map_or(e_blocks, u64::from);
         if stride > 0xffff {
             return Err(Error::Invalid(Invalid::new(
@@ -533,9 +537,15 @@ impl Geometry {
             ));
         }
         if req.erase_block_bytes > bs && req.erase_block_bytes % bs == 0 {
-            notes.push(format!(
-                "stride = stripe_width = erase block / block size = {e_blocks} unless set, so the allocator writes whole erase blocks."
-            ));
+            if default_stride == e_blocks {
+                notes.push(format!(
+                    "stride = stripe_width = erase block / block size = {e_blocks} unless set, so the allocator writes whole erase blocks."
+                ));
+            } else {
+                notes.push(format!(
+                    "stripe_width = erase block / block size = {e_blocks} and stride = {default_stride} unless set: ext4's stride field holds at most 65535, and {default_stride} divides the erase block."
+                ));
+            }
         }
         if feat.flex_bg {
             notes.push(

@@ -402,6 +402,26 @@ mod tests {
     }
 
     #[test]
+    fn a_256_mib_erase_block_caps_the_default_stride_to_its_16_bit_field() {
+        let e = 256u64 << 20;
+        let r = Ext4Request {
+            erase_block_bytes: e,
+            ..req(e, 4 << 30, Ext4Options::default())
+        };
+        let p = plan(&r, None).unwrap();
+        assert_eq!((p.stride, p.stripe_width), (32768, 65536));
+        assert_eq!(e % (u64::from(p.stride) * 4096), 0);
+        assert!(p.aligned);
+        assert!(p.notes.iter().any(|n| n.contains("at most 65535")));
+        // An explicit stride that does not fit is still refused.
+        let o = Ext4Options {
+            stride: Some(70_000),
+            ..Ext4Options::default()
+        };
+        assert!(plan(&Ext4Request { options: o, ..r }, None).is_err());
+    }
+
+    #[test]
     fn misaligned_partition_is_reported() {
         let p = plan(
             &req((4 << 20) + 512, 256 << 20, Ext4Options::default()),

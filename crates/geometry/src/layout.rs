@@ -10,6 +10,7 @@ use core::fmt;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
+use crate::attrs::GptAttributes;
 use crate::de::{opt_size, opt_uint, parse_uint, size, uint};
 use crate::fsplan::FatType;
 use crate::guid::Guid;
@@ -68,6 +69,8 @@ pub enum FsKind {
     Fat(Option<FatType>),
     /// ext4.
     Ext4,
+    /// F2FS, through `mkfs.f2fs` and `sload.f2fs` (f2fs-tools).
+    F2fs,
     /// exFAT (`blockwise-exfat`).
     Exfat,
     /// Linux swap: a `mkswap`-style header (label, UUID), the rest left empty.
@@ -80,7 +83,8 @@ pub enum FsKind {
 
 impl FsKind {
     /// The spellings `fs` accepts, for messages.
-    pub const CHOICES: &'static str = "fat12, fat16, fat32, fat, exfat, ext4, swap, raw, none";
+    pub const CHOICES: &'static str =
+        "fat12, fat16, fat32, fat, exfat, ext4, f2fs, swap, raw, none";
 
     /// The spec spelling.
     #[must_use]
@@ -89,6 +93,7 @@ impl FsKind {
             FsKind::Fat(None) => "fat",
             FsKind::Fat(Some(t)) => t.name(),
             FsKind::Ext4 => "ext4",
+            FsKind::F2fs => "f2fs",
             FsKind::Exfat => "exfat",
             FsKind::Swap => "swap",
             FsKind::Raw => "raw",
@@ -109,6 +114,7 @@ impl FsKind {
         Some(match lower.as_str() {
             "fat" | "vfat" => FsKind::Fat(None),
             "ext4" => FsKind::Ext4,
+            "f2fs" => FsKind::F2fs,
             "exfat" => FsKind::Exfat,
             "swap" => FsKind::Swap,
             "raw" => FsKind::Raw,
@@ -312,6 +318,11 @@ pub struct PartitionLayout {
     /// Listed in the partition table (`in-partition-table`, default true). When false the
     /// partition's bytes are written at its place but no table entry points at them.
     pub in_table: bool,
+    /// GPT attribute bits (`attributes`) other than bit 2, which is `bootable`.
+    pub attributes: GptAttributes,
+    /// A/B slots (`slots = ["a", "b"]`): the partition is laid out once per slot, each copy
+    /// on its own erase blocks, its name and label suffixed `_a`, `_b`, …; empty = one.
+    pub slots: Vec<String>,
 }
 
 impl PartitionLayout {
@@ -328,7 +339,23 @@ impl PartitionLayout {
             uuid: None,
             start: None,
             in_table: true,
+            attributes: GptAttributes::NONE,
+            slots: Vec::new(),
         }
+    }
+
+    /// How many partitions this one becomes: one per slot, at least one.
+    #[must_use]
+    pub fn copies(&self) -> usize {
+        self.slots.len().max(1)
+    }
+
+    /// The GPT name of the copy for `slot`: `name` (or `label`), suffixed `_SLOT` when
+    /// slotted.
+    #[must_use]
+    pub fn name_for(&self, slot: Option<&str>) -> Option<String> {
+        let base = self.name.clone().or_else(|| self.label.clone())?;
+        Some(crate::slots::with_suffix(&base, slot))
     }
 }
 
@@ -392,6 +419,10 @@ pub enum PartKey {
     Start,
     /// `in-partition-table`.
     InPartitionTable,
+    /// `attributes`.
+    Attributes,
+    /// `slots`.
+    Slots,
 }
 
 impl PartKey {
@@ -407,6 +438,8 @@ impl PartKey {
             PartKey::Uuid => "uuid",
             PartKey::Start => "start",
             PartKey::InPartitionTable => "in-partition-table",
+            PartKey::Attributes => "attributes",
+            PartKey::Slots => "slots",
         }
     }
 }
@@ -551,7 +584,12 @@ impl Layout {
                 format!("table = \"none\" makes a bare filesystem image and takes exactly one [[partition]], found {n}"),
             ));
         }
-        let tabled = self.partitions.iter().filter(|p| p.in_table).count();
+        let tabled: usize = self
+            .partitions
+            .iter()
+            .filter(|p| p.in_table)
+            .map(PartitionLayout::copies)
+            .sum();
         if img.table == TableKind::Gpt && tabled > 128 {
             return Err(LayoutError::new(
                 LayoutKey::Partitions,
@@ -629,15 +667,42 @@ impl Layout {
                     format!("only GPT stores partition UUIDs (this table is {}); use table = \"gpt\", or pin image.disk-id (MBR PARTUUIDs are DISKID-NN)", img.table),
                 ));
             }
+            if !p.attributes.is_empty() && img.table != TableKind::Gpt {
+                return Err(LayoutError::part(
+                    i,
+                    PartKey::Attributes,
+                    format!(
+                        "only GPT stores partition attributes (this table is {}); use table = \"gpt\", or bootable = true for the MBR boot flag",
+                        img.table
+                    ),
+                ));
+            }
+            if !p.attributes.is_empty() && !p.in_table {
+                return Err(LayoutError::part(
+                    i,
+                    PartKey::Attributes,
+                    "is stored in the partition table, but this partition has in-partition-table = false",
+                ));
+            }
+            crate::slots::validate(i, p, img.table)?;
             // Names exist only in GPT; with MBR they are accepted and ignored, so one spec
             // can switch tables.
-            if let Some(name) = &p.name {
-                if name.encode_utf16().count() > 36 {
-                    return Err(LayoutError::part(
-                        i,
-                        PartKey::Name,
-                        "GPT names hold at most 36 UTF-16 units",
-                    ));
+            if p.name.is_some() || !p.slots.is_empty() {
+                for slot in crate::slots::each(&p.slots) {
+                    let Some(name) = p.name_for(slot) else {
+                        continue;
+                    };
+                    if name.encode_utf16().count() > 36 {
+                        return Err(LayoutError::part(
+                            i,
+                            if p.name.is_some() {
+                                PartKey::Name
+                            } else {
+                                PartKey::Slots
+                            },
+                            format!("GPT names hold at most 36 UTF-16 units; {name:?} has more"),
+                        ));
+                    }
                 }
             }
         }

@@ -19,6 +19,7 @@
 //! assert_eq!(plan.partitions[1].start_bytes / 512, 532480);
 //! ```
 
+pub mod attrs;
 pub mod de;
 pub mod extent;
 pub mod fsplan;
@@ -26,13 +27,16 @@ pub mod guid;
 pub mod io;
 pub mod layout;
 pub mod plan;
+pub mod slots;
 pub mod tree;
 pub mod types;
 pub mod units;
 
+pub use attrs::GptAttributes;
 pub use extent::{copy_content, ContentRef, ImageMap, MapReadError, MapReader, Piece, PlaceError};
 pub use fsplan::{
-    sda_exfat_params, ExfatPlan, Ext4Plan, FatPlan, FatType, FsPlan, OtherFs, MAX_FAT32_CLUSTERS,
+    sda_exfat_params, ExfatPlan, Ext4Plan, F2fsOptions, F2fsPlan, FatPlan, FatType, FsPlan,
+    OtherFs, MAX_FAT32_CLUSTERS,
 };
 pub use guid::{derive_u64, Guid};
 pub use io::{BlockSink, BlockSource, OutOfBounds, SparseImage, SubSink, SubSource, WindowError};
@@ -41,6 +45,7 @@ pub use layout::{
     PartKey, PartitionLayout, SizeSpec, TableKind, ERASE_BLOCK_RANGE,
 };
 pub use plan::{place_raw, plan, ExtendedPlan, GptPlan, PartitionPlan, Plan, RawPlan, TablePlan};
+pub use slots::{infer_slots, slot_groups, SlotGroup, SlotMember};
 pub use tree::{
     display_bytes, display_path, display_str, ContentError, ContentSource, Meta, Node, NodeId,
     NodeKind, Tree,

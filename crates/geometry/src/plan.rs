@@ -3,11 +3,14 @@
 
 use serde::{Serialize, Serializer};
 
+use crate::attrs::GptAttributes;
 use crate::fsplan::FsPlan;
 use crate::guid::{derive_u64, Guid};
 use crate::layout::{
-    DiskId, FsKind, ImageKey, Layout, LayoutError, LayoutKey, PartKey, SizeSpec, TableKind,
+    DiskId, FsKind, ImageKey, Layout, LayoutError, LayoutKey, PartKey, PartitionLayout, SizeSpec,
+    TableKind,
 };
+use crate::slots::{slot_groups, SlotGroup};
 use crate::types::{resolve, PartType};
 use crate::units::{alignment_of, format_size, round_down, round_up, SectorSize};
 
@@ -105,6 +108,14 @@ pub struct PartitionPlan {
     /// but no entry points at it; index 0). Serialised only when false.
     #[serde(skip_serializing_if = "is_true")]
     pub in_table: bool,
+    /// GPT attribute bits other than bit 2 (reported as `bootable`); serialised as names
+    /// (`["read-only", "no-auto"]`) only when some are set.
+    #[serde(skip_serializing_if = "GptAttributes::is_empty_ref")]
+    pub attributes: GptAttributes,
+    /// The A/B slot this partition is (`"a"`), from the spec's `slots` or, in a report,
+    /// from its name; serialised only when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slot: Option<String>,
 }
 
 fn is_true(v: &bool) -> bool {
@@ -159,6 +170,9 @@ pub struct Plan {
     /// order. Placed by [`place_raw`].
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub raw: Vec<RawPlan>,
+    /// Partitions that are A/B slots of one another ([`slot_groups`] of the partitions).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub slots: Vec<SlotGroup>,
 }
 
 /// One raw write outside the partitions (a bootloader at a fixed offset).
@@ -273,6 +287,22 @@ pub fn place_raw(plan: &mut Plan, raws: Vec<RawPlan>) -> Result<(), (usize, Stri
 }
 
 impl Plan {
+    /// The copy of the spec's partition `spec_index` for `slot` (`None`: an unslotted
+    /// partition, or the only copy): how a partition that names another one (`of =
+    /// "system"`) finds the copy of its own slot.
+    #[must_use]
+    pub fn slot_copy(&self, spec_index: usize, slot: Option<&str>) -> Option<&PartitionPlan> {
+        self.partitions
+            .iter()
+            .find(|p| p.spec_index == spec_index && p.slot.as_deref() == slot)
+    }
+
+    /// Recomputes [`Plan::slots`] from the partitions (after their filesystems are planned,
+    /// whose labels name slots on an MBR disk).
+    pub fn refresh_slots(&mut self) {
+        self.slots = slot_groups(&self.partitions);
+    }
+
     /// Recomputes every `aligned` flag from starts and filesystem plans.
     pub fn refresh_aligned(&mut self) {
         let e = self.erase_block_bytes;
@@ -280,6 +310,7 @@ impl Plan {
             let fs_ok = match &p.filesystem {
                 Some(FsPlan::Fat(f)) => f.aligned,
                 Some(FsPlan::Ext4(x)) => x.aligned,
+                Some(FsPlan::F2fs(x)) => x.aligned,
                 Some(FsPlan::Exfat(x)) => x.aligned,
                 Some(FsPlan::Other(o)) => o.aligned.unwrap_or(true),
                 None => true,
@@ -396,12 +427,15 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
                 alignment_bytes: alignment_of(0).min(largest_pow2_le(size)),
                 filesystem: None,
                 in_table: true,
+                attributes: GptAttributes::NONE,
+                slot: None,
             }],
             extended: None,
             gpt: None,
             aligned: true,
             notes: Vec::new(),
             raw: Vec::new(),
+            slots: Vec::new(),
         };
         plan.refresh_aligned();
         return Ok(plan);
@@ -436,7 +470,12 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
         None => round_up(head_bytes.max(sda_first_partition(spec).unwrap_or(e)), e)
             .ok_or_else(|| overflow(LayoutKey::Image(ImageKey::FirstPartition)))?,
     };
-    let tabled = spec.partitions.iter().filter(|p| p.in_table).count();
+    let tabled: usize = spec
+        .partitions
+        .iter()
+        .filter(|p| p.in_table)
+        .map(PartitionLayout::copies)
+        .sum();
     let use_extended = !gpt && tabled > 4;
 
     let mut parts = Vec::with_capacity(n);
@@ -448,10 +487,17 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
     let mut ext_start = None;
     // Tabled partitions before this one.
     let mut t = 0usize;
-    for (i, p) in spec.partitions.iter().enumerate() {
+    // One entry per copy: a partition with slots is laid out once per slot.
+    let copies = spec.partitions.iter().enumerate().flat_map(|(i, p)| {
+        crate::slots::each(&p.slots)
+            .enumerate()
+            .map(move |(k, slot)| (i, p, k, slot))
+    });
+    for (i, p, k, slot) in copies {
         let logical = p.in_table && use_extended && t >= 3;
         let mut ebr = None;
-        if let Some(st) = p.start {
+        // An explicit start places the first slot; the others follow it.
+        if let Some(st) = p.start.filter(|_| k == 0) {
             if logical {
                 return Err(LayoutError::part(
                     i,
@@ -533,15 +579,15 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
             start_bytes: start,
             size_bytes: size,
             type_,
-            name: if gpt {
-                p.name.clone().or_else(|| p.label.clone())
-            } else {
-                None
-            },
+            name: if gpt { p.name_for(slot) } else { None },
             bootable: p.bootable,
-            guid: (gpt && p.in_table).then(|| {
-                p.uuid
-                    .unwrap_or_else(|| Guid::derive(img.seed, "gpt-partition", i as u64))
+            guid: (gpt && p.in_table).then(|| match (p.uuid, k) {
+                (Some(u), _) => u,
+                (None, 0) => Guid::derive(img.seed, "gpt-partition", i as u64),
+                // Later slots: their own GUIDs (k < 256 slots).
+                (None, k) => {
+                    Guid::derive(img.seed, "gpt-partition-slot", ((i as u64) << 8) | k as u64)
+                }
             }),
             content: p.fs,
             logical,
@@ -550,6 +596,8 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
             alignment_bytes: alignment_of(start),
             filesystem: None,
             in_table: p.in_table,
+            attributes: p.attributes,
+            slot: slot.map(str::to_string),
         });
         let pend = start.checked_add(size).ok_or_else(|| overflow(psize(i)))?;
         placed_end = pend;
@@ -650,8 +698,10 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
         aligned: true,
         notes,
         raw: Vec::new(),
+        slots: Vec::new(),
     };
     plan.refresh_aligned();
+    plan.refresh_slots();
     Ok(plan)
 }
 

@@ -30,6 +30,9 @@ pub struct Built {
     /// Temporary files `content` refers to (the mke2fs backend's results), removed on drop.
     #[cfg(feature = "mke2fs")]
     _scratch: Vec<crate::mke2fs::TempFiles>,
+    /// The F2FS backend's temp filesystems `content` refers to, removed on drop.
+    #[cfg(feature = "f2fs")]
+    _f2fs_scratch: Vec<crate::f2fs::TempImage>,
 }
 
 impl Built {
@@ -50,6 +53,28 @@ impl Built {
     #[must_use]
     pub fn inputs(&self) -> Vec<(std::path::PathBuf, blockwise_flash::DataId)> {
         self.content.inputs()
+    }
+
+    /// Writes the image to `path` in the format `options` asks for or `path`'s name says
+    /// (raw, Android sparse, seekable zstd, xz), and its block map to `bmap`, atomically;
+    /// see [`write_output`](crate::write_output).
+    pub fn write_as(
+        &self,
+        path: &Path,
+        bmap: Option<&Path>,
+        options: &crate::OutputOptions,
+        progress: &mut dyn Progress,
+    ) -> Result<crate::Written, Error> {
+        crate::write_output(
+            &self.image,
+            &self.content,
+            self.plan.erase_block_bytes,
+            self.plan.sector_bytes.bytes_u64(),
+            path,
+            bmap,
+            options,
+            progress,
+        )
     }
 }
 
@@ -124,7 +149,10 @@ fn load_trees(
     let mut content = HostContent::default();
     let mut trees: Vec<Option<Tree>> = Vec::new();
     for (i, p) in spec.partitions.iter().enumerate() {
-        let wants_tree = p.fs.is_fat() || matches!(p.fs, FsKind::Ext4 | FsKind::Exfat);
+        // F2FS: sload.f2fs reads the directory itself; the scan checks it is readable and
+        // finds what sload.f2fs cannot store (special files, xattrs) for the warnings.
+        let wants_tree =
+            p.fs.is_fat() || matches!(p.fs, FsKind::Ext4 | FsKind::Exfat | FsKind::F2fs);
         if !wants_tree {
             trees.push(None);
             continue;
@@ -251,6 +279,7 @@ pub fn build_with_progress(
                 }
             }
             (FsKind::Ext4, _, _) if p.ext4.backend == Ext4Backend::Mke2fs => Fill::External,
+            (FsKind::F2fs, _, _) => Fill::External,
             (_, Some(t), _) => Fill::Tree(t),
             _ => Fill::Nothing,
         });
@@ -322,6 +351,25 @@ pub fn build_with_progress(
             .into());
         }
     }
+    #[cfg(feature = "f2fs")]
+    let f2fs_scratch = build_f2fs(
+        sf,
+        &plan,
+        &trees,
+        &mut image,
+        &mut content,
+        &mut warnings,
+        work_dir,
+        timestamp,
+    )?;
+    #[cfg(not(feature = "f2fs"))]
+    if let Some(i) = spec.partitions.iter().position(|p| p.fs == FsKind::F2fs) {
+        return Err(SpecError::new(
+            format!("partition[{}].fs", i + 1),
+            "this blockwise was built without the F2FS backend (feature f2fs)",
+        )
+        .into());
+    }
     Ok(Built {
         plan,
         image,
@@ -329,5 +377,119 @@ pub fn build_with_progress(
         warnings,
         #[cfg(feature = "mke2fs")]
         _scratch: scratch,
+        #[cfg(feature = "f2fs")]
+        _f2fs_scratch: f2fs_scratch,
     })
+}
+
+/// Builds every F2FS partition of `plan` with mkfs.f2fs and sload.f2fs (each slot on its
+/// own), placing the results into `image` by reference.
+#[cfg(feature = "f2fs")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the build's state, passed along once"
+)]
+fn build_f2fs(
+    sf: &SpecFile,
+    plan: &Plan,
+    trees: &[Option<Tree>],
+    image: &mut ImageMap,
+    content: &mut HostContent,
+    warnings: &mut Vec<String>,
+    work_dir: &Path,
+    timestamp: i64,
+) -> Result<Vec<crate::f2fs::TempImage>, Error> {
+    let spec = &sf.spec;
+    let fixed_times =
+        spec.image.timestamp.is_some() || std::env::var_os("SOURCE_DATE_EPOCH").is_some();
+    let mut kept = Vec::new();
+    let mut warned = Vec::new();
+    for (i, part) in plan.partitions.iter().enumerate() {
+        let Some(ps) = spec.partitions.get(part.spec_index) else {
+            continue;
+        };
+        let Some(blockwise_geometry::FsPlan::F2fs(fp)) = &part.filesystem else {
+            continue;
+        };
+        let index = part.spec_index + 1;
+        let Some(req) = blockwise_image::f2fs_request(spec, plan, i) else {
+            continue;
+        };
+        let dir = ps.contents.as_ref().map(|c| sf.resolve(c));
+        if let (Some(d), Some(c)) = (&dir, &ps.contents) {
+            refuse_own_output(
+                sf,
+                d,
+                c,
+                work_dir,
+                index,
+                "sload.f2fs -f",
+                ".blockwise-f2fs",
+            )?;
+        }
+        // One set of warnings per spec partition, not per slot.
+        if !warned.contains(&part.spec_index) {
+            if let Some(Some(tree)) = trees.get(part.spec_index) {
+                warnings.extend(crate::f2fs::tree_warnings(tree, index));
+            }
+            warned.push(part.spec_index);
+        }
+        let mut sub = blockwise_geometry::SubSink::new(image, part.start_bytes, part.size_bytes)
+            .map_err(|e| {
+                Error::Image(blockwise_image::Error::Partition {
+                    index,
+                    source: blockwise_image::PartitionError::Window(e),
+                })
+            })?;
+        let job = crate::f2fs::F2fsJob {
+            req: &req,
+            plan: fp,
+            contents: dir.as_deref(),
+            timestamp,
+            fixed_times,
+            preserve_owners: ps.f2fs.preserve_owners,
+            entries: &ps.entries,
+        };
+        kept.push(
+            crate::f2fs::write_with_f2fs(&mut sub, content, &job, work_dir).map_err(|source| {
+                match source {
+                    crate::f2fs::F2fsError::Entry { entry, reason } => {
+                        SpecError::new(format!("partition[{index}].entry[{entry}].path"), reason)
+                            .into()
+                    }
+                    source => Error::F2fs { index, source },
+                }
+            })?,
+        );
+    }
+    Ok(kept)
+}
+
+/// A tool that copies a directory whole (`mke2fs -d`, `sload.f2fs -f`) would put the
+/// build's own files into the image when `contents` holds the output (or the work directory
+/// where its temp filesystem goes): refused, naming the key.
+#[cfg(feature = "f2fs")]
+fn refuse_own_output(
+    sf: &SpecFile,
+    dir: &Path,
+    contents: &str,
+    work_dir: &Path,
+    index: usize,
+    tool: &str,
+    temp: &str,
+) -> Result<(), Error> {
+    let temp = work_dir.join(temp);
+    let held = OwnOutputs::inside(&sf.outputs, dir)
+        .or_else(|| OwnOutputs::inside(std::slice::from_ref(&temp), dir).map(|_| work_dir.into()));
+    match held {
+        Some(p) => Err(SpecError::new(
+            format!("partition[{index}].contents"),
+            format!(
+                "{contents:?} holds {}, where this build writes: {tool} would copy the build's own files into the image; write the output outside the contents directory",
+                blockwise_geometry::display_path(&p)
+            ),
+        )
+        .into()),
+        None => Ok(()),
+    }
 }

@@ -77,6 +77,16 @@ pub enum Error {
         #[source]
         source: crate::mke2fs::Mke2fsError,
     },
+    /// The F2FS backend (mkfs.f2fs, sload.f2fs) failed for a partition.
+    #[cfg(feature = "f2fs")]
+    #[error("partition[{index}]: {source}")]
+    F2fs {
+        /// 1-based spec index.
+        index: usize,
+        /// What went wrong.
+        #[source]
+        source: crate::f2fs::F2fsError,
+    },
 }
 
 /// What an output of the build clashes with ([`Error::OutputIsInput`]).
@@ -165,6 +175,8 @@ impl Error {
             Error::Changed { .. } | Error::Cancelled => ErrorKind::Io,
             #[cfg(feature = "mke2fs")]
             Error::Mke2fs { .. } => ErrorKind::Io,
+            #[cfg(feature = "f2fs")]
+            Error::F2fs { .. } => ErrorKind::Io,
         }
     }
 

@@ -46,6 +46,35 @@ pub fn build_json(
     plan_json(&built.plan, source, Some(Value::Object(extra)))
 }
 
+/// [`build_json`] of a build written by [`Built::write_as`](crate::Built::write_as): also
+/// `format` (`raw`, `simg`, `zst`, `xz`), `output_bytes` (the file's size) and, for a
+/// container, `container`: its `units` (chunks or frames), `data_bytes` (RAW chunks or frames
+/// with data), `fill_bytes` (FILL chunks or all-zero frames) and `dont_care_bytes`.
+pub fn build_output_json(
+    built: &Built,
+    written: &crate::Written,
+    source: &str,
+    output: &str,
+) -> serde_json::Result<Value> {
+    let mut v = build_json(built, &written.stats, source, output)?;
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("format".into(), written.format.name().into());
+        obj.insert("output_bytes".into(), written.output_bytes.into());
+        if let Some(s) = &written.summary {
+            obj.insert(
+                "container".into(),
+                json!({
+                    "units": s.units,
+                    "data_bytes": s.data_bytes,
+                    "fill_bytes": s.fill_bytes,
+                    "dont_care_bytes": s.dont_care_bytes,
+                }),
+            );
+        }
+    }
+    Ok(v)
+}
+
 fn estimate_json(e: &Estimate) -> Value {
     json!({
         "erase_block_bytes": e.erase_block,

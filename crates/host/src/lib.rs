@@ -12,13 +12,17 @@
 //! - [`write_image_file`] / [`Built::write`]: atomic output files (temp file, fsync, rename)
 //!   with holes kept, content copied by `copy_file_range`, sources checked for changes, and
 //!   bmaptool 2.0 block maps hashed while writing; [`Progress`] reports the phases;
+//! - [`write_output`] / [`Built::write_as`]: the same image as an Android sparse image
+//!   (`.simg`), seekable zstd (`.img.zst`) or multi-block xz (`.img.xz`), encoded straight
+//!   from the map on all cores ([`OutputFormat`], [`OutputOptions`]);
 //! - [`FileSource`]: a read-only image file or block device for `verify`, with the device's
 //!   sysfs queue limits;
 //! - [`probe_report`] / [`probe_device`]: `blockwise probe` without the terminal: a block
 //!   device's sysfs values and erase-block estimate ([`blockwise_flash`]), the recommendation,
 //!   and the `verify` analysis of the device read-only ([`ProbeReport`]);
 //! - [`json`]: the plan, build and probe JSON the CLI prints and the Python package returns;
-//! - the mke2fs fallback ext4 backend (feature `mke2fs`, on by default).
+//! - the mke2fs fallback ext4 backend (feature `mke2fs`, on by default);
+//! - the F2FS backend, mkfs.f2fs + sload.f2fs (feature `f2fs`, on by default).
 //!
 //! ```no_run
 //! use std::path::Path;
@@ -28,8 +32,13 @@
 //! ```
 
 mod build;
+mod container_out;
 mod content;
 mod error;
+#[cfg(feature = "f2fs")]
+pub mod f2fs;
+#[cfg(feature = "f2fs")]
+mod f2fs_entries;
 pub mod json;
 #[cfg(feature = "mke2fs")]
 pub mod mke2fs;
@@ -43,6 +52,7 @@ mod tree;
 pub use build::{
     build, build_with_progress, plan_file, plan_file_with_progress, resolve_inputs, Built,
 };
+pub use container_out::{write_output, OutputFormat, OutputOptions, Summary, Written};
 pub use content::HostContent;
 pub use error::Clash;
 pub use error::Error;

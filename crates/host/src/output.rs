@@ -20,7 +20,7 @@ use crate::progress::{Phase, Progress};
 use crate::Error;
 
 /// bmap block size.
-const BMAP_BLOCK: u64 = 4096;
+pub(crate) const BMAP_BLOCK: u64 = 4096;
 /// Chunk of the read/write fallback copy and of the bmap hasher.
 const CHUNK: u64 = 1 << 20;
 /// Most bytes one `copy_file_range` call copies.
@@ -190,7 +190,7 @@ fn bmap_bytes(ranges: &[(u64, u64)], size: u64) -> u64 {
 }
 
 /// Creates `path` as a new file (O_EXCL, read and write), noting it in `created`.
-fn create_new(path: &Path, created: &mut Vec<PathBuf>) -> Result<File, Error> {
+pub(crate) fn create_new(path: &Path, created: &mut Vec<PathBuf>) -> Result<File, Error> {
     let f = fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -304,7 +304,7 @@ fn start_time(pid: u32) -> Option<u64> {
 }
 
 /// `.NAME.tmp-PID-START-TID-N` next to `path` (see [`unique_tag`]).
-fn temp_path(path: &Path) -> PathBuf {
+pub(crate) fn temp_path(path: &Path) -> PathBuf {
     let (dir, name) = dir_and_name(path);
     dir.join(format!(".{name}.tmp-{}", unique_tag()))
 }
@@ -497,7 +497,7 @@ impl Copier {
 }
 
 /// The image's mapped ranges as inclusive 4 KiB block ranges (what a `.bmap` lists).
-fn bmap_ranges(img: &ImageMap) -> Vec<(u64, u64)> {
+pub(crate) fn bmap_ranges(img: &ImageMap) -> Vec<(u64, u64)> {
     let mut ranges: Vec<(u64, u64)> = Vec::new();
     for (s, e) in img.mapped_ranges() {
         let (b0, b1) = (s / BMAP_BLOCK, e.div_ceil(BMAP_BLOCK).saturating_sub(1));
@@ -552,7 +552,7 @@ fn hash_ranges(
 }
 
 /// A bmaptool 2.0 block map: 4 KiB blocks, SHA-256 per range, the file's own checksum.
-fn bmap_text(size: u64, ranges: &[(u64, u64)], hashes: &[[u8; 32]]) -> String {
+pub(crate) fn bmap_text(size: u64, ranges: &[(u64, u64)], hashes: &[[u8; 32]]) -> String {
     use std::fmt::Write as _;
     let blocks = size.div_ceil(BMAP_BLOCK);
     let mut body = String::new();

@@ -4,14 +4,46 @@
 use blockwise_exfat::{ExfatOptions, ExfatRequest};
 use blockwise_ext4::{Ext4Options, Ext4Request};
 use blockwise_fat::{FatOptions, FatRequest};
+use blockwise_geometry::fsplan::f2fs::{plan_f2fs, F2fsRequest};
 use blockwise_geometry::{
     place_raw, plan as plan_layout, BlockSink, ContentRef, ContentSource, FsKind, FsPlan, Guid,
-    OtherFs, PartType, PlaceError, Plan, RawPlan, SparseImage, SubSink, TableKind, Tree,
+    OtherFs, PartType, PartitionPlan, PlaceError, Plan, RawPlan, SparseImage, SubSink, TableKind,
+    Tree,
 };
 
 use crate::error::PartitionError;
 use crate::spec::{exfat_error, ext4_error, fat_error, layout_error, Spec, SpecError};
 use crate::Error;
+
+/// The index every ID of partition `p` derives from (with `image.seed`): its spec index, and
+/// for the second and later A/B slots the slot's position above bit 32, so each slot's
+/// filesystem gets its own UUID while an unslotted partition keeps the IDs it always had.
+#[must_use]
+pub fn id_index(spec: &Spec, p: &PartitionPlan) -> u64 {
+    let k = spec
+        .partitions
+        .get(p.spec_index)
+        .map_or(0, |ps| ps.slot_position(p.slot.as_deref()));
+    (p.spec_index as u64) | ((k as u64) << 32)
+}
+
+/// The F2FS request for the partition at `i` of `plan`.
+#[must_use]
+pub fn f2fs_request(spec: &Spec, plan: &Plan, i: usize) -> Option<F2fsRequest> {
+    let p = plan.partitions.get(i)?;
+    let ps = spec.partitions.get(p.spec_index)?;
+    let uuid = ps
+        .fs_uuid
+        .unwrap_or_else(|| Guid::derive(spec.image.seed, "f2fs-uuid", id_index(spec, p)));
+    Some(F2fsRequest {
+        partition_start_bytes: p.start_bytes,
+        partition_size_bytes: p.size_bytes,
+        erase_block_bytes: plan.erase_block_bytes,
+        options: ps.f2fs.clone(),
+        label: ps.label_for(p.slot.as_deref()),
+        uuid: uuid.to_string().to_lowercase(),
+    })
+}
 
 /// The FAT request for the partition at `i` of `plan`.
 #[must_use]
@@ -28,8 +60,8 @@ pub fn fat_request(spec: &Spec, plan: &Plan, i: usize) -> Option<FatRequest> {
             volume_id: ps.volume_id,
             ..ps.fat.clone()
         },
-        label: ps.label.clone(),
-        seed: blockwise_geometry::derive_u64(spec.image.seed, "fat-volume", p.spec_index as u64),
+        label: ps.label_for(p.slot.as_deref()),
+        seed: blockwise_geometry::derive_u64(spec.image.seed, "fat-volume", id_index(spec, p)),
     })
 }
 
@@ -46,8 +78,8 @@ pub fn ext4_request(spec: &Spec, plan: &Plan, i: usize, timestamp: i64) -> Optio
             uuid: ps.fs_uuid.map(Guid::to_uuid_bytes),
             ..ps.ext4.clone()
         },
-        label: ps.label.clone(),
-        seed: blockwise_geometry::derive_u64(spec.image.seed, "ext4", p.spec_index as u64),
+        label: ps.label_for(p.slot.as_deref()),
+        seed: blockwise_geometry::derive_u64(spec.image.seed, "ext4", id_index(spec, p)),
         timestamp,
     })
 }
@@ -130,25 +162,29 @@ pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<
                 let xp = blockwise_ext4::plan(&req, tree).map_err(|e| ext4_failure(si, e))?;
                 Some(FsPlan::Ext4(xp))
             }
+            FsKind::F2fs => {
+                let req = f2fs_request(spec, &plan, i).ok_or_else(|| internal(si))?;
+                let fp = plan_f2fs(&req).map_err(|(key, reason)| {
+                    Error::Spec(SpecError::new(
+                        format!("partition[{}].{key}", si + 1),
+                        reason,
+                    ))
+                })?;
+                Some(FsPlan::F2fs(fp))
+            }
             FsKind::Exfat => {
                 let req = exfat_request(spec, &plan, i).ok_or_else(|| internal(si))?;
                 let xp = blockwise_exfat::plan(&req).map_err(|e| exfat_failure(si, e))?;
                 Some(FsPlan::Exfat(xp))
             }
-            FsKind::Raw => Some(FsPlan::Other(OtherFs {
-                kind: "raw".into(),
-                aligned: None,
-            })),
+            FsKind::Raw => Some(FsPlan::Other(OtherFs::named("raw"))),
             FsKind::Swap => {
                 // Checked here so that plan refuses what build would.
                 let size = p.size_bytes;
                 crate::swap::header(size, Guid::ZERO, ps.label.as_deref()).map_err(|r| {
                     Error::Spec(SpecError::new(format!("partition[{}].size", si + 1), r))
                 })?;
-                Some(FsPlan::Other(OtherFs {
-                    kind: "swap".into(),
-                    aligned: None,
-                }))
+                Some(FsPlan::Other(OtherFs::named("swap")))
             }
             FsKind::None => None,
         };
@@ -168,7 +204,37 @@ pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<
         }
     }
     plan.refresh_aligned();
+    plan.refresh_slots();
+    slot_notes(spec, &mut plan);
     Ok(plan)
+}
+
+/// Notes about A/B layouts: slots `verify` cannot pair again (on an MBR disk only a
+/// filesystem label shows a partition's slot), and a systemd-sysupdate placeholder
+/// (`name = "_empty"`) that holds a filesystem.
+fn slot_notes(spec: &Spec, plan: &mut Plan) {
+    for (i, ps) in spec.partitions.iter().enumerate() {
+        if ps.name.as_deref() == Some("_empty") && ps.fs != FsKind::None {
+            plan.notes.push(format!(
+                "partition[{}].name: systemd-sysupdate treats a partition named \"_empty\" as free and overwrites it, but this one holds fs = \"{}\" (placeholders are fs = \"none\")",
+                i + 1,
+                ps.fs
+            ));
+        }
+    }
+    if plan.table.kind != TableKind::Mbr {
+        return;
+    }
+    for (i, ps) in spec.partitions.iter().enumerate() {
+        let labelled =
+            matches!(ps.fs, FsKind::Fat(_) | FsKind::Ext4 | FsKind::F2fs) && ps.label.is_some();
+        if !ps.slots.is_empty() && !labelled {
+            plan.notes.push(format!(
+                "partition[{}].slots: an MBR has no partition names and this partition has no filesystem label, so verify cannot tell its copies are slots (use table = \"gpt\", or a labelled filesystem)",
+                i + 1
+            ));
+        }
+    }
 }
 
 /// Places the spec's `[[raw]]` writes into `plan` (checked against the table, the
@@ -285,8 +351,9 @@ pub fn assemble_with_raw<S: BlockSink + ?Sized>(
             let ps = spec.partitions.get(si).ok_or_else(|| internal(si))?;
             let uuid = ps
                 .fs_uuid
-                .unwrap_or_else(|| Guid::derive(spec.image.seed, "swap-uuid", si as u64));
-            let page = crate::swap::header(p.size_bytes, uuid, ps.label.as_deref())
+                .unwrap_or_else(|| Guid::derive(spec.image.seed, "swap-uuid", id_index(spec, p)));
+            let label = ps.label_for(p.slot.as_deref());
+            let page = crate::swap::header(p.size_bytes, uuid, label.as_deref())
                 .map_err(|r| Error::Spec(SpecError::new(format!("partition[{index}].size"), r)))?;
             sub.write_at(0, &page).map_err(|e| {
                 Error::partition(
@@ -357,6 +424,13 @@ pub fn assemble_with_raw<S: BlockSink + ?Sized>(
                         },
                     ),
                 })?;
+            }
+            (Some(FsPlan::F2fs(_)), Fill::External) => {}
+            (Some(FsPlan::F2fs(_)), _) => {
+                return Err(Error::Spec(SpecError::new(
+                    format!("partition[{index}].fs"),
+                    "fs = \"f2fs\" is built by mkfs.f2fs and sload.f2fs (f2fs-tools), which this front end cannot run; plan and verify it here, build it with the blockwise command or the Python package",
+                )));
             }
             (_, Fill::Nothing | Fill::External | Fill::Tree(_)) => {}
         }

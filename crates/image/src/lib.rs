@@ -32,8 +32,8 @@ pub mod spec;
 pub mod swap;
 
 pub use assemble::{
-    assemble, assemble_sparse, assemble_with_raw, exfat_request, ext4_request, fat_request,
-    plan_full, Fill, RawFill,
+    assemble, assemble_sparse, assemble_with_raw, exfat_request, ext4_request, f2fs_request,
+    fat_request, id_index, plan_full, Fill, RawFill,
 };
 pub use entries::apply_entries;
 pub use error::{Error, ErrorKind, PartitionError};

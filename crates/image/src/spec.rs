@@ -18,7 +18,8 @@ use blockwise_ext4::Ext4Options;
 use blockwise_fat::FatOptions;
 use blockwise_geometry::de::{from_str, opt_size, opt_uint};
 use blockwise_geometry::{
-    FsKind, Guid, ImageSpec, Layout, LayoutError, LayoutKey, PartKey, PartitionLayout, SizeSpec,
+    F2fsOptions, FsKind, GptAttributes, Guid, ImageSpec, Layout, LayoutError, LayoutKey, PartKey,
+    PartitionLayout, SizeSpec,
 };
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
@@ -244,6 +245,9 @@ pub struct PartitionSpec {
     /// ext4 options.
     #[serde(default)]
     pub ext4: Ext4Options,
+    /// F2FS options.
+    #[serde(default)]
+    pub f2fs: F2fsOptions,
     /// exFAT options.
     #[serde(default)]
     pub exfat: ExfatOptions,
@@ -266,6 +270,13 @@ pub struct PartitionSpec {
     /// Listed in the partition table (genimage's `in-partition-table`); default true.
     #[serde(default = "yes")]
     pub in_partition_table: bool,
+    /// GPT attribute bits (`["read-only", "no-auto", 50]`); `legacy-bios-bootable` is
+    /// `bootable = true`.
+    #[serde(default)]
+    pub attributes: GptAttributes,
+    /// A/B slots (`["a", "b"]`): one partition per slot, names and labels suffixed.
+    #[serde(default)]
+    pub slots: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -340,6 +351,7 @@ impl PartitionSpec {
             label: None,
             fat: FatOptions::default(),
             ext4: Ext4Options::default(),
+            f2fs: F2fsOptions::default(),
             exfat: ExfatOptions::default(),
             entries: Vec::new(),
             uuid: None,
@@ -347,23 +359,44 @@ impl PartitionSpec {
             volume_id: None,
             start: None,
             in_partition_table: true,
+            attributes: GptAttributes::NONE,
+            slots: Vec::new(),
         }
     }
 
-    /// What the layout planner needs of this partition.
+    /// What the layout planner needs of this partition. `attributes` naming bit 2
+    /// (`legacy-bios-bootable`) is `bootable`.
     #[must_use]
     pub fn layout(&self) -> PartitionLayout {
+        let (attributes, boot_bit) = self.attributes.split_bootable();
         PartitionLayout {
             name: self.name.clone(),
             fs: self.fs,
             size: self.size,
             type_: self.type_.clone(),
-            bootable: self.bootable,
+            bootable: self.bootable || boot_bit,
             label: self.label.clone(),
             uuid: self.uuid,
             start: self.start,
             in_table: self.in_partition_table,
+            attributes,
+            slots: self.slots.clone(),
         }
+    }
+
+    /// The filesystem label of the copy for `slot`: `label`, suffixed `_SLOT` when slotted.
+    #[must_use]
+    pub fn label_for(&self, slot: Option<&str>) -> Option<String> {
+        self.label
+            .as_deref()
+            .map(|l| blockwise_geometry::slots::with_suffix(l, slot))
+    }
+
+    /// The 0-based position of `slot` in `slots` (0 without slots).
+    #[must_use]
+    pub fn slot_position(&self, slot: Option<&str>) -> usize {
+        slot.and_then(|s| self.slots.iter().position(|x| x == s))
+            .unwrap_or(0)
     }
 }
 
@@ -559,12 +592,16 @@ impl PartitionSpec {
             return Err(SpecError::new(
                 k("contents"),
                 format!(
-                    "fs = \"{}\" has no filesystem to fill; use fat32 or ext4",
+                    "fs = \"{}\" has no filesystem to fill; use fat32, ext4 or f2fs",
                     self.fs
                 ),
             ));
         }
-        if self.fs_uuid.is_some() && !matches!(self.fs, FsKind::Ext4 | FsKind::Swap | FsKind::Exfat)
+        if self.fs_uuid.is_some()
+            && !matches!(
+                self.fs,
+                FsKind::Ext4 | FsKind::Swap | FsKind::Exfat | FsKind::F2fs
+            )
         {
             return Err(SpecError::new(
                 k("fs-uuid"),
@@ -573,7 +610,7 @@ impl PartitionSpec {
                         .to_string()
                 } else {
                     format!(
-                        "fs = \"{}\" has no filesystem UUID to set; it applies to ext4, swap and exfat (its volume GUID)",
+                        "fs = \"{}\" has no filesystem UUID to set; it applies to ext4, f2fs, swap and exfat (its volume GUID)",
                         self.fs
                     )
                 },
@@ -593,13 +630,69 @@ impl PartitionSpec {
                 ),
             ));
         }
-        if !self.entries.is_empty() && !matches!(self.fs, FsKind::Ext4 | FsKind::Exfat) {
+        if !self.attributes.is_empty() && img.table != blockwise_geometry::TableKind::Gpt {
+            return Err(SpecError::new(
+                k("attributes"),
+                format!(
+                    "only GPT stores partition attributes (this table is {}); use table = \"gpt\", or bootable = true for the MBR boot flag",
+                    img.table
+                ),
+            ));
+        }
+        if self.fs == FsKind::F2fs {
+            // sload.f2fs copies the tree; entries can only change modes and owners of what
+            // it copied (set in the inodes afterwards).
+            for (j, en) in self.entries.iter().enumerate() {
+                let ek = |s: &str| format!("{}.entry[{}].{s}", pbase(i), j + 1);
+                if !en.xattrs.is_empty() {
+                    return Err(SpecError::new(
+                        ek("xattrs"),
+                        "sload.f2fs stores no extended attributes; use fs = \"ext4\"",
+                    ));
+                }
+                if matches!(
+                    en.kind,
+                    EntryKind::Char | EntryKind::Block | EntryKind::Fifo | EntryKind::Socket
+                ) {
+                    return Err(SpecError::new(
+                        ek("kind"),
+                        "sload.f2fs stores regular files, directories and symlinks only; use fs = \"ext4\" for special files",
+                    ));
+                }
+                if en.target.is_some() {
+                    return Err(SpecError::new(
+                        ek("target"),
+                        "an F2FS entry changes the mode and owners of a path from contents; a symlink's target comes from contents",
+                    ));
+                }
+            }
+        }
+        if !self.entries.is_empty()
+            && !matches!(self.fs, FsKind::Ext4 | FsKind::Exfat | FsKind::F2fs)
+        {
             return Err(SpecError::new(
                 k("entry"),
                 "ownership, modes and special files need a filesystem that stores them: use fs = \"ext4\" (exfat takes entries too, keeping only the read-only attribute)",
             ));
         }
-        if let Some(label) = &self.label {
+        if self.fs != FsKind::F2fs && self.f2fs != F2fsOptions::default() {
+            return Err(SpecError::new(
+                k("f2fs"),
+                format!(
+                    "f2fs options apply to fs = \"f2fs\" (this partition is {})",
+                    self.fs
+                ),
+            ));
+        }
+        if let Err((key, reason)) = self.f2fs.validate() {
+            return Err(SpecError::new(k(&format!("f2fs.{key}")), reason));
+        }
+        // Every copy's label: slots add a suffix.
+        for slot in blockwise_geometry::slots::each(&self.slots) {
+            let Some(label) = self.label_for(slot) else {
+                break;
+            };
+            let label = &label;
             if self.fs.is_fat() {
                 blockwise_fat::validate_label(label).map_err(|e| fat_error(i, e))?;
             } else if self.fs == FsKind::Ext4 {
@@ -608,7 +701,16 @@ impl PartitionSpec {
                 blockwise_exfat::validate_label(label).map_err(|e| exfat_error(i, e))?;
             } else if self.fs == FsKind::Swap {
                 crate::swap::validate_label(label).map_err(|r| SpecError::new(k("label"), r))?;
+            } else if self.fs == FsKind::F2fs {
+                blockwise_geometry::fsplan::f2fs::validate_label(label)
+                    .map_err(|r| SpecError::new(k("label"), r))?;
             }
+        }
+        if !self.slots.is_empty() && (self.fs_uuid.is_some() || self.volume_id.is_some()) {
+            return Err(SpecError::new(
+                k(if self.fs_uuid.is_some() { "fs-uuid" } else { "volume-id" }),
+                "pins one filesystem ID, but slots make several filesystems; leave it out (each slot's ID derives from image.seed)",
+            ));
         }
         self.fat
             .validate(img.sector_size.bytes(), img.erase_block)
@@ -771,6 +873,7 @@ fn table_name(parent: &str) -> &'static str {
         "raw" => "[[raw]]",
         "fat" => "fat",
         "ext4" => "ext4",
+        "f2fs" => "f2fs",
         "exfat" => "exfat",
         "xattrs" => "xattrs",
         _ => "this table",
@@ -921,6 +1024,16 @@ mod tests {
             ("[image]\ntimestamp=-1\n[[partition]]\nfs=\"none\"\nsize=1", "image.timestamp"),
             ("[image]\nsize=\"1GiB\"", "partition"),
             ("bogus=1", "bogus"),
+            ("[[partition]]\nfs=\"none\"\nsize=1\nattributes=[\"read-only\"]", "partition[1].attributes"),
+            ("[image]\ntable=\"gpt\"\n[[partition]]\nfs=\"none\"\nsize=1\nattributes=[\"bogus\"]", "partition[1].attributes"),
+            ("[[partition]]\nfs=\"none\"\nsize=1\nname=\"x\"\nslots=[\"a\"]", "partition[1].slots"),
+            ("[[partition]]\nfs=\"f2fs\"\nsize=\"1MiB\"", "partition[1].size"),
+            ("[[partition]]\nfs=\"f2fs\"\nsize=\"1GiB\"\nf2fs={segments-per-section=0}", "partition[1].f2fs.segments-per-section"),
+            ("[[partition]]\nfs=\"f2fs\"\nsize=\"1GiB\"\nf2fs={sections-per-zone=2000}", "partition[1].f2fs.sections-per-zone"),
+            ("[[partition]]\nfs=\"f2fs\"\nsize=\"1GiB\"\nf2fs={segs=2}", "partition[1].f2fs.segs"),
+            ("[[partition]]\nfs=\"ext4\"\nsize=\"1GiB\"\nf2fs={segments-per-section=2}", "partition[1].f2fs"),
+            ("[[partition]]\nfs=\"f2fs\"\nsize=\"1GiB\"\n[[partition.entry]]\npath=\"/a\"\nkind=\"fifo\"", "partition[1].entry[1].kind"),
+            ("[[partition]]\nfs=\"f2fs\"\nsize=\"1GiB\"\n[[partition.entry]]\npath=\"/a\"\nxattrs={\"user.a\"=\"b\"}", "partition[1].entry[1].xattrs"),
         ];
         let known = [
             "image.size",
@@ -964,6 +1077,13 @@ mod tests {
             "entry[1].mode",
             "entry[1].major",
             "entry[1].kind",
+            "entry[1].xattrs",
+            "attributes",
+            "slots",
+            "f2fs",
+            "f2fs.segments-per-section",
+            "f2fs.sections-per-zone",
+            "f2fs.segs",
         ];
         for (text, want) in cases {
             // Parsing, validation or planning: whichever refuses names the key.
@@ -1092,6 +1212,53 @@ xattrs = { "user.x" = "0x0102", "user.y" = "text" }
         );
         assert_eq!(s.partitions[0].fat.cluster, Some(4096));
         assert_eq!(s.partitions[1].size, SizeSpec::Fill);
+    }
+
+    #[test]
+    fn f2fs_needs_its_backend_and_slots_keep_their_spec_index() {
+        let spec = Spec::from_toml(
+            "[image]\ntable=\"gpt\"\nerase-block=\"4MiB\"\n[[partition]]\nname=\"sys\"\nfs=\"f2fs\"\nsize=\"256MiB\"\nlabel=\"sys\"\nslots=[\"a\",\"b\"]",
+        )
+        .unwrap();
+        let plan = crate::plan_full(&spec, &[], 0).unwrap();
+        assert_eq!(plan.partitions.len(), 2);
+        let labels: Vec<_> = plan
+            .partitions
+            .iter()
+            .map(|p| {
+                p.filesystem
+                    .as_ref()
+                    .and_then(|f| f.label())
+                    .map(str::to_string)
+            })
+            .collect();
+        assert_eq!(
+            labels,
+            [Some("sys_a".to_string()), Some("sys_b".to_string())]
+        );
+        assert!(plan.partitions.iter().all(|p| p.spec_index == 0));
+        let uuid = |i: usize| match &plan.partitions[i].filesystem {
+            Some(blockwise_geometry::FsPlan::F2fs(f)) => f.uuid.clone(),
+            _ => None,
+        };
+        assert_ne!(uuid(0), uuid(1), "each slot has its own filesystem UUID");
+        assert_eq!(plan.slots.len(), 1);
+        assert_eq!(plan.slot_copy(0, Some("b")).map(|p| p.index), Some(2));
+        // A front end without mkfs.f2fs (the browser) gets an error, never an empty partition.
+        let tree = blockwise_geometry::Tree::default();
+        let e = crate::assemble_sparse(
+            &spec,
+            &plan,
+            &[crate::Fill::Tree(&tree)],
+            &Vec::<Vec<u8>>::new(),
+            0,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("partition[1].fs: fs = \"f2fs\" is built by mkfs.f2fs"),
+            "{e}"
+        );
     }
 
     proptest! {

@@ -386,7 +386,9 @@ pub fn gpt_writes(plan: &Plan) -> Result<Vec<(u64, Vec<u8>)>, PlanError> {
             unique_partition_guid: p.guid.unwrap_or_default().0,
             starting_lba: U64::new(to_lba(p.start_bytes, sector)),
             ending_lba: U64::new(ending_lba),
-            attributes: U64::new(if p.bootable { ATTR_LEGACY_BOOTABLE } else { 0 }),
+            attributes: U64::new(
+                p.attributes.bits() | if p.bootable { ATTR_LEGACY_BOOTABLE } else { 0 },
+            ),
             partition_name: encode_name(p.name.as_deref().unwrap_or("")),
         };
         slot.copy_from_slice(e.as_bytes());

@@ -228,6 +228,7 @@ pub fn plan_findings(plan: &Plan) -> Vec<Finding> {
                     out.extend(ext4_inode_table(i, &x.kind, it, e));
                 }
             }
+            Some(FsPlan::F2fs(f)) => out.extend(crate::f2fs::f2fs_alignment(i, f, e, false)),
             Some(FsPlan::Exfat(x)) => out.extend(crate::exfat::align::exfat_alignment(
                 i,
                 x.fat_start_bytes,

@@ -230,6 +230,25 @@ finding_codes! {
     Ext4StripeSmaller = "ext4-stripe-smaller",
     /// `ext4-inode-table-not-aligned`: The first inode table does not start on the erase block.
     Ext4InodeTableNotAligned = "ext4-inode-table-not-aligned",
+    // F2FS
+    /// `f2fs-corrupt`: Neither F2FS superblock copy parses.
+    F2fsCorrupt = "f2fs-corrupt",
+    /// `f2fs-larger-than-partition`: The F2FS volume claims more blocks than the partition holds.
+    F2fsLargerThanPartition = "f2fs-larger-than-partition",
+    /// `f2fs-section-not-aligned`: F2FS sections are not a whole number of erase blocks (an error with `strict`).
+    F2fsSectionNotAligned = "f2fs-section-not-aligned",
+    /// `f2fs-main-not-aligned`: The F2FS main area does not start on the erase block (an error with `strict`).
+    F2fsMainNotAligned = "f2fs-main-not-aligned",
+    /// `f2fs-superblock-copies`: One F2FS superblock copy is unusable, or the two differ.
+    F2fsSuperblockCopies = "f2fs-superblock-copies",
+    /// `f2fs-segment0-not-aligned`: F2FS segment0 (the checkpoint) does not start on the erase block.
+    #[serde(rename = "f2fs-segment0-not-aligned")]
+    F2fsSegment0NotAligned = "f2fs-segment0-not-aligned",
+    // other formats
+    /// `fs-header-invalid`: A format found by its magic number has an impossible header.
+    FsHeaderInvalid = "fs-header-invalid",
+    /// `fs-larger-than-partition`: A recognised format's header claims more than the partition holds.
+    FsLargerThanPartition = "fs-larger-than-partition",
 }
 
 impl fmt::Display for FindingCode {

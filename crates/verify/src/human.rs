@@ -51,6 +51,13 @@ fn fs_text(fs: Option<&FsPlan>) -> String {
                 .map(|j| format!(" journal@{j}"))
                 .unwrap_or_default()
         ),
+        Some(FsPlan::F2fs(f)) => format!(
+            "f2fs{} section {} zone {} main@{}",
+            label_text(f.label.as_deref()),
+            short_size(f.section_bytes),
+            short_size(f.zone_bytes),
+            f.main_start_bytes
+        ),
         Some(FsPlan::Exfat(x)) => format!(
             "exfat{} sector {} cluster {} FAT@{} heap@{}",
             label_text(x.label.as_deref()),
@@ -59,7 +66,9 @@ fn fs_text(fs: Option<&FsPlan>) -> String {
             x.fat_start_bytes,
             x.heap_start_bytes
         ),
-        Some(FsPlan::Other(o)) => format!("{} (not checked)", o.kind),
+        Some(FsPlan::Other(o)) => {
+            format!("{}{} (not checked)", o.kind, label_text(o.label.as_deref()))
+        }
     }
 }
 
@@ -200,6 +209,17 @@ pub(crate) fn render(r: &Report) -> String {
                 short_size(g.size_bytes),
                 short_size(g.start_bytes)
             );
+        }
+    }
+    if !r.slots.is_empty() {
+        let _ = writeln!(out);
+        for g in &r.slots {
+            let members: Vec<String> = g
+                .partitions
+                .iter()
+                .map(|m| format!("{} = {}", m.slot, partition_name(&r.source, m.index)))
+                .collect();
+            let _ = writeln!(out, "A/B slots of {}: {}", g.name, members.join(", "));
         }
     }
     if !r.findings.is_empty() {

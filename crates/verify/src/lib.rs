@@ -21,6 +21,8 @@
 //! | GPT | `gpt-primary-bad`, `gpt-backup-bad`, `gpt-backup-missing`, `gpt-corrupt`, `gpt-copies-differ`, `gpt-entry-range`, `gpt-entry-outside-usable`, `mbr-gpt-disagree` (E); `gpt-backup-not-at-end`, `gpt-no-protective-mbr`, `hybrid-mbr` (W); `protective-mbr-size`, `protective-mbr-bootable` (I) |
 //! | partitions | `partition-not-4k-aligned`, `partition-overlap`, `partition-past-end`, `partition-overlaps-table` (E); `partition-not-erase-aligned` (E*); `partition-empty` (W); `not-checked` (I) |
 //! | FAT | `fat-corrupt`, `fat-cluster-count`, `fat-too-many-clusters`, `fat-too-small`, `fat-root-cluster`, `fat-reserved-location`, `fat-larger-than-partition`, `fat-data-not-4k-aligned`, `fat-sector-below-logical` (E); `fat-data-not-aligned` (E*); `fat32-field`, `fat-many-fats`, `fat-boot-signature`, `fat-cluster-straddles`, `fat-sector-4096`, `fat-sector-smaller-than-device`, `fat-fsinfo`, `fat-backup-boot-differs`, `fat-copies-differ`, `fat-entry0-media`, `fat-entry1-eoc` (W); `fat-table-not-aligned`, `fat-no-backup-boot`, `fat-hidden-sectors` (I) |
+//! | F2FS | `f2fs-corrupt`, `f2fs-larger-than-partition` (E); `f2fs-section-not-aligned`, `f2fs-main-not-aligned` (E*); `f2fs-superblock-copies` (W); `f2fs-segment0-not-aligned` (I) |
+//! | other formats (NTFS, btrfs, XFS, ISO 9660, LUKS, swap) | `fs-header-invalid`, `fs-larger-than-partition` (E) |
 //! | exFAT | `exfat-corrupt`, `exfat-boot-checksum`, `exfat-cluster-count`, `exfat-fat-too-small`, `exfat-root-cluster`, `exfat-larger-than-partition`, `exfat-no-bitmap`, `exfat-no-upcase`, `exfat-upcase-checksum`, `exfat-heap-not-4k-aligned`, `exfat-sector-below-logical` (E); `exfat-heap-not-aligned` (E*); `exfat-backup-boot`, `exfat-boot-signature`, `exfat-field`, `exfat-cluster-straddles`, `exfat-fat-entries`, `exfat-guid-checksum` (W); `exfat-partition-offset`, `exfat-fat-not-aligned` (I) |
 //! | ext2/3/4 | `ext4-corrupt`, `ext4-inodes-count`, `ext4-superblock-checksum`, `ext4-larger-than-partition`, `ext4-group-desc`, `ext4-group-desc-checksum` (E); `ext4-journal-not-aligned` (E*); `ext4-reserved-blocks`, `ext4-first-data-block`, `ext4-unsupported`, `ext4-stride-mismatch`, `ext4-stripe-mismatch`, `ext4-block-smaller-than-device`, `ext4-small-blocks` (W); `ext4-no-stride`, `ext4-stripe-smaller`, `ext4-inode-table-not-aligned` (I) |
 //!
@@ -54,16 +56,20 @@ mod bytes;
 mod code;
 pub mod exfat;
 pub mod ext4;
+pub mod f2fs;
 pub mod fat;
 mod human;
 pub mod magic;
 mod num;
+pub mod other;
 mod partition;
 mod regions;
+mod safe;
 mod table;
 
 pub use crate::align::plan_findings;
 pub use crate::regions::Region;
+pub use crate::safe::{Reason, SafeToFlash, Safety};
 
 use blockwise_geometry::{
     alignment_of, BlockSource, FsKind, FsPlan, OtherFs, PartType, PartitionPlan, SectorSize,
@@ -251,6 +257,10 @@ pub struct Report {
     /// left out of the table.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub regions: Vec<Region>,
+    /// Partitions that are A/B slots of one another (`system_a`, `system_b`), found by
+    /// their names or labels; the plan of a spec with `slots` lists the same.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub slots: Vec<blockwise_geometry::SlotGroup>,
     /// False when neither a table nor a filesystem was recognised (exit code 2).
     #[serde(skip)]
     pub recognised: bool,
@@ -272,6 +282,7 @@ impl Report {
             aligned: false,
             device: opts.device.clone(),
             regions: Vec::new(),
+            slots: Vec::new(),
             recognised: true,
         }
     }
@@ -367,6 +378,7 @@ pub fn verify<S: BlockSource + ?Sized>(src: &S, opts: &Options) -> Result<Report
     let fs_ok = |p: &PartitionPlan| match &p.filesystem {
         Some(FsPlan::Fat(f)) => f.aligned,
         Some(FsPlan::Ext4(x)) => x.aligned,
+        Some(FsPlan::F2fs(x)) => x.aligned,
         Some(FsPlan::Exfat(x)) => x.aligned,
         Some(FsPlan::Other(o)) => o.aligned.unwrap_or(true),
         None => true,
@@ -374,6 +386,9 @@ pub fn verify<S: BlockSource + ?Sized>(src: &S, opts: &Options) -> Result<Report
     for p in &mut r.partitions {
         p.aligned = num::is_multiple(p.start_bytes, e) && fs_ok(p);
     }
+    // A/B slots, from the names (or labels) the partitions carry.
+    blockwise_geometry::infer_slots(&mut r.partitions);
+    r.slots = blockwise_geometry::slot_groups(&r.partitions);
     r.aligned = r.recognised && !r.partitions.is_empty() && r.partitions.iter().all(|p| p.aligned);
     Ok(r)
 }
@@ -566,11 +581,14 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             Content::Fat => self.fat(p),
             Content::Ext => self.ext(p),
             Content::Other("exfat") => self.exfat(p),
+            Content::Other("f2fs") => self.f2fs(p),
+            Content::Other(kind) if other::parses(kind) => self.other_fs(p, kind),
             Content::Other(kind) => {
                 p.content = FsKind::Raw;
                 p.filesystem = Some(FsPlan::Other(OtherFs {
                     kind: kind.to_string(),
                     aligned: None,
+                    ..OtherFs::default()
                 }));
                 self.add(
                     Severity::Info,
@@ -586,6 +604,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 p.filesystem = Some(FsPlan::Other(OtherFs {
                     kind: "unknown".into(),
                     aligned: None,
+                    ..OtherFs::default()
                 }));
                 Ok(())
             }

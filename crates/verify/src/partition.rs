@@ -39,6 +39,8 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             alignment_bytes: alignment_of(start),
             filesystem: None,
             in_table: true,
+            attributes: blockwise_geometry::GptAttributes::NONE,
+            slot: None,
         }
     }
 

@@ -151,6 +151,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("spec", type=pathlib.Path, help="spec file (TOML)")
     b.add_argument("-o", "--output", required=True, type=pathlib.Path)
     b.add_argument("--bmap", type=pathlib.Path, metavar="FILE")
+    b.add_argument("--format", choices=["raw", "simg", "zst", "xz"], help="output format (default: by the name)")
+    b.add_argument("--level", type=int, metavar="N", help="zstd (1-22) or xz (0-9) level")
     b.add_argument("--json", action="store_true", help="print JSON")
     b.add_argument("-q", "--quiet", action="store_true", help="no progress")
 
@@ -211,7 +213,14 @@ def _run(a: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
         planned = blockwise.plan(a.spec if a.spec is not None else _flags_spec(a))
         result, text = planned, _human(planned)
     elif a.cmd == "build":
-        built = blockwise.build(a.spec, a.output, a.bmap, _progress(a.quiet or a.json))
+        built = blockwise.build(
+            a.spec,
+            a.output,
+            a.bmap,
+            _progress(a.quiet or a.json),
+            format=a.format,
+            level=a.level,
+        )
         result, text = built, _human(built)
     elif a.cmd == "write":
         verify = a.verify or (not a.no_verify and sys.stdin.isatty() and sys.stderr.isatty())

@@ -58,6 +58,8 @@ def build(
     *,
     base_dir: Optional[_StrPath] = None,
     cancel: Optional[threading.Event] = None,
+    format: Optional[str] = None,
+    level: Optional[int] = None,
 ) -> BuildResult: ...
 def verify(
     path: _StrPath,

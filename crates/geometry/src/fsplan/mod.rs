@@ -3,10 +3,12 @@
 
 mod exfat;
 mod ext4;
+pub mod f2fs;
 mod fat;
 
 pub use exfat::{sda_exfat_params, ExfatPlan};
 pub use ext4::Ext4Plan;
+pub use f2fs::{F2fsOptions, F2fsPlan};
 pub use fat::{FatPlan, FatType, MAX_FAT32_CLUSTERS};
 
 use serde::Serialize;
@@ -19,17 +21,84 @@ pub enum FsPlan {
     Fat(FatPlan),
     /// ext2/3/4.
     Ext4(Ext4Plan),
+    /// F2FS.
+    F2fs(F2fsPlan),
     /// exFAT.
     Exfat(ExfatPlan),
     /// Something recognised but not checked (swap, squashfs, …) or raw bytes.
     Other(OtherFs),
 }
 
-/// A filesystem that is only named, not planned or checked.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+impl FsPlan {
+    /// The filesystem's kind as the JSON `kind` field spells it (`fat32`, `ext4`, `exfat`,
+    /// `f2fs`, `squashfs`, …).
+    #[must_use]
+    pub fn kind_name(&self) -> String {
+        match self {
+            FsPlan::Fat(x) => x.kind.to_string(),
+            FsPlan::Ext4(x) => x.kind.clone(),
+            FsPlan::F2fs(x) => x.kind.clone(),
+            FsPlan::Exfat(x) => x.kind.to_string(),
+            FsPlan::Other(x) => x.kind.clone(),
+        }
+    }
+
+    /// The volume label, where the filesystem has one.
+    #[must_use]
+    pub fn label(&self) -> Option<&str> {
+        match self {
+            FsPlan::Fat(f) => f.label.as_deref(),
+            FsPlan::Ext4(x) => x.label.as_deref(),
+            FsPlan::F2fs(f) => f.label.as_deref(),
+            FsPlan::Exfat(x) => x.label.as_deref(),
+            FsPlan::Other(o) => o.label.as_deref(),
+        }
+    }
+}
+
+/// A filesystem that is only named, not planned, and whose internal alignment is not
+/// checked: raw bytes, or a format `verify` recognises by its header (swap, NTFS, btrfs,
+/// XFS, ISO 9660, LUKS, …), with what that header says. Every field but `kind` and
+/// `aligned` is left out of the JSON when unknown.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct OtherFs {
     /// What it is (`raw`, `swap`, `squashfs`, …).
     pub kind: String,
     /// Whether alignment was checked (`None`: not checked).
     pub aligned: Option<bool>,
+    /// The format's version, where it has several (`1`/`2` for LUKS, swap's `1`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Volume label.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// Filesystem (or container) UUID, as `blkid` prints it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    /// The size the header says the filesystem spans.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
+    /// Its block (sector, cluster, page) size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block_bytes: Option<u32>,
+    /// Absolute offset where its payload starts (LUKS: the encrypted data).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_start_bytes: Option<u64>,
+    /// RAID stripe unit the filesystem was made for (XFS `sunit`), bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stripe_unit_bytes: Option<u64>,
+    /// RAID stripe width (XFS `swidth`), bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stripe_width_bytes: Option<u64>,
+}
+
+impl OtherFs {
+    /// Only a name, alignment not checked.
+    #[must_use]
+    pub fn named(kind: impl Into<String>) -> Self {
+        OtherFs {
+            kind: kind.into(),
+            ..OtherFs::default()
+        }
+    }
 }

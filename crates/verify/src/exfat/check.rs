@@ -27,6 +27,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 p.filesystem = Some(FsPlan::Other(OtherFs {
                     kind: "exfat".into(),
                     aligned: None,
+                    ..OtherFs::default()
                 }));
                 self.add(
                     Severity::Error,

@@ -22,6 +22,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 p.filesystem = Some(FsPlan::Other(OtherFs {
                     kind: "ext4".into(),
                     aligned: None,
+                    ..OtherFs::default()
                 }));
                 self.add(
                     Severity::Error,

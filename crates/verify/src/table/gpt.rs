@@ -134,15 +134,19 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 .saturating_add(1)
                 .saturating_mul(sb);
             let name = (!ent.name.is_empty()).then(|| ent.name.clone());
-            parts.push(self.part(
+            let (attributes, bootable) =
+                blockwise_geometry::GptAttributes(ent.attributes).split_bootable();
+            let mut part = self.part(
                 ent.index,
                 start,
                 size,
                 PartType::Gpt(ent.type_guid),
                 name,
-                ent.attributes & 4 != 0,
+                bootable,
                 Some(ent.unique_guid),
-            ));
+            );
+            part.attributes = attributes;
+            parts.push(part);
         }
         if let Some(m) = &mbr {
             if m.is_hybrid() {

@@ -1,0 +1,354 @@
+//! xz (the `.xz` file format 1.x of xz-utils): one stream whose blocks are one erase block
+//! each, with both sizes in every block header, CRC32 checks, and the index a reader seeks
+//! by.
+//!
+//! ```text
+//! stream header  FD 37 7A 58 5A 00 | 00 01 (CRC32 check) | CRC32
+//! block          header (size, flags 0xC0, compressed size, uncompressed size, LZMA2 filter
+//!                with its dictionary byte, padding, CRC32) | LZMA2 data | padding | CRC32
+//! index          00 | count | (unpadded size, uncompressed size)… | padding | CRC32
+//! stream footer  CRC32 | backward size | 00 01 | "YZ"
+//! ```
+//! The LZMA2 data comes from liblzma; everything around it is written here.
+
+use super::{EncodeError, Format};
+#[cfg(feature = "xz")]
+use super::{Packed, Unit};
+
+const MAGIC: [u8; 6] = [0xFD, b'7', b'z', b'X', b'Z', 0x00];
+/// Stream flags: check type CRC32.
+const FLAGS: [u8; 2] = [0x00, 0x01];
+/// Stream header bytes.
+pub(crate) const STREAM_HEADER_BYTES: u64 = 12;
+/// The LZMA2 filter id.
+#[cfg(any(feature = "xz", test))]
+const LZMA2: u64 = 0x21;
+
+fn crc32(data: &[u8]) -> u32 {
+    crc32fast::hash(data)
+}
+
+fn unsupported(reason: String) -> EncodeError {
+    EncodeError::Unsupported {
+        format: Format::Xz,
+        reason,
+    }
+}
+
+/// Appends `v` as an xz variable-length integer (7 bits a byte, low first).
+fn vli(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(u8::try_from(v & 0x7F).unwrap_or(0) | 0x80);
+        v >>= 7;
+    }
+    out.push(u8::try_from(v).unwrap_or(0));
+}
+
+/// Appends zeros until `out.len()` is a multiple of 4.
+fn pad4(out: &mut Vec<u8>) {
+    while out.len() % 4 != 0 {
+        out.push(0);
+    }
+}
+
+/// The stream header.
+pub(crate) fn stream_header() -> [u8; 12] {
+    let mut h = [0u8; 12];
+    let crc = crc32(&FLAGS).to_le_bytes();
+    for (dst, src) in h.iter_mut().zip(MAGIC.iter().chain(&FLAGS).chain(&crc)) {
+        *dst = *src;
+    }
+    h
+}
+
+/// A whole block: header with both sizes and the LZMA2 filter (`dict` its dictionary
+/// byte), the data, padding and the CRC32 of the uncompressed bytes. Returns the block and
+/// its unpadded size (what the index records).
+#[cfg(any(feature = "xz", test))]
+fn block(lzma2: &[u8], uncompressed: u64, dict: u8, check: u32) -> (Vec<u8>, u64) {
+    let compressed = u64::try_from(lzma2.len()).unwrap_or(u64::MAX);
+    let mut b = Vec::with_capacity(lzma2.len().saturating_add(40));
+    b.push(0); // header size, set below
+    b.push(0xC0); // one filter; compressed and uncompressed sizes present
+    vli(&mut b, compressed);
+    vli(&mut b, uncompressed);
+    vli(&mut b, LZMA2);
+    vli(&mut b, 1);
+    b.push(dict);
+    // Header padding so that the header with its CRC32 is a multiple of 4.
+    pad4(&mut b);
+    let header_len = b.len().saturating_add(4);
+    if let Some(first) = b.first_mut() {
+        *first = u8::try_from((header_len / 4).saturating_sub(1)).unwrap_or(0);
+    }
+    let crc = crc32(&b);
+    b.extend_from_slice(&crc.to_le_bytes());
+    b.extend_from_slice(lzma2);
+    let unpadded = u64::try_from(header_len)
+        .unwrap_or(0)
+        .saturating_add(compressed)
+        .saturating_add(4);
+    pad4(&mut b);
+    b.extend_from_slice(&check.to_le_bytes());
+    (b, unpadded)
+}
+
+/// The index, built as blocks are added.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Index {
+    records: Vec<u8>,
+    count: u64,
+}
+
+impl Index {
+    pub(crate) fn push(&mut self, unpadded: u64, uncompressed: u64) {
+        vli(&mut self.records, unpadded);
+        vli(&mut self.records, uncompressed);
+        self.count = self.count.saturating_add(1);
+    }
+
+    /// The index and the stream footer.
+    pub(crate) fn finish(&self) -> Result<Vec<u8>, EncodeError> {
+        let mut out = vec![0u8];
+        vli(&mut out, self.count);
+        out.extend_from_slice(&self.records);
+        pad4(&mut out);
+        let crc = crc32(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        let backward = u32::try_from((out.len() / 4).saturating_sub(1))
+            .map_err(|_| unsupported("the index is larger than 16 GiB".into()))?;
+        let mut tail = Vec::with_capacity(6);
+        tail.extend_from_slice(&backward.to_le_bytes());
+        tail.extend_from_slice(&FLAGS);
+        out.extend_from_slice(&crc32(&tail).to_le_bytes());
+        out.extend_from_slice(&tail);
+        out.extend_from_slice(b"YZ");
+        Ok(out)
+    }
+}
+
+/// Reads a variable-length integer at `*at`, advancing it.
+#[cfg(any(feature = "xz", test))]
+fn read_vli(b: &[u8], at: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for i in 0..9u32 {
+        let byte = *b.get(*at)?;
+        *at = at.checked_add(1)?;
+        v |= u64::from(byte & 0x7F).checked_shl(i.checked_mul(7)?)?;
+        if byte & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// The LZMA2 data, dictionary byte and uncompressed size of the single block of the xz
+/// stream `s`, as liblzma's stream encoder writes it (no check, no sizes in the block
+/// header): found through the stream footer and index. `None` when `s` is not such a
+/// stream.
+#[cfg(any(feature = "xz", test))]
+fn single_block(s: &[u8]) -> Option<(&[u8], u8, u64)> {
+    if s.get(..6)? != MAGIC || s.get(6..8)? != [0, 0] {
+        return None;
+    }
+    let footer = s.get(s.len().checked_sub(12)?..)?;
+    if footer.get(10..12)? != b"YZ" || footer.get(8..10)? != [0, 0] {
+        return None;
+    }
+    let backward = u32::from_le_bytes(footer.get(4..8)?.try_into().ok()?);
+    let index_len = usize::try_from(backward)
+        .ok()?
+        .checked_add(1)?
+        .checked_mul(4)?;
+    let index_at = s.len().checked_sub(12)?.checked_sub(index_len)?;
+    let index = s.get(index_at..)?;
+    let mut at = 1usize;
+    if *index.first()? != 0 || read_vli(index, &mut at)? != 1 {
+        return None;
+    }
+    let unpadded = usize::try_from(read_vli(index, &mut at)?).ok()?;
+    let uncompressed = read_vli(index, &mut at)?;
+    // The block header: size byte, flags (one filter, no sizes), LZMA2 with one byte.
+    let header = s.get(12..)?;
+    let header_len = usize::from(*header.first()?)
+        .checked_add(1)?
+        .checked_mul(4)?;
+    let mut at = 2usize;
+    if *header.get(1)? != 0
+        || read_vli(header, &mut at)? != LZMA2
+        || read_vli(header, &mut at)? != 1
+    {
+        return None;
+    }
+    let dict = *header.get(at)?;
+    let data_len = unpadded.checked_sub(header_len)?;
+    let from = header_len.checked_add(12)?;
+    let data = s.get(from..from.checked_add(data_len)?)?;
+    Some((data, dict, uncompressed))
+}
+
+/// liblzma's LZMA2 at one preset, with the dictionary no larger than a window needs.
+#[cfg(feature = "xz")]
+pub(crate) struct Lzma2 {
+    preset: u32,
+    dict: u32,
+    out: Vec<u8>,
+}
+
+#[cfg(feature = "xz")]
+impl Lzma2 {
+    pub(crate) fn new(preset: u32, window: u64) -> Self {
+        // The preset's dictionary, but no larger than the window (rounded up to a power of
+        // two, at least LZMA2's 4 KiB): a bigger one only costs memory in the encoder and
+        // every decoder.
+        let preset_dict: u32 = match preset {
+            0 => 256 << 10,
+            1 => 1 << 20,
+            2 => 2 << 20,
+            3 | 4 => 4 << 20,
+            5 | 6 => 8 << 20,
+            7 => 16 << 20,
+            8 => 32 << 20,
+            _ => 64 << 20,
+        };
+        let need = u32::try_from(window.max(4096).next_power_of_two()).unwrap_or(u32::MAX);
+        Lzma2 {
+            preset,
+            dict: preset_dict.min(need),
+            out: Vec::new(),
+        }
+    }
+
+    pub(crate) fn pack(&mut self, data: &[u8], zero: bool) -> Result<Packed, EncodeError> {
+        use xz2::stream::{Action, Check, Filters, LzmaOptions, Status, Stream};
+        let codec = |e: &dyn core::fmt::Display| EncodeError::Codec {
+            format: Format::Xz,
+            message: e.to_string(),
+        };
+        let mut opts = LzmaOptions::new_preset(self.preset).map_err(|e| codec(&e))?;
+        opts.dict_size(self.dict);
+        let mut filters = Filters::new();
+        filters.lzma2(&opts);
+        let mut enc = Stream::new_stream_encoder(&filters, Check::None).map_err(|e| codec(&e))?;
+        self.out.clear();
+        self.out.reserve(
+            data.len()
+                .saturating_add(data.len() / 64)
+                .saturating_add(4096),
+        );
+        let mut input = data;
+        loop {
+            if self.out.len() == self.out.capacity() {
+                self.out.reserve(64 << 10);
+            }
+            let before = enc.total_in();
+            let status = enc
+                .process_vec(input, &mut self.out, Action::Finish)
+                .map_err(|e| codec(&e))?;
+            let used = usize::try_from(enc.total_in().saturating_sub(before)).unwrap_or(0);
+            input = input.get(used..).unwrap_or_default();
+            if status == Status::StreamEnd {
+                break;
+            }
+        }
+        let uncompressed = u64::try_from(data.len()).unwrap_or(u64::MAX);
+        let (lzma2, dict, n) =
+            single_block(&self.out).ok_or_else(|| codec(&"unexpected stream layout"))?;
+        if n != uncompressed {
+            return Err(codec(&"block size differs from its input"));
+        }
+        let (bytes, unpadded) = block(lzma2, uncompressed, dict, crc32(data));
+        Ok(Packed {
+            bytes,
+            unit: Unit::Xz {
+                unpadded,
+                uncompressed,
+                zero,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    clippy::as_conversions,
+    clippy::arithmetic_side_effects,
+    reason = "tests"
+)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vli_round_trip() {
+        for v in [0u64, 1, 0x7F, 0x80, 0x3FFF, 0x4000, 1 << 40, u64::MAX >> 1] {
+            let mut b = Vec::new();
+            vli(&mut b, v);
+            let mut at = 0;
+            assert_eq!(read_vli(&b, &mut at), Some(v), "{v}");
+            assert_eq!(at, b.len());
+        }
+        assert_eq!(read_vli(&[0x80; 12], &mut 0), None);
+    }
+
+    #[test]
+    fn block_and_index_layout() {
+        let (b, unpadded) = block(&[1, 2, 3, 4, 5], 100, 16, 0xDEAD_BEEF);
+        // Header: size byte, flags, 5, 100, 0x21, 1, dict, padding → 8 + CRC = 12 bytes.
+        assert_eq!(b[0], 2);
+        assert_eq!(&b[1..7], &[0xC0, 5, 100, 0x21, 1, 16]);
+        assert_eq!(crc32(&b[..8]).to_le_bytes(), b[8..12]);
+        assert_eq!(unpadded, 12 + 5 + 4);
+        assert_eq!(b.len(), 12 + 8 + 4);
+        assert_eq!(&b[b.len() - 4..], &0xDEAD_BEEFu32.to_le_bytes());
+        let mut ix = Index::default();
+        ix.push(unpadded, 100);
+        let t = ix.finish().unwrap();
+        assert_eq!(&t[t.len() - 2..], b"YZ");
+        let backward = u32::from_le_bytes(t[t.len() - 8..t.len() - 4].try_into().unwrap());
+        assert_eq!((backward as usize + 1) * 4, t.len() - 12);
+        // A stream made of these parts is read back by the single-block reader (with the
+        // flags of a liblzma stream: no sizes in the header, no check).
+        assert_eq!(stream_header()[6..8], FLAGS);
+    }
+
+    #[test]
+    fn single_block_refuses_junk() {
+        assert_eq!(single_block(&[]), None);
+        assert_eq!(single_block(&[0u8; 64]), None);
+        let mut s = stream_header().to_vec();
+        s.extend_from_slice(&[0xFF; 40]);
+        assert_eq!(single_block(&s), None);
+    }
+
+    #[cfg(feature = "xz")]
+    #[test]
+    fn liblzma_decodes_our_stream() {
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i / 7) as u8).collect();
+        let mut c = Lzma2::new(6, 4 << 20);
+        let mut file = stream_header().to_vec();
+        let mut ix = Index::default();
+        for part in [&data[..], &vec![0u8; 70_000][..]] {
+            let p = c.pack(part, false).unwrap();
+            let Unit::Xz {
+                unpadded,
+                uncompressed,
+                ..
+            } = p.unit
+            else {
+                unreachable!()
+            };
+            ix.push(unpadded, uncompressed);
+            file.extend_from_slice(p.bytes());
+        }
+        file.extend_from_slice(&ix.finish().unwrap());
+        let mut dec = xz2::stream::Stream::new_stream_decoder(u64::MAX, 0).unwrap();
+        let mut out = Vec::with_capacity(400_000);
+        dec.process_vec(&file, &mut out, xz2::stream::Action::Finish)
+            .unwrap();
+        assert_eq!(out.len(), 370_000);
+        assert_eq!(&out[..300_000], &data[..]);
+        assert!(out[300_000..].iter().all(|&b| b == 0));
+    }
+}

@@ -1,0 +1,409 @@
+//! Building in the page: a spec plus the names, sizes and times of the files → the image as
+//! an [`ImageMap`] (metadata bytes in memory, file data as references into the files). No
+//! file is read to build it: the front end composes the image from the map's pieces and the
+//! files themselves (`File.slice()`), so the tab never holds a second copy of the content.
+//!
+//! The trees follow the CLI's scan (`blockwise_host::tree`), with what a browser can know:
+//!
+//! - names sorted byte-wise in each directory (the [`Tree`] keeps children sorted);
+//! - files `0644`, directories `0755`, owner and group 0 (a browser sees no modes or owners);
+//! - a file's time is its `lastModified` (ms precision), clamped to the spec's `timestamp`
+//!   when the spec has one, exactly as the CLI clamps (`mtime > timestamp` → `timestamp`,
+//!   nanoseconds 0);
+//! - a directory's time: its own time when the front end knows it (entries of a drop carry
+//!   it), clamped the same way; otherwise the spec's `timestamp` (what the CLI gives every
+//!   directory changed after it: any directory written since), and without a `timestamp`
+//!   the newest time of the partition's files — never 1970 unless the spec says so;
+//! - a partition without files is an empty root with every time = `timestamp` (the CLI's
+//!   rule for a partition without `contents`).
+//!
+//! With the same files, modes and a `timestamp` not older than the directories, the bytes
+//! equal `blockwise build` of the same spec (wasm/tests/e2e.mjs compares them).
+
+use blockwise_geometry::{
+    BlockSink as _, ContentError, ContentSource, FsKind, ImageMap, Meta, NodeKind, Piece, Plan,
+    Tree,
+};
+use blockwise_image::{apply_entries, assemble, plan_full, Fill, Spec};
+
+use crate::api::{dir_meta, timestamp, Failure};
+
+/// One file or directory for a build, without its bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct FileEntry {
+    /// Path with `/` separators, relative: inside the partition when `partition` is given,
+    /// else starting with the `contents` directory of a partition (`boot/config.txt`).
+    pub path: String,
+    /// Size in bytes (0 for a directory).
+    pub size: u64,
+    /// Modification time, ms since the Unix epoch (`File.lastModified`); `None` = unknown.
+    pub mtime_ms: Option<i64>,
+    /// The partition (1-based, in spec order) it goes into; `None` = by `contents`.
+    pub partition: Option<usize>,
+    /// A directory (e.g. an empty one of a dropped folder), not a file.
+    pub dir: bool,
+}
+
+/// A planned and assembled image: content id `i` is entry `i`'s file.
+#[derive(Debug)]
+pub struct Job {
+    /// The plan it follows.
+    pub plan: Plan,
+    /// The image: metadata bytes plus references into the entries' files.
+    pub map: ImageMap,
+    /// The writers' warnings.
+    pub warnings: Vec<String>,
+    /// Size of each entry, by content id (to check what the front end reads).
+    pub sizes: Vec<u64>,
+}
+
+/// A [`ContentSource`] that is never read: an [`ImageMap`] keeps references.
+struct Unread;
+
+impl ContentSource for Unread {
+    fn read_at(&self, content: u64, _offset: u64, _buf: &mut [u8]) -> Result<(), ContentError> {
+        Err(ContentError {
+            content,
+            message: "file contents are read by the page when it composes the image".into(),
+        })
+    }
+}
+
+/// A time in ms → (seconds, nanoseconds), clamped to `clamp` as the CLI's scan does.
+#[must_use]
+pub fn clamp_time(ms: i64, clamp: Option<i64>) -> (i64, u32) {
+    let secs = ms.div_euclid(1000);
+    let nsec = u32::try_from(ms.rem_euclid(1000) * 1_000_000).unwrap_or(0);
+    match clamp {
+        Some(c) if secs > c => (c, 0),
+        _ => (secs, nsec),
+    }
+}
+
+/// Which partition (spec index) an entry goes to, and its path inside it.
+fn route<'a>(spec: &Spec, e: &'a FileEntry, key: &str) -> Result<(usize, &'a str), Failure> {
+    let path = e.path.trim_start_matches('/');
+    if let Some(n) = e.partition {
+        if n == 0 || n > spec.partitions.len() {
+            return Err(Failure::spec(
+                key.replace(".path", ".partition"),
+                format!(
+                    "{n}: the spec has partitions 1 to {}",
+                    spec.partitions.len()
+                ),
+            ));
+        }
+        return Ok((n - 1, path));
+    }
+    let named = spec.partitions.iter().any(|p| p.contents.is_some());
+    let found = if named {
+        spec.partitions.iter().enumerate().find_map(|(i, p)| {
+            let c = p.contents.as_deref()?.trim_matches('/');
+            let rest = path.strip_prefix(c)?;
+            (rest.is_empty() || rest.starts_with('/')).then(|| (i, rest.trim_start_matches('/')))
+        })
+    } else {
+        spec.partitions
+            .iter()
+            .position(|p| p.fs.is_fat() || p.fs == FsKind::Ext4)
+            .map(|i| (i, path))
+    };
+    found.ok_or_else(|| {
+        Failure::spec(
+            key,
+            format!(
+                "{:?} belongs to no partition: give it a partition, or a FAT or ext4 partition with contents = \"{}\"",
+                e.path,
+                path.split('/').next().unwrap_or_default()
+            ),
+        )
+    })
+}
+
+/// The components of a path, refusing `.`/`..`.
+fn components<'a>(path: &'a str, key: &str) -> Result<Vec<&'a str>, Failure> {
+    let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+    if let Some(bad) = comps.iter().find(|c| **c == "." || **c == "..") {
+        return Err(Failure::spec(key, format!("{path:?} contains {bad:?}")));
+    }
+    Ok(comps)
+}
+
+/// The directory at `comps` under the root, created with `meta` where missing.
+fn ensure_dir(
+    tree: &mut Tree,
+    comps: &[&str],
+    meta: &Meta,
+    path: &str,
+    key: &str,
+) -> Result<usize, Failure> {
+    let mut parent = 0;
+    for d in comps {
+        parent = match tree.child(parent, d) {
+            Some(c) if tree.children(c).is_some() => c,
+            Some(_) => return Err(Failure::spec(key, format!("{d} in {path:?} is a file"))),
+            None => tree
+                .add(
+                    parent,
+                    d,
+                    NodeKind::Dir {
+                        children: Vec::new(),
+                    },
+                    meta.clone(),
+                )
+                .ok_or_else(|| Failure::spec(key, format!("{d} in {path:?} is not a directory")))?,
+        };
+    }
+    Ok(parent)
+}
+
+/// Plans and assembles `spec` with `entries` into an [`ImageMap`]. Nothing is read.
+pub fn prepare(spec: &Spec, entries: &[FileEntry]) -> Result<Job, Failure> {
+    for (i, p) in spec.partitions.iter().enumerate() {
+        if p.source.is_some() {
+            return Err(Failure::unsupported(format!(
+                "partition[{}].source: raw partitions from a file are not built in the page; use `blockwise build`",
+                i + 1
+            )));
+        }
+    }
+    if !spec.raw.is_empty() {
+        return Err(Failure::unsupported(
+            "raw[1].source: raw writes from a file are not built in the page; use `blockwise build`"
+                .to_string(),
+        ));
+    }
+    let ts = timestamp(spec);
+    let clamp = spec.image.timestamp.map(|_| ts);
+    // Route every entry first: the directory times of a partition depend on its files.
+    let mut routed: Vec<(usize, Vec<&str>, usize)> = Vec::with_capacity(entries.len());
+    for (i, e) in entries.iter().enumerate() {
+        let key = format!("files[{i}].path");
+        let (si, inner) = route(spec, e, &key)?;
+        let fs = spec.partitions.get(si).map(|p| p.fs);
+        if !fs.is_some_and(|fs| fs.is_fat() || fs == FsKind::Ext4) {
+            return Err(Failure::spec(
+                key,
+                format!(
+                    "{:?} goes to partition {}, which is not a FAT or ext4 filesystem",
+                    e.path,
+                    si + 1
+                ),
+            ));
+        }
+        let comps = components(inner, &key)?;
+        if comps.is_empty() && !e.dir {
+            return Err(Failure::spec(key, "is empty or a directory"));
+        }
+        routed.push((si, comps, i));
+    }
+    // Parents before children, and each directory's entries in byte order, as the scan.
+    routed.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    let newest: Vec<Option<(i64, u32)>> = (0..spec.partitions.len())
+        .map(|si| {
+            routed
+                .iter()
+                .filter(|(s, _, i)| *s == si && entries.get(*i).is_some_and(|e| !e.dir))
+                .filter_map(|(_, _, i)| entries.get(*i)?.mtime_ms)
+                .map(|ms| clamp_time(ms, clamp))
+                .max()
+        })
+        .collect();
+    let dir_time = |si: usize| -> (i64, u32) {
+        match clamp {
+            Some(c) => (c, 0),
+            None => newest.get(si).copied().flatten().unwrap_or((ts, 0)),
+        }
+    };
+    let mut trees: Vec<Option<Tree>> = spec
+        .partitions
+        .iter()
+        .enumerate()
+        .map(|(si, p)| {
+            (p.fs.is_fat() || p.fs == FsKind::Ext4).then(|| {
+                let (mtime, mtime_nsec) = dir_time(si);
+                Tree::new(Meta {
+                    mtime_nsec,
+                    ..dir_meta(mtime)
+                })
+            })
+        })
+        .collect();
+    let mut sizes = vec![0u64; entries.len()];
+    for (si, comps, i) in &routed {
+        let key = format!("files[{i}].path");
+        let Some(e) = entries.get(*i) else { continue };
+        let Some(Some(tree)) = trees.get_mut(*si) else {
+            continue;
+        };
+        let (dmtime, dnsec) = dir_time(*si);
+        let implied = Meta {
+            mtime_nsec: dnsec,
+            ..dir_meta(dmtime)
+        };
+        let own = |mode: u32| -> Meta {
+            let (mtime, mtime_nsec) = match e.mtime_ms {
+                Some(ms) => clamp_time(ms, clamp),
+                None if e.dir => (dmtime, dnsec),
+                None => (ts, 0),
+            };
+            Meta {
+                mode,
+                mtime,
+                mtime_nsec,
+                ..Meta::default()
+            }
+        };
+        if e.dir {
+            let meta = own(0o755);
+            match comps.split_last() {
+                None => {
+                    if let Some(root) = tree.nodes.first_mut() {
+                        root.meta = meta;
+                    }
+                }
+                Some((name, parents)) => {
+                    let parent = ensure_dir(tree, parents, &implied, &e.path, &key)?;
+                    match tree.child(parent, name) {
+                        Some(c) if tree.children(c).is_some() => {
+                            if let Some(n) = tree.nodes.get_mut(c) {
+                                n.meta = meta;
+                            }
+                        }
+                        Some(_) => {
+                            return Err(Failure::spec(key, format!("{:?} is given twice", e.path)))
+                        }
+                        None => {
+                            tree.add(
+                                parent,
+                                name,
+                                NodeKind::Dir {
+                                    children: Vec::new(),
+                                },
+                                meta,
+                            );
+                        }
+                    }
+                }
+            }
+            continue;
+        }
+        let Some((name, parents)) = comps.split_last() else {
+            continue;
+        };
+        let parent = ensure_dir(tree, parents, &implied, &e.path, &key)?;
+        let file = NodeKind::File {
+            size: e.size,
+            content: *i as u64,
+            data_ranges: None,
+            link: None,
+        };
+        tree.add(parent, name, file, own(0o644))
+            .ok_or_else(|| Failure::spec(&key, format!("{:?} is given twice", e.path)))?;
+        if let Some(s) = sizes.get_mut(*i) {
+            *s = e.size;
+        }
+    }
+    for (i, (t, p)) in trees.iter_mut().zip(&spec.partitions).enumerate() {
+        if let Some(t) = t {
+            apply_entries(t, &p.entries, &format!("partition[{}]", i + 1), ts)?;
+        }
+    }
+    let plan = plan_full(spec, &trees, ts)?;
+    let fills: Vec<Fill<'_>> = trees
+        .iter()
+        .map(|t| t.as_ref().map_or(Fill::Nothing, Fill::Tree))
+        .collect();
+    let mut map = ImageMap::new(plan.size_bytes);
+    let warnings = assemble(&mut map, spec, &plan, &fills, &Unread, ts)?;
+    Ok(Job {
+        plan,
+        map,
+        warnings,
+        sizes,
+    })
+}
+
+/// A piece of the image in offset order, holes included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part<'a> {
+    /// Metadata bytes.
+    Bytes(&'a [u8]),
+    /// `len` bytes of entry `content`'s file from `offset`.
+    File {
+        /// Content id = entry index.
+        content: u64,
+        /// Offset in the file.
+        offset: u64,
+        /// Length.
+        len: u64,
+    },
+    /// This many zero bytes.
+    Zeros(u64),
+}
+
+impl Part<'_> {
+    /// Its length.
+    #[must_use]
+    pub fn len(&self) -> u64 {
+        match *self {
+            Part::Bytes(b) => b.len() as u64,
+            Part::File { len, .. } | Part::Zeros(len) => len,
+        }
+    }
+
+    /// True for an empty part (never produced).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Job {
+    /// The image as parts that cover it exactly, in offset order.
+    #[must_use]
+    pub fn parts(&self) -> Vec<Part<'_>> {
+        let mut out = Vec::new();
+        let mut pos = 0u64;
+        for piece in self.map.pieces() {
+            let off = piece.offset();
+            if off > pos {
+                out.push(Part::Zeros(off - pos));
+            }
+            out.push(match piece {
+                Piece::Bytes(_, b) => Part::Bytes(b),
+                Piece::Content(_, r) => Part::File {
+                    content: r.content,
+                    offset: r.offset,
+                    len: r.len,
+                },
+            });
+            pos = off.saturating_add(piece.len());
+        }
+        if self.map.size() > pos {
+            out.push(Part::Zeros(self.map.size() - pos));
+        }
+        out
+    }
+
+    /// The image read with the files' bytes from `content` (tests and small in-memory
+    /// builds: the page composes a `Blob` instead).
+    pub fn read_at(
+        &self,
+        content: &dyn ContentSource,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<(), Failure> {
+        use blockwise_geometry::BlockSource as _;
+        self.map
+            .reader(content)
+            .read_at(offset, buf)
+            .map_err(Failure::io)
+    }
+
+    /// Image size.
+    #[must_use]
+    pub fn size(&self) -> u64 {
+        self.map.len()
+    }
+}
