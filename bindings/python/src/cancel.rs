@@ -123,6 +123,11 @@ pub(crate) struct Op {
     callback: Option<Callback>,
     stop: Mutex<Option<Stop>>,
     last_poll: Mutex<Instant>,
+    /// Held by the thread that runs this operation's Python side, taken *before* the GIL:
+    /// the writer and the `.bmap` hasher both poll, and a thread that held the GIL while
+    /// waiting for a Rust lock held by one that waits for the GIL (the callback released it)
+    /// would deadlock both.
+    python: Mutex<()>,
     /// The last `(phase, done, total)` given to the callback.
     reported: Mutex<Option<(&'static str, u64, Option<u64>)>>,
 }
@@ -195,7 +200,13 @@ impl Op {
             main_thread,
             callback,
             stop: Mutex::new(None),
-            last_poll: Mutex::new(Instant::now()),
+            // The first poll looks at the event: an operation started with it set stops at once.
+            last_poll: Mutex::new(
+                Instant::now()
+                    .checked_sub(POLL)
+                    .unwrap_or_else(Instant::now),
+            ),
+            python: Mutex::new(()),
             reported: Mutex::new(None),
         })
     }
@@ -235,6 +246,15 @@ impl Op {
                 return false;
             }
             *last = Instant::now();
+        }
+        // Never called with the GIL held (the work runs in `allow_threads`), so this lock is
+        // always taken before the GIL, never while holding it.
+        let _python = self
+            .python
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self.flag.load(Ordering::Relaxed) {
+            return true;
         }
         let result = Python::with_gil(|py| -> PyResult<Option<Stop>> {
             if self.main_thread {

@@ -86,15 +86,10 @@ pub(crate) fn python_words(message: &str) -> String {
         ("--yes", "yes=True"),
         // serde's names for what a dict held (pythonize's deserializer).
         ("unit value", "None"),
-        ("invalid type: sequence", "invalid type: list"),
-        ("invalid type: map", "invalid type: dict"),
-        ("invalid type: floating point", "invalid type: float"),
-        ("invalid type: integer", "invalid type: int"),
-        ("invalid type: boolean", "invalid type: bool"),
-        ("invalid type: string", "invalid type: str"),
-        ("invalid value: floating point", "invalid value: float"),
-        ("invalid value: integer", "invalid value: int"),
-        ("invalid value: string", "invalid value: str"),
+        ("type: sequence", "type: list"),
+        ("type: map", "type: dict"),
+        ("type: string", "type: str"),
+        ("value: string", "value: str"),
         ("expected a sequence", "expected a list"),
         ("expected a map", "expected a dict"),
         ("expected a borrowed string", "expected a str"),
@@ -112,7 +107,72 @@ pub(crate) fn python_words(message: &str) -> String {
             s = s.replace(cli, py);
         }
     }
+    serde_values(&pythonize_types(&s))
+}
+
+/// serde's ``integer `5` as u128``, ``floating point `1.5` ``, ``boolean `true` `` as
+/// Python's `int 5`, `float 1.5`, `bool True`.
+fn serde_values(message: &str) -> String {
+    let mut s = message.to_string();
+    for (serde, py) in [
+        ("integer `", "int "),
+        ("floating point `", "float "),
+        ("boolean `", "bool "),
+    ] {
+        let mut from = 0;
+        while let Some(at) = s.get(from..).and_then(|r| r.find(serde)).map(|i| i + from) {
+            let value_at = at + serde.len();
+            let Some(len) = s.get(value_at..).and_then(|r| r.find('`')) else {
+                break;
+            };
+            let value = s.get(value_at..value_at + len).unwrap_or_default();
+            let value = match value {
+                "true" => "True".to_string(),
+                "false" => "False".to_string(),
+                v => v.to_string(),
+            };
+            let mut end = value_at + len + 1;
+            for suffix in [" as u128", " as i128"] {
+                if s.get(end..).is_some_and(|r| r.starts_with(suffix)) {
+                    end += suffix.len();
+                }
+            }
+            let text = format!("{py}{value}");
+            s.replace_range(at..end, &text);
+            from = at + text.len();
+        }
+    }
     s
+}
+
+/// pythonize's ``unexpected type: 'dict' object cannot be converted to 'Sequence'`` as
+/// `wrong type: dict, expected a list`.
+fn pythonize_types(message: &str) -> String {
+    const HEAD: &str = "unexpected type: '";
+    const MID: &str = "' object cannot be converted to '";
+    let Some(at) = message.find(HEAD) else {
+        return message.to_string();
+    };
+    let rest = message.get(at + HEAD.len()..).unwrap_or_default();
+    let Some((found, rest)) = rest.split_once(MID) else {
+        return message.to_string();
+    };
+    let Some((wanted, tail)) = rest.split_once('\'') else {
+        return message.to_string();
+    };
+    let wanted = match wanted {
+        "Sequence" | "PyList" | "PySequence" => "a list",
+        "Mapping" | "PyDict" | "PyMapping" => "a dict",
+        "PyString" => "a str",
+        "PyInt" | "PyLong" => "an int",
+        "PyFloat" => "a float",
+        "PyBool" => "a bool",
+        other => other,
+    };
+    format!(
+        "{}wrong type: {found}, expected {wanted}{tail}",
+        message.get(..at).unwrap_or_default()
+    )
 }
 
 /// A `SpecError` carrying `key`.
@@ -280,6 +340,28 @@ pub(crate) fn host_error(py: Python<'_>, e: &blockwise_host::Error) -> PyErr {
         ),
         E::OutputIsInput { output, .. } => unsafe_target(py, Some(output), &e.to_string()),
         E::Cancelled => cancelled(py, &e.to_string()),
+        E::F2fs { index, source } => {
+            use blockwise_host::f2fs::F2fsError as F;
+            let message = e.to_string();
+            match source {
+                F::Entry { entry, .. } => spec_error(
+                    py,
+                    &format!("partition[{index}].entry[{entry}].path"),
+                    &message,
+                ),
+                // f2fs-tools is not installed: the one-line reason, as FileNotFoundError.
+                F::Missing { .. } => {
+                    pyo3::exceptions::PyOSError::new_err((ENOENT, python_words(&message)))
+                }
+                _ => match find_io(e) {
+                    Some(io) => pyo3::exceptions::PyOSError::new_err((
+                        errno_of(io).unwrap_or(EIO),
+                        python_words(&message),
+                    )),
+                    None => pyo3::exceptions::PyOSError::new_err((EIO, python_words(&message))),
+                },
+            }
+        }
         _ => {
             let message = e.to_string();
             if let Some(se) = e.spec_error() {

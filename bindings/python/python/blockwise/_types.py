@@ -6,7 +6,8 @@ with ``--json``); these classes let a type checker know its keys, so that
 sometimes (the CLI leaves them out when empty) are marked as not required.
 
 A partition's ``filesystem`` is one of :class:`FatFilesystem`, :class:`Ext4Filesystem`,
-:class:`ExfatFilesystem` and :class:`OtherFilesystem`; its ``kind`` says which. Narrow with
+:class:`ExfatFilesystem`, :class:`F2fsFilesystem` and :class:`OtherFilesystem`; its ``kind``
+says which. Narrow with
 ``typing.cast`` after checking ``kind``::
 
     fs = part["filesystem"]
@@ -22,12 +23,14 @@ from typing import List, Literal, Optional, TypedDict, Union
 __all__ = [
     "BuildResult",
     "ChunkSpeeds",
+    "ContainerSummary",
     "DeviceHints",
     "Estimate",
     "EstimateSize",
     "ExfatFilesystem",
     "Ext4Filesystem",
     "Extended",
+    "F2fsFilesystem",
     "FatFilesystem",
     "Filesystem",
     "Finding",
@@ -41,6 +44,8 @@ __all__ = [
     "Recommendation",
     "Region",
     "Report",
+    "SlotGroup",
+    "SlotMember",
     "Table",
     "WriteResult",
 ]
@@ -146,16 +151,72 @@ class ExfatFilesystem(_ExfatFilesystem, total=False):
     notes: List[str]
 
 
-class OtherFilesystem(TypedDict):
-    """Something only named (``raw``, ``swap``, ``squashfs``, …); ``aligned`` is ``None``
-    when it was not checked."""
+class _F2fsFilesystem(TypedDict):
+    kind: Literal["f2fs"]
+    label: Optional[str]
+    uuid: Optional[str]
+    block_bytes: int
+    blocks: int
+    segment_bytes: int
+    segments_per_section: int
+    sections_per_zone: int
+    section_bytes: int
+    zone_bytes: int
+    segments: int
+    main_segments: int
+    segment0_start_bytes: int
+    main_start_bytes: int
+    aligned: bool
 
+
+class F2fsFilesystem(_F2fsFilesystem, total=False):
+    """An F2FS filesystem: ``aligned`` says that a section is a whole number of erase blocks
+    and that segment0 and the main area start on the erase block."""
+
+    notes: List[str]
+
+
+class _OtherFilesystem(TypedDict):
     kind: str
     aligned: Optional[bool]
 
 
-Filesystem = Union[FatFilesystem, Ext4Filesystem, ExfatFilesystem, OtherFilesystem]
-"""A partition's filesystem; ``kind`` says which of the four."""
+class OtherFilesystem(_OtherFilesystem, total=False):
+    """Something only named (``raw``, ``swap``, ``squashfs``, ``ntfs``, ``btrfs``, ``xfs``,
+    ``iso9660``, ``luks``, …); ``aligned`` is ``None`` when its internals were not checked.
+    What the format's header says is present when known."""
+
+    version: str
+    label: str
+    uuid: str
+    size_bytes: int
+    block_bytes: int
+    data_start_bytes: int
+    stripe_unit_bytes: int
+    stripe_width_bytes: int
+
+
+Filesystem = Union[
+    FatFilesystem, Ext4Filesystem, ExfatFilesystem, F2fsFilesystem, OtherFilesystem
+]
+"""A partition's filesystem; ``kind`` says which of the five."""
+
+
+class SlotMember(TypedDict):
+    """One A/B slot of a :class:`SlotGroup`: the slot (``"a"``), its partition number and
+    start."""
+
+    slot: str
+    index: int
+    start_bytes: int
+
+
+class SlotGroup(TypedDict):
+    """Partitions that are A/B slots of one another (``system_a``, ``system_b``): the name
+    without the suffix and the members in disk order."""
+
+    name: str
+    partitions: List[SlotMember]
 
 
 class _Partition(TypedDict):
@@ -175,11 +236,15 @@ class _Partition(TypedDict):
 class Partition(_Partition, total=False):
     """One partition (a bare filesystem is partition 0 at offset 0). ``type`` is the MBR byte
     (``0x0c``) or the GPT type GUID; ``alignment_bytes`` the largest power of two dividing
-    the start. ``in_table`` is present (``False``) only for a partition outside the table."""
+    the start. ``in_table`` is present (``False``) only for a partition outside the table;
+    ``attributes`` (GPT attribute bits by name, ``"read-only"``, or number) only when some
+    are set; ``slot`` (``"a"``) only for an A/B slot."""
 
     guid: str
     ebr_bytes: int
     in_table: bool
+    attributes: List[Union[str, int]]
+    slot: str
 
 
 class Finding(TypedDict):
@@ -212,19 +277,39 @@ class Plan(_Plan, total=False):
     gpt: GptLocations
     notes: List[str]
     raw: List[RawWrite]
+    slots: List[SlotGroup]
 
 
-class BuildResult(Plan):
-    """What :func:`blockwise.build` returns (``blockwise build --json``): the plan of the
-    image plus what was written. ``warnings`` are also issued as
-    :class:`blockwise.BlockwiseWarning`."""
+class ContainerSummary(TypedDict):
+    """What a container output holds (``BuildResult["container"]``, present for ``simg``,
+    ``zst`` and ``xz``): ``units`` (sparse chunks or zstd/xz frames), ``data_bytes`` (image
+    bytes stored as data), ``fill_bytes`` (stored as a fill or an all-zero frame) and
+    ``dont_care_bytes`` (holes left out)."""
 
+    units: int
+    data_bytes: int
+    fill_bytes: int
+    dont_care_bytes: int
+
+
+class _BuildResult(Plan):
     output: str
     data_bytes: int
     metadata_bytes: int
     content_bytes: int
     kernel_copied_bytes: int
     warnings: List[str]
+    format: Literal["raw", "simg", "zst", "xz"]
+    output_bytes: int
+
+
+class BuildResult(_BuildResult, total=False):
+    """What :func:`blockwise.build` returns (``blockwise build --json``): the plan of the
+    image plus what was written: ``format``, ``output_bytes`` (the file's size) and, for a
+    container format, ``container``. ``warnings`` are also issued as
+    :class:`blockwise.BlockwiseWarning`."""
+
+    container: ContainerSummary
 
 
 class DeviceHints(TypedDict):
@@ -261,6 +346,7 @@ class Report(_Report, total=False):
 
     device: DeviceHints
     regions: List[Region]
+    slots: List[SlotGroup]
 
 
 class ChunkSpeeds(TypedDict):
