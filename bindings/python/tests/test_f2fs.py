@@ -159,3 +159,18 @@ def test_errors_name_the_key(tmp_path: pathlib.Path, tree: pathlib.Path) -> None
     assert e.value.key.startswith("partition[1].entry[1]"), e.value
     assert "/etc/missing" in str(e.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tree"]
+
+
+def test_write_a_spec_dict_streams_f2fs(tmp_path: pathlib.Path, tree: pathlib.Path) -> None:
+    """write() of an F2FS spec dict builds it on the way to the target (no image file); the
+    target verifies aligned and fsck.f2fs is clean; the build's temp file is gone."""
+    need_tool("mkfs.f2fs")
+    spec = f2fs_spec("512MiB", "4MiB", label="ROOT", contents=str(tree))
+    (tmp_path / "out").mkdir()
+    target = tmp_path / "out" / "card.img"
+    written = blockwise.write(spec, target, True)
+    assert written["verified"] is True
+    report = blockwise.verify(target, "4MiB")
+    assert report["aligned"] is True and report["findings"] == []
+    fsck_partition(target, dict(report["partitions"][0]), tmp_path)
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["card.img"]
