@@ -62,8 +62,12 @@ fn signals() -> &'static Signals {
 /// Registers the signal flags once, as the module docs say. Errors (a Python without the
 /// `signal` module, a refused `sigaction`) leave Python's own handling alone.
 fn register_signals(py: Python<'_>) {
+    use pyo3::sync::OnceExt;
     static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
+    // Waits for another thread's registration without the GIL: that thread imports
+    // `signal`, which may release the GIL and need it back (a plain `call_once` deadlocked
+    // two builds started together in a ThreadPoolExecutor).
+    ONCE.call_once_py_attached(py, || {
         let _ = try_register(py);
     });
 }

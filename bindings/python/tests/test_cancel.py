@@ -299,3 +299,29 @@ def test_sigterm_leaves_nothing(
     assert child.returncode == -sig, (child.returncode, out, err)
     assert "finished" not in out and "results" not in out
     assert leftovers(tmp_path) == []
+
+
+FIRST_CALLS = textwrap.dedent(
+    """
+    import threading, blockwise
+    spec = {"image": {"size": "64MiB"}, "partition": [{"fs": "fat32", "size": "fill"}]}
+    go = threading.Barrier(4)
+    def call():
+        go.wait()
+        blockwise.plan(spec, progress=lambda p, d, t: None)
+    threads = [threading.Thread(target=call) for _ in range(4)]
+    for t in threads: t.start()
+    for t in threads: t.join()
+    print("ok")
+    """
+)
+
+
+def test_first_calls_in_several_threads_at_once() -> None:
+    """The first operations of a process register the signal flags once; threads that wait
+    for that do so without the GIL (they deadlocked with the registering thread's import of
+    `signal` before). Fresh processes, four threads released together."""
+    for _ in range(12):
+        r = subprocess.run([sys.executable, "-c", FIRST_CALLS], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0 and r.stdout == "ok\n", r.stdout + r.stderr

@@ -260,3 +260,18 @@ def test_cli_flags_are_keyword_arguments_in_messages(tmp_path: pathlib.Path) -> 
     r = blockwise.write(img, target, verify=False)
     for n in r["notes"] + r["warnings"]:
         clean(n)
+
+
+def test_build_warnings_are_blockwise_warnings_and_listed(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "f").write_text("x\n")
+    spec = {
+        "image": {"size": "256MiB"},
+        "partition": [{"fs": "exfat", "size": "fill", "contents": str(tmp_path / "c"),
+                       "entry": [{"path": "/f", "uid": 5}]}],
+    }
+    with pytest.warns(blockwise.BlockwiseWarning, match="exFAT stores no owners") as record:
+        r = blockwise.build(spec, tmp_path / "o.img")
+    issued = [str(w.message) for w in record if issubclass(w.category, blockwise.BlockwiseWarning)]
+    assert issued == r["warnings"] and len(issued) == 1
+    clean(issued[0])
