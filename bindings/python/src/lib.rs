@@ -359,6 +359,15 @@ fn build(
             to_python(py, &v)
         }
         Err(_) if op.stopped() => Err(op.error(py, "nothing was written")),
+        // The F2FS backend's work file sits next to `out`: name `out`, not the temp file.
+        Err(blockwise_host::Error::F2fs {
+            index,
+            source: blockwise_host::f2fs::F2fsError::Io { source: io, .. },
+        }) => Err(errors::io_error(
+            &out,
+            &io,
+            &format!("partition[{index}]: the F2FS work file next to it"),
+        )),
         Err(e) => Err(host_error(py, &e)),
     }
 }

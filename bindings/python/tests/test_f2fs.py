@@ -174,3 +174,29 @@ def test_write_a_spec_dict_streams_f2fs(tmp_path: pathlib.Path, tree: pathlib.Pa
     assert report["aligned"] is True and report["findings"] == []
     fsck_partition(target, dict(report["partitions"][0]), tmp_path)
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["card.img"]
+
+
+def test_a_read_only_directory_names_the_output(tmp_path: pathlib.Path) -> None:
+    """The F2FS backend's work file cannot be created next to `out` (a read-only tmpfs): the
+    OSError is EROFS and names out.img, never the work file; nothing is created."""
+    import errno
+    import os
+
+    need_tool("mkfs.f2fs")
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(ro)]).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        out = ro / "out.img"
+        with pytest.raises(OSError) as e:
+            blockwise.build(f2fs_spec("512MiB", "4MiB"), out)
+        assert e.value.errno == errno.EROFS, e.value
+        assert e.value.filename == str(out), e.value
+        assert "f2fs" not in str(e.value.filename) and ".blockwise" not in str(e.value), e.value
+        assert "F2FS work file" in str(e.value)
+        assert os.listdir(ro) == []
+    finally:
+        subprocess.run(["umount", str(ro)])
