@@ -88,6 +88,7 @@ from blockwise._types import (
 )
 
 __all__ = [
+    "__version__",
     "BlockwiseWarning",
     "BuildResult",
     "CancelledError",
