@@ -160,3 +160,21 @@ def test_examples_type_check() -> None:
     r = subprocess.run([sys.executable, "-m", "mypy", "--strict", str(EXAMPLES / "python")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_probe(tmp_path: pathlib.Path) -> None:
+    """probe of a loop device holding an image (root): a ProbeResult whose layout is a
+    Report; with and without the estimate."""
+    from conftest import loop, need_root_losetup
+
+    need_root_losetup()
+    img = tmp_path / "p.img"
+    blockwise.build({"image": {"size": "64MiB", "table": "gpt"},
+                     "partition": [{"fs": "fat32", "size": "fill"}]}, img)
+    with loop(img) as dev:
+        probed = blockwise.probe(dev, estimate=False)
+        conforms(probed, blockwise.ProbeResult)
+        assert probed["layout"] is not None and probed["estimate"] is None
+        timed = blockwise.probe(dev, estimate_seconds=0.2)
+        conforms(timed, blockwise.ProbeResult)
+        assert (timed["estimate"] is None) != (timed["estimate_skipped"] is None), timed
