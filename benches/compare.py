@@ -16,7 +16,7 @@ Standard library only. What it does:
    img2simg / `zstd -T0` / `xz -T0`, for the RPi image from T1 at its size and grown to
    8 GiB, and writing it as .img and as .simg onto a loop device;
 6. prints the rows with the ratios and the goals of issues 14 and 27, and writes a Markdown table
-   (benches/results.md, and README.md between <!-- compare:begin --> and <!-- compare:end -->).
+   (benches/results.md, and docs/performance.md between <!-- compare:begin --> and <!-- compare:end -->).
 
 Like with like: `blockwise build` writes a temp file, fsyncs it and renames it, so every
 peer's output is made durable the same way, with `sync FILE` (fsync) timed as its last step;
@@ -1053,10 +1053,10 @@ def print_table(cases: list[dict]) -> None:
 
 
 def update_readme(table_path: Path, text: str) -> None:
-    readme = REPO / "README.md"
+    readme = REPO / "docs" / "performance.md"
     body = readme.read_text()
     if BEGIN not in body or END not in body:
-        log(f"README.md has no {BEGIN} … {END} markers: not updated")
+        log(f"docs/performance.md has no {BEGIN} … {END} markers: not updated")
         return
     head, rest = body.split(BEGIN, 1)
     _old, tail = rest.split(END, 1)
@@ -1066,7 +1066,7 @@ def update_readme(table_path: Path, text: str) -> None:
         rel = table_path
     readme.write_text(f"{head}{BEGIN}\n<!-- written by benches/compare.sh (also in {rel}); "
                       f"do not edit by hand -->\n{text}{END}{tail}")
-    log("README.md updated between the compare markers")
+    log("docs/performance.md updated between the compare markers")
 
 
 # ---------------------------------------------------------------------------------------
@@ -1093,11 +1093,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="Markdown output (default benches/results.md; WORKDIR/results.md "
                         "with --quick)")
     p.add_argument("--no-readme", action="store_true",
-                   help="do not update README.md (never updated with --quick)")
+                   help="do not update docs/performance.md (never updated with --quick)")
     p.add_argument("--no-install", action="store_true", help="never run apt-get")
     p.add_argument("--note", help="a sentence added to the Markdown (e.g. about the machine)")
     p.add_argument("--report", action="store_true",
-                   help="run nothing: rewrite the Markdown (and README) from WORKDIR/results.json")
+                   help="run nothing: rewrite the Markdown (and docs/performance.md) from WORKDIR/results.json")
     p.add_argument("--fresh", action="store_true",
                    help="forget the results of earlier runs in WORKDIR/results.json")
     a = p.parse_args(argv)

@@ -4,7 +4,7 @@
 # genimage and the pi-gen way, verify vs sfdisk + fsck.fat + dumpe2fs, write vs dd and
 # bmaptool, and (encode) build -o .simg/.img.zst/.img.xz vs build -o .img + img2simg/zstd/xz.
 # Medians of --runs runs with min/max and peak RSS (/usr/bin/time -v) for every
-# row; writes benches/results.md and README.md's table (between the compare markers).
+# row; writes benches/results.md and docs/performance.md's table (between the compare markers).
 #
 #   benches/compare.sh [--runs N] [--runs-slow N] [--only T1,T2,T3,T4,rpi,verify,write,encode]
 #                      [--quick] [--workdir DIR] [--keep] [--fresh] [--debug]

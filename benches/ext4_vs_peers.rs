@@ -1,6 +1,6 @@
 //! blockwise-ext4 against `mke2fs -t ext4 -d`, side by side.
 //!
-//! `cargo bench --bench ext4_vs_peers` generates two trees on disk and times both sides end
+//! `cargo bench --manifest-path benches/Cargo.toml --bench ext4_vs_peers` generates two trees on disk and times both sides end
 //! to end (scan the host tree, format, copy contents, image file on disk, fsync):
 //! - ~5,000 files / ~150 MB in nested directories, into a 1 GiB ext4;
 //! - 20,000 files in one directory (mke2fs -d writes a linear directory: quadratic).

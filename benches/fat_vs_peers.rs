@@ -1,6 +1,6 @@
 //! blockwise-fat against `mkfs.fat -F 32 -C` + `mcopy -s`, side by side.
 //!
-//! `cargo bench --bench fat_vs_peers` generates two trees on disk and times both sides
+//! `cargo bench --manifest-path benches/Cargo.toml --bench fat_vs_peers` generates two trees on disk and times both sides
 //! end to end (scan the host tree, format, copy, image file on disk):
 //! - ~5,000 files / ~150 MB in nested directories, into a 1 GiB FAT32;
 //! - 20,000 files in one directory (mcopy is quadratic there).

@@ -1,6 +1,6 @@
 #![allow(missing_docs)] // criterion_group! generates undocumented functions
 //! Planning is arithmetic: a 100-partition GPT plan takes microseconds to milliseconds.
-//! `cargo bench --bench plan` prints the time per plan.
+//! `cargo bench --manifest-path benches/Cargo.toml --bench plan` prints the time per plan.
 
 use blockwise_geometry::{plan, FsKind, ImageSpec, Layout, PartitionLayout, SizeSpec, TableKind};
 use blockwise_image::Spec;

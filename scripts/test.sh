@@ -31,18 +31,24 @@ fi
 if [ -n "${CI:-}" ]; then
   export DISKIMG_REQUIRE_ORACLES=1
 fi
-cargo test --workspace "$@"
-# 200,000 empty files into ext4 and FAT32 (minutes in a debug build): counts, peak memory,
-# time per file printed.
-cargo test --test many_files -- --ignored --nocapture
+# One test graph: every test of every default member and of the Python and page crates'
+# host side, the slow ones too (--include-ignored: 200,000 empty files into ext4 and FAT32,
+# the byte-for-byte exFAT up-case table). The CLI it builds (target/debug/blockwise, for the
+# root package's integration tests) is the one the Python and page tests compare with.
+cargo test --workspace "$@" -- --include-ignored
+target_dir="$(cargo metadata --format-version 1 --no-deps |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+export BLOCKWISE_CLI="$target_dir/debug/blockwise" BLOCKWISE_BIN="$target_dir/debug/blockwise"
 # The Python package: a venv in bindings/python/.venv, maturin, pytest, mypy, stubtest.
 bindings/python/test.sh
-# The browser tool: release wasm, wasm-bindgen, node tests and the Chromium end-to-end test.
+# The browser tool: release wasm (the wasm32 / Rust 1.85 proof of the pure crates),
+# wasm-bindgen, node tests and the Chromium end-to-end test.
 wasm/test.sh
 # benches/compare.sh parses its flags (its real smoke test, `benches/compare.sh --quick`, takes
-# about a minute and needs root, so it is run by hand; see README "Against the peers").
+# about a minute and needs root, so it is run by hand; see docs/performance.md "Against the peers").
 python3 benches/compare.py --help >/dev/null
-# The library example: a front end through blockwise::host and verify only (what Python and
-# the browser build do). Exit 0 means built, read back and aligned as planned.
-cargo run --quiet --example library -- examples/rpi.toml target/library-example.img
-rm -f target/library-example.img
+# The library example (built by cargo test above): a front end through blockwise::host and
+# verify only (what Python and the browser build do). Exit 0 means built, read back and
+# aligned as planned.
+"$target_dir/debug/examples/library" examples/rpi.toml "$target_dir/library-example.img"
+rm -f "$target_dir/library-example.img"

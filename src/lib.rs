@@ -4,7 +4,9 @@
 //! This façade re-exports the crates of the workspace:
 //! [`geometry`] (units, layout planner, shared types), [`ptable`] (MBR/GPT), [`fat`] and
 //! [`ext4`] (filesystem writers and their options), [`image`] (spec → image, pure),
-//! [`host`] (spec files, content directories, output files, devices read-only) and
+//! [`exfat`] (the exFAT writer), [`container`] (recognising inputs by their bytes; Android
+//! sparse, zstd and xz encoders), [`host`] (spec files, content directories, output files,
+//! devices read-only), [`flash`] (devices: probe, safety checks, the writer, bench) and
 //! [`verify`] (image → report).
 //!
 //! ```
@@ -20,8 +22,11 @@
 //! assert_eq!(plan.partitions[0].start_bytes, 4 << 20);
 //! ```
 
+pub use blockwise_container as container;
+pub use blockwise_exfat as exfat;
 pub use blockwise_ext4 as ext4;
 pub use blockwise_fat as fat;
+pub use blockwise_flash as flash;
 pub use blockwise_geometry as geometry;
 pub use blockwise_host as host;
 pub use blockwise_image as image;

@@ -143,6 +143,9 @@ fn a_regular_file_on_a_disk_backed_filesystem() {
     ];
     let o = bench(&common);
     check_table(&o, "file", 512);
+    // The numbers are the filesystem's and the page cache's, and it says so.
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("is a regular file") && err.contains("page cache"), "{err}");
     assert_eq!(fs::metadata(&f).unwrap().len(), 32 * MIB);
     let mut args = common.to_vec();
     args.push(&"--json");

@@ -3,7 +3,7 @@
 //! on images made by `mkfs.exfat`, deterministic builds, and spec errors naming their key.
 
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use blockwise_test_kit::{
     assert_same_json, assert_success, blockwise, fsck_exfat_clean, fsck_exfat_clean_except, have,
@@ -512,7 +512,7 @@ fn exfat_errors_name_the_key() {
             "bad.toml",
             &format!("[image]\nsize = \"1GiB\"\n[[partition]]\nfs = \"exfat\"\nsize = \"fill\"\n{extra}\n"),
         );
-        let o = blockwise!().run([OsStr("plan"), spec.as_os_str()]);
+        let o = blockwise!().run([os("plan"), spec.as_os_str()]);
         assert_eq!(o.status.code(), Some(2), "{extra}");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains(key), "{extra}: {err}");
@@ -522,7 +522,7 @@ fn exfat_errors_name_the_key() {
         "small.toml",
         "[image]\nerase-block = \"4MiB\"\n[[partition]]\nfs = \"exfat\"\nsize = \"4MiB\"\n",
     );
-    let o = blockwise!().run([OsStr("plan"), spec.as_os_str()]);
+    let o = blockwise!().run([os("plan"), spec.as_os_str()]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains("partition[1].size") && err.contains("at least"),
@@ -530,13 +530,9 @@ fn exfat_errors_name_the_key() {
     );
 }
 
-#[allow(non_snake_case)]
-fn OsStr(s: &str) -> &std::ffi::OsStr {
+fn os(s: &str) -> &std::ffi::OsStr {
     s.as_ref()
 }
-
-#[allow(dead_code)]
-fn unused(_: PathBuf) {}
 
 /// `plan --json` lists the exFAT alignment findings `verify --json` gives the built image: a
 /// volume too small to give the FAT an erase block of its own, a start off the erase block.

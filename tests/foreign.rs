@@ -10,7 +10,7 @@
 //! - Deeper verify: the same images with bytes flipped (media byte, FAT[0], FAT[1], a FAT
 //!   copy, the FSInfo free count, a group descriptor) give the new finding codes.
 //! - Compatibility: the same request built by blockwise and by mkfs.fat / mke2fs, compared
-//!   field by field against an explicit allow-list of documented differences (README,
+//!   field by field against an explicit allow-list of documented differences (docs/spec.md,
 //!   "Differences from mkfs.fat and mke2fs").
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -724,7 +724,7 @@ fn bpb32(img: &Path) -> BTreeMap<&'static str, String> {
 }
 
 /// Fields where blockwise deliberately differs from mkfs.fat 4.2 for the same request
-/// (README, "Differences from mkfs.fat and mke2fs").
+/// (docs/spec.md, "Differences from mkfs.fat and mke2fs").
 const FAT_DIFFERENCES: [&str; 7] = [
     "OEM name (0x03)",  // MSWIN4.1, the value Microsoft recommends, vs mkfs.fat
     "NumHeads (0x1A)",  // 255 (what fdisk assumes) vs mkfs.fat's 32/64 for a file
@@ -817,7 +817,7 @@ const EXT4_DIFFERENCES: [&str; 11] = [
     "Filesystem UUID",     // derived from the spec's seed (reproducible builds)
     "Directory Hash Seed", // likewise
     "Checksum",            // follows from the UUID and the other fields
-    "Filesystem features", // no resize_inode (see README)
+    "Filesystem features", // no resize_inode (see docs/spec.md)
     "Reserved GDT blocks", // no resize_inode
     "Free blocks",         // no resize_inode, different overhead
     "Overhead clusters", // mke2fs 1.47 records s_overhead_clusters; ours leaves 0 (computed by the kernel)

@@ -267,7 +267,28 @@ fn probe_on_512_and_4096_byte_loop_devices_reports_the_sysfs_values() {
             })
             .collect();
         assert_eq!(got, want);
-        assert_eq!(layout["aligned"], true, "{layout}");
+        // The layout is checked against the erase block probe settled on. With the 4 MiB
+        // default it is aligned; a read-timing estimate on a loaded machine can name a larger
+        // one (a loop device's timing is the page cache's), and then the only findings are
+        // about that erase block, never about the 4 MiB the image was built for.
+        if layout["erase_block_bytes"] == 4 << 20 {
+            assert_eq!(layout["aligned"], true, "{layout}");
+        } else {
+            for f in layout["findings"].as_array().unwrap() {
+                let code = f["code"].as_str().unwrap();
+                assert!(
+                    matches!(
+                        code,
+                        "partition-not-erase-aligned" | "fat-data-not-aligned" | "fat-sector-4096"
+                    ),
+                    "{layout}"
+                );
+            }
+            assert!(
+                got.iter().all(|(start, _)| start % (4 << 20) == 0),
+                "{layout}"
+            );
+        }
         let kernel: Vec<(u64, u64)> = j["kernel_partitions"]
             .as_array()
             .unwrap()

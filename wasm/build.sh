@@ -30,7 +30,9 @@ export CARGO_PROFILE_RELEASE_OPT_LEVEL=z CARGO_PROFILE_RELEASE_LTO=true \
   CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 CARGO_PROFILE_RELEASE_PANIC=abort
 # SHA-256 (the .bmap of a build reads every byte through it) at opt-level 3: at "z" it
 # hashes about 4x slower.
-cargo build --quiet --release --target wasm32-unknown-unknown -p blockwise-wasm \
+# Also the proof that the pure crates build for wasm32 with the MSRV compiler (CI's only
+# wasm32 build of them): those the page links, and the container crate beside them.
+cargo build --quiet --release --target wasm32-unknown-unknown -p blockwise-wasm -p blockwise-container \
   --config 'profile.release.package.sha2.opt-level = 3'
 wasm="${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/release/blockwise_wasm.wasm"
 

@@ -32,11 +32,15 @@ echo "== maturin develop (bindings/python)"
 # The workspace's target dir and dev profile (optimised dependencies): no second build tree.
 maturin develop --manifest-path "$here/Cargo.toml"
 
-echo "== cargo build --bin blockwise (the CLI the probe tests compare with)"
-cargo build --quiet --manifest-path "$root/Cargo.toml" --bin blockwise
-target_dir="$(cargo metadata --format-version 1 --no-deps --manifest-path "$root/Cargo.toml" |
-  python -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
-export BLOCKWISE_CLI="$target_dir/debug/blockwise"
+# The CLI the tests compare with: scripts/test.sh passes the one its `cargo test --workspace`
+# built (BLOCKWISE_CLI); run alone, this builds it.
+if [ -z "${BLOCKWISE_CLI:-}" ] || [ ! -x "$BLOCKWISE_CLI" ]; then
+  echo "== cargo build --bin blockwise (the CLI the probe tests compare with)"
+  cargo build --quiet --manifest-path "$root/Cargo.toml" --bin blockwise
+  target_dir="$(cargo metadata --format-version 1 --no-deps --manifest-path "$root/Cargo.toml" |
+    python -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+  export BLOCKWISE_CLI="$target_dir/debug/blockwise"
+fi
 
 echo "== pytest"
 python -m pytest -q "$here/tests" "$@"

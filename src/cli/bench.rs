@@ -123,7 +123,14 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<ExitCode> {
     if in_memory && !a.quiet {
         eprintln!(
             "blockwise: warning: {} is on tmpfs/ramfs (memory): the numbers say nothing about a disk",
-            a.target.display()
+            blockwise_geometry::display_path(&a.target)
+        );
+    } else if target.kind() == TargetKind::File && !a.quiet {
+        // The ratios below are read as flash behaviour (erase-block crossings, page size):
+        // through a filesystem they are the filesystem's and the page cache's.
+        eprintln!(
+            "blockwise: warning: {} is a regular file: the numbers measure its filesystem and the page cache, not how a stick or card erases and programs; bench the device itself for that",
+            blockwise_geometry::display_path(&a.target)
         );
     }
     let kind = match (target.kind(), &info) {

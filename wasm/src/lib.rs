@@ -141,7 +141,6 @@ async fn fetch(
     stats: &mut api::ReadStats,
 ) -> Result<(), JsValue> {
     // Offsets of a Blob are below 2^53, so they are exact as f64.
-    #[allow(clippy::cast_precision_loss)]
     let part = blob.slice(start as f64, end as f64);
     let buf = wasm_bindgen_futures::JsFuture::from(part.array_buffer())
         .await
@@ -171,9 +170,7 @@ const ZERO_BLOB: u32 = 16 << 20;
 
 fn f64_of(v: u64) -> f64 {
     // Sizes and offsets of images and Blobs are below 2^53: exact as f64.
-    #[allow(clippy::cast_precision_loss)]
-    let f = v as f64;
-    f
+    v as f64
 }
 
 /// A u64 from a JS number that must be a non-negative integer below 2^53.

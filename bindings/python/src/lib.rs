@@ -299,7 +299,7 @@ fn plan(
 ///     ('sd.img', 67108864)
 #[pyfunction]
 #[pyo3(signature = (spec, out, bmap=None, progress=None, *, base_dir=None, cancel=None, format=None, level=None))]
-#[allow(clippy::too_many_arguments, reason = "the Python signature")]
+#[expect(clippy::too_many_arguments, reason = "the Python signature")]
 fn build(
     py: Python<'_>,
     spec: &Bound<'_, PyAny>,
@@ -1027,7 +1027,7 @@ fn write_error(py: Python<'_>, e: WriteFailure, src_path: &Path, target: &Path) 
     source, target, verify=true, progress=None, *, yes=false, partition_ok=false, bmap=None,
     chunk=None, zero_holes=false, discard=false, direct=false, base_dir=None, cancel=None
 ))]
-#[allow(clippy::too_many_arguments)]
+#[expect(clippy::too_many_arguments, reason = "the Python signature")]
 fn write(
     py: Python<'_>,
     source: &Bound<'_, PyAny>,

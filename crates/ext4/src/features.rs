@@ -59,7 +59,6 @@ const NEVER_WRITTEN: FeatureSet = FeatureSet {
 /// Features this writer can produce. Every image also has `filetype`, `extent`,
 /// `large_file` and `sparse_super` unless removed where allowed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[allow(clippy::struct_excessive_bools)]
 pub struct Features {
     /// compat 0x4: internal journal.
     pub has_journal: bool,

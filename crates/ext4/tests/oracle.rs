@@ -1,4 +1,3 @@
-#![allow(missing_docs)]
 //! e2fsck / debugfs / dumpe2fs / ext4-view round trips of images the native writer makes.
 
 mod fixtures;

@@ -1,4 +1,3 @@
-#![allow(missing_docs)]
 //! The raw layouts read back what the writer wrote, through the public `raw` and `csum`
 //! modules only (the way the verifier reads ext4): superblock, descriptors, the root inode
 //! and its extent root, the journal superblock, and their checksums.

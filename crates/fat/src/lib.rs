@@ -58,7 +58,7 @@ mod write;
 
 pub use blockwise_geometry::{FatType, MAX_FAT32_CLUSTERS};
 pub use names::{lfn_checksum, long_name, BadName};
-pub use options::{label_warning, validate_label, FatOptions, Field, Invalid};
+pub use options::{validate_label, FatOptions, Field, Invalid};
 pub use plan::{Layout, ROOT_ENTRIES};
 pub use time::{fat_time, FatTime};
 
@@ -210,7 +210,7 @@ pub enum Error {
 pub struct Warning {
     /// Stable code: `fat-skipped-symlink`, `fat-skipped-special`.
     pub code: &'static str,
-    /// Path in the tree.
+    /// Path in the tree; empty for the volume itself (the label).
     pub path: String,
     /// Human explanation.
     pub message: String,
@@ -218,7 +218,12 @@ pub struct Warning {
 
 impl core::fmt::Display for Warning {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "{}: {}", self.path, self.message)
+        if self.path.is_empty() {
+            // About the volume, not a file (the label).
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
     }
 }
 

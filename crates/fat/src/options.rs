@@ -142,8 +142,7 @@ impl FatOptions {
 
 /// Checks a volume label and returns what the boot sector stores: the label as given (like
 /// mkfs.fat 4.2, which keeps lowercase so that blkid and `/dev/disk/by-label` show what was
-/// asked for), trailing spaces dropped, `None` for a label that is all spaces. Lowercase
-/// labels get a warning from the writer ([`label_warning`]).
+/// asked for), trailing spaces dropped, `None` for a label that is all spaces.
 pub fn validate_label(label: &str) -> Result<Option<String>, Invalid> {
     let ok = !label.is_empty()
         && label.len() <= 11
@@ -157,14 +156,6 @@ pub fn validate_label(label: &str) -> Result<Option<String>, Invalid> {
         ));
     }
     Ok(Some(label.trim_end().to_string()).filter(|s| !s.is_empty()))
-}
-
-/// The warning for a label with lowercase letters (stored as given), as mkfs.fat 4.2 gives.
-#[must_use]
-pub fn label_warning(label: &str) -> Option<String> {
-    label.bytes().any(|b| b.is_ascii_lowercase()).then(|| {
-        format!("the label {label:?} has lowercase letters: stored as given, as mkfs.fat 4.2 does; some older systems show or match FAT labels in upper case only")
-    })
 }
 
 /// What a FAT request error is about. The spec layer maps each to the key the user wrote.
@@ -248,7 +239,6 @@ mod tests {
         check(d().fats(3), 512, 4 << 20, Err(Field::Fats));
         assert_eq!(validate_label("boot"), Ok(Some("boot".into())));
         assert_eq!(validate_label("BOOT  "), Ok(Some("BOOT".into())));
-        assert!(label_warning("bootfs").is_some() && label_warning("BOOT-1").is_none());
         assert_eq!(validate_label("   "), Ok(None));
         assert_eq!(
             validate_label("a.b").map_err(|i| i.field),

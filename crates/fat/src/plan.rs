@@ -374,7 +374,9 @@ fn explain(
             };
             let need_text = need.map_or_else(|| "more space".to_string(), |b| format!("at least {}", mib_up(b)));
             let alt = match (kind, cluster) {
-                (_, Some(_)) => "a smaller fat.cluster, another FAT type or a larger partition".to_string(),
+                (_, Some(cb)) if cb > s => "a smaller fat.cluster, another FAT type or a larger partition".to_string(),
+                // Clusters of one sector are the smallest there are.
+                (_, Some(_)) => "another FAT type or a larger partition".to_string(),
                 (FatType::Fat32, None) if s == 4096 => "fat16 or 512-byte sectors (fat.sector-size = 512), or a larger partition".into(),
                 (FatType::Fat32, None) => "fat16 or a larger partition".into(),
                 (FatType::Fat16, None) => "fat12 or a larger partition".into(),

@@ -694,18 +694,10 @@ pub(crate) fn write_volume<S: BlockSink + ?Sized>(
     let label_time = fat_time(timestamp, 0);
 
     // Pass 1 and 2: everything is decided before the first byte is written.
+    // A label with lowercase letters is stored as given, without a warning: mkfs.fat 4.2
+    // warns, but pi-gen's `bootfs` is the norm and Linux, Windows and the boot firmwares
+    // match it; one warning on every build is noise (issue 32).
     let mut warnings = Vec::new();
-    if let Some(w) = plan
-        .label
-        .as_deref()
-        .and_then(crate::options::label_warning)
-    {
-        warnings.push(Warning {
-            code: "fat-lowercase-label",
-            path: "/".into(),
-            message: w,
-        });
-    }
     let mut dirs = scan(tree, layout, label.is_some(), &mut warnings)?;
     // One warning for the whole volume, not one per file.
     let mut with_xattrs = tree

@@ -853,7 +853,11 @@ pub fn memory_backed(path: &std::path::Path) -> bool {
     const TMPFS_MAGIC: u64 = 0x0102_1994;
     const RAMFS_MAGIC: u64 = 0x8584_58f6;
     rustix::fs::statfs(path).is_ok_and(|s| {
-        #[allow(clippy::useless_conversion, clippy::unnecessary_cast)]
+        #[allow(
+            clippy::useless_conversion,
+            clippy::unnecessary_cast,
+            reason = "f_type's type and width differ between targets"
+        )]
         let t = s.f_type as u64;
         t == TMPFS_MAGIC || t == RAMFS_MAGIC
     })

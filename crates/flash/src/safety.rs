@@ -55,7 +55,7 @@ impl DeviceInfo {
             self.model.clone()
         };
         let parts = if self.partitions.is_empty() {
-            "no partitions".to_string()
+            "no partitions the kernel lists".to_string()
         } else {
             format!("partitions {}", self.partitions.join(", "))
         };

@@ -331,9 +331,36 @@ impl Device for Target {
     }
     fn reread_partitions(&mut self) -> io::Result<()> {
         // SAFETY: BLKRRPART takes no argument; the fd is an open whole-disk block device.
-        unsafe { ioctl::ioctl(&self.file, NoArg::<BLKRRPART>::new()) }?;
-        Ok(())
+        let result = unsafe { ioctl::ioctl(&self.file, NoArg::<BLKRRPART>::new()) };
+        match result {
+            Ok(()) => Ok(()),
+            // A loop device attached without partition scanning (`losetup` without -P) never
+            // has its table read by the kernel: not a failure of this write.
+            Err(e) if e == rustix::io::Errno::INVAL && !loop_partscan(&self.path) => {
+                Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "a loop device without partition scanning",
+                ))
+            }
+            Err(e) => Err(e.into()),
+        }
     }
+}
+
+/// Whether `dev` is a loop device whose partitions the kernel scans (`losetup -P`); true for
+/// anything that is not a loop device.
+fn loop_partscan(dev: &Path) -> bool {
+    let Ok(real) = std::fs::canonicalize(dev) else {
+        return true;
+    };
+    let Some(name) = real.file_name().and_then(|n| n.to_str()) else {
+        return true;
+    };
+    if !name.starts_with("loop") {
+        return true;
+    }
+    std::fs::read_to_string(format!("/sys/block/{name}/loop/partscan"))
+        .map_or(true, |s| s.trim() == "1")
 }
 
 #[cfg(test)]

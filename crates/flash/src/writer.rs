@@ -589,6 +589,8 @@ pub fn write(
         if dev.is_disk() {
             match dev.reread_partitions() {
                 Ok(()) => notes.push("the kernel re-read the partition table".into()),
+                // A loop device without partition scanning: nothing to re-read, nothing to say.
+                Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {}
                 Err(e) => notes.push(format!(
                     "the kernel did not re-read the partition table ({e}); replug the device or run partprobe"
                 )),

@@ -90,11 +90,7 @@ pub(crate) fn float_bytes(v: f64) -> Result<u64, String> {
             "{v} is not a whole number of bytes; write a size like \"1.5GiB\" as a string"
         ));
     }
-    #[allow(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        reason = "a whole number in 0..=2^53, checked above"
-    )]
+    // A whole number in 0..=2^53, checked above: the cast is exact.
     Ok(v as u64)
 }
 

@@ -327,7 +327,6 @@ impl BlockSource for MapReader<'_> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
     use proptest::prelude::*;

@@ -145,7 +145,7 @@ pub struct Written {
 /// `sector_bytes` are the plan's: containers are cut at erase blocks, and an Android sparse
 /// block is 4096 bytes or the sector when larger. A raw image goes through
 /// [`write_image_file`].
-#[allow(
+#[expect(
     clippy::too_many_arguments,
     reason = "the plan's two numbers and the outputs"
 )]

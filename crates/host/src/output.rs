@@ -259,7 +259,22 @@ pub fn check_output_path(path: &Path) -> Result<(), Error> {
     use std::os::unix::fs::FileTypeExt as _;
     let md = match fs::symlink_metadata(path) {
         Ok(md) => md,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // The temp file goes beside the output: name the missing directory, not the temp.
+            let (dir, _) = dir_and_name(path);
+            return match fs::metadata(dir) {
+                Ok(d) if d.is_dir() => Ok(()),
+                Ok(_) => Err(Error::NotUsable {
+                    path: dir.to_path_buf(),
+                    what: "is not a directory: the output's directory must be one".into(),
+                }),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::NotUsable {
+                    path: dir.to_path_buf(),
+                    what: "does not exist: create the output's directory first".into(),
+                }),
+                Err(e) => Err(Error::write(dir, e)),
+            };
+        }
         Err(e) => return Err(Error::write(path, e)),
     };
     let ft = md.file_type();
@@ -432,7 +447,7 @@ struct Copier {
 
 impl Copier {
     /// Copies `r` from `src` to `out` at `at`; returns the bytes the kernel copied.
-    #[allow(clippy::too_many_arguments, reason = "one call site, all plain inputs")]
+    #[expect(clippy::too_many_arguments, reason = "one call site, all plain inputs")]
     fn copy(
         &mut self,
         src: &File,

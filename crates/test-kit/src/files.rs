@@ -80,10 +80,16 @@ pub fn materialize(tree: &Tree, content: &[Vec<u8>], dir: &Path) {
 }
 
 /// Every file of the shared test corpus (`../shared/corpus` beside the checkout whose root
-/// manifest dir is `root`), sorted; `None` (after saying SKIP) when there is no corpus.
+/// manifest dir is `root`), sorted; `None` (after saying SKIP) when there is no corpus, a
+/// panic instead under `DISKIMG_REQUIRE_ORACLES=1` (CI must notice losing it).
 pub fn corpus_files(root: &Path) -> Option<Vec<PathBuf>> {
     let corpus = root.join("../shared/corpus");
     if !corpus.is_dir() {
+        assert!(
+            !crate::oracles_required(),
+            "the test corpus {} is missing and DISKIMG_REQUIRE_ORACLES=1",
+            corpus.display()
+        );
         eprintln!("SKIP: no corpus at {}", corpus.display());
         return None;
     }

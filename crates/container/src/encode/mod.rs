@@ -314,7 +314,7 @@ fn round_up(v: u64, to: u64) -> u64 {
 /// True when every byte of `data` is zero.
 #[cfg_attr(
     not(any(feature = "zstd", feature = "xz")),
-    allow(dead_code, reason = "used by the compressors")
+    expect(dead_code, reason = "used by the compressors")
 )]
 pub(crate) fn is_zero(data: &[u8]) -> bool {
     data.chunks(4096)
@@ -336,7 +336,7 @@ pub struct Packed {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(
     not(all(feature = "zstd", feature = "xz")),
-    allow(dead_code, reason = "made by the compressors")
+    expect(dead_code, reason = "made by the compressors")
 )]
 enum Unit {
     Simg(simg::Counts),

@@ -270,11 +270,10 @@ impl Lzma2 {
 }
 
 #[cfg(test)]
-#[allow(
+#[expect(
     clippy::unwrap_used,
     clippy::indexing_slicing,
     clippy::as_conversions,
-    clippy::arithmetic_side_effects,
     reason = "tests"
 )]
 mod tests {

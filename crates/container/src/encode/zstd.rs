@@ -20,10 +20,6 @@ const MAX_FRAMES: u64 = 0x800_0000;
 /// Largest decompressed frame (`ZSTD_SEEKABLE_MAX_FRAME_DECOMPRESSED_SIZE`).
 const MAX_FRAME_BYTES: u64 = 0x4000_0000;
 /// Largest zstd block (`ZSTD_BLOCKSIZE_MAX`).
-#[cfg_attr(
-    not(feature = "zstd"),
-    allow(dead_code, reason = "used by the compressor")
-)]
 const BLOCK_MAX: u64 = 128 << 10;
 /// Seek table descriptor: checksums present.
 const CHECKSUM_FLAG: u8 = 0x80;
@@ -94,10 +90,6 @@ impl SeekTable {
 
 /// A zstd frame of `len` zero bytes: single segment, 4-byte content size, RLE blocks of
 /// 128 KiB, content checksum `checksum`.
-#[cfg_attr(
-    not(feature = "zstd"),
-    allow(dead_code, reason = "used by the compressor")
-)]
 fn zero_frame(len: u32, checksum: u32) -> Vec<u8> {
     let blocks = u64::from(len).div_ceil(BLOCK_MAX);
     let mut f = Vec::with_capacity(
@@ -128,7 +120,7 @@ fn zero_frame(len: u32, checksum: u32) -> Vec<u8> {
 /// The packed frame of `len` zero bytes.
 #[cfg_attr(
     not(feature = "zstd"),
-    allow(dead_code, reason = "used by the compressor")
+    allow(dead_code, reason = "used by the compressor and the tests")
 )]
 pub(crate) fn zero_packed(len: u64) -> Result<Packed, EncodeError> {
     let n = u32::try_from(len).map_err(|_| unsupported(format!("a frame of {len} bytes")))?;
@@ -144,10 +136,6 @@ pub(crate) fn zero_packed(len: u64) -> Result<Packed, EncodeError> {
     })
 }
 
-#[cfg_attr(
-    not(feature = "zstd"),
-    allow(dead_code, reason = "used by the compressor")
-)]
 fn low32(v: u64) -> u32 {
     u32::try_from(v & 0xFFFF_FFFF).unwrap_or(0)
 }
@@ -155,7 +143,7 @@ fn low32(v: u64) -> u32 {
 /// The content checksum a frame ends with, when its header says it has one.
 #[cfg_attr(
     not(feature = "zstd"),
-    allow(dead_code, reason = "used by the compressor")
+    allow(dead_code, reason = "used by the compressor and the tests")
 )]
 fn frame_checksum(frame: &[u8]) -> Option<u32> {
     let fhd = *frame.get(4)?;
@@ -295,11 +283,10 @@ impl Compressor {
 }
 
 #[cfg(test)]
-#[allow(
+#[expect(
     clippy::unwrap_used,
     clippy::indexing_slicing,
     clippy::as_conversions,
-    clippy::arithmetic_side_effects,
     reason = "tests"
 )]
 mod tests {
