@@ -258,6 +258,8 @@ pub(crate) const ENOENT: i32 = 2;
 pub(crate) const EIO: i32 = 5;
 /// `ENOTBLK`, "block device required": a path given to `probe` that is something else.
 pub(crate) const ENOTBLK: i32 = 15;
+/// `ENOTDIR`: a file where a directory is needed (the output's directory).
+const ENOTDIR: i32 = 20;
 /// `EISDIR`: a directory where a file is needed.
 pub(crate) const EISDIR: i32 = 21;
 /// `EINVAL`: a path that cannot be used for what was asked (a device as a build output).
@@ -330,7 +332,14 @@ pub(crate) fn host_error(py: Python<'_>, e: &blockwise_host::Error) -> PyErr {
             os_error(path, errno, &format!("writing failed: {text}{note}"))
         }
         E::NotUsable { path, what } => {
-            let errno = if path.is_dir() { EISDIR } else { EINVAL };
+            // A missing output directory is FileNotFoundError, a file where it should be is
+            // NotADirectoryError, a directory given as the output IsADirectoryError.
+            let errno = match std::fs::symlink_metadata(path) {
+                Err(io) if io.kind() == std::io::ErrorKind::NotFound => ENOENT,
+                Ok(_) if path.is_dir() => EISDIR,
+                Ok(_) if what.starts_with("is not a directory") => ENOTDIR,
+                _ => EINVAL,
+            };
             os_error(path, errno, what)
         }
         E::Changed { path, what } => os_error(
