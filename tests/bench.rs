@@ -145,7 +145,10 @@ fn a_regular_file_on_a_disk_backed_filesystem() {
     check_table(&o, "file", 512);
     // The numbers are the filesystem's and the page cache's, and it says so.
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("is a regular file") && err.contains("page cache"), "{err}");
+    assert!(
+        err.contains("is a regular file") && err.contains("page cache"),
+        "{err}"
+    );
     assert_eq!(fs::metadata(&f).unwrap().len(), 32 * MIB);
     let mut args = common.to_vec();
     args.push(&"--json");

@@ -28,8 +28,12 @@ fn a_missing_output_directory_is_named_not_the_temp_file() {
         out.as_os_str(),
     ]);
     let text = output_text(&o);
-    assert_eq!(o.status.code(), Some(2), "{text}");
-    assert!(text.contains("missing: does not exist"), "{text}");
+    assert_eq!(o.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains("missing: No such file or directory")
+            && text.contains("create the output's directory first"),
+        "{text}"
+    );
     assert!(!text.contains(".x.img.tmp-"), "{text}");
     assert!(!dir.path().join("missing").exists());
 }

@@ -304,6 +304,8 @@ pub fn prepare(spec: &Spec, entries: &[FileEntry]) -> Result<Job, Failure> {
             *s = e.size;
         }
     }
+    // Mount points and exclude, as the CLI cuts its scanned trees; then the entries.
+    blockwise_image::split_mounts(spec, &mut trees)?;
     for (i, (t, p)) in trees.iter_mut().zip(&spec.partitions).enumerate() {
         if let Some(t) = t {
             apply_entries(t, &p.entries, &format!("partition[{}]", i + 1), ts)?;

@@ -155,7 +155,7 @@ fn load_trees(
     let clamp = clamp.then_some(timestamp);
     let mut content = HostContent::default();
     let mut trees: Vec<Option<Tree>> = Vec::new();
-    for (i, p) in spec.partitions.iter().enumerate() {
+    for p in &spec.partitions {
         // F2FS: sload.f2fs reads the directory itself; the scan checks it is readable and
         // finds what sload.f2fs cannot store (special files, xattrs) for the warnings.
         let wants_tree =
@@ -182,14 +182,21 @@ fn load_trees(
         if p.contents.is_none() {
             tree.nodes.iter_mut().for_each(|n| n.meta.mtime = timestamp);
         }
-        apply_entries(
-            &mut tree,
-            &p.entries,
-            &format!("partition[{}]", i + 1),
-            timestamp,
-        )?;
         Error::check(progress)?;
         trees.push(Some(tree));
+    }
+    // Mount points and exclude cut the scanned trees; the entries then name paths inside
+    // each partition's own tree.
+    blockwise_image::split_mounts(spec, &mut trees)?;
+    for (i, (p, tree)) in spec.partitions.iter().zip(trees.iter_mut()).enumerate() {
+        if let Some(tree) = tree {
+            apply_entries(
+                tree,
+                &p.entries,
+                &format!("partition[{}]", i + 1),
+                timestamp,
+            )?;
+        }
     }
     Ok((trees, content))
 }

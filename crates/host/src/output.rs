@@ -268,9 +268,10 @@ pub fn check_output_path(path: &Path) -> Result<(), Error> {
                     path: dir.to_path_buf(),
                     what: "is not a directory: the output's directory must be one".into(),
                 }),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::NotUsable {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::Write {
                     path: dir.to_path_buf(),
-                    what: "does not exist: create the output's directory first".into(),
+                    source: e,
+                    note: "; create the output's directory first".into(),
                 }),
                 Err(e) => Err(Error::write(dir, e)),
             };

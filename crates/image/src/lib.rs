@@ -28,6 +28,7 @@
 mod assemble;
 mod entries;
 mod error;
+mod mounts;
 pub mod spec;
 pub mod swap;
 
@@ -37,4 +38,5 @@ pub use assemble::{
 };
 pub use entries::apply_entries;
 pub use error::{Error, ErrorKind, PartitionError};
+pub use mounts::{glob_match, split_mounts};
 pub use spec::{EntryKind, EntrySpec, PartitionSpec, RawSpec, Spec, SpecError};

@@ -227,6 +227,17 @@ pub struct PartitionSpec {
     /// Directory to populate from, relative to the spec file.
     #[serde(default)]
     pub contents: Option<String>,
+    /// Where this filesystem is mounted in the system (`/boot/firmware`): without `contents`,
+    /// it is filled from that directory of the partition mounted above it (`mount = "/"`, or
+    /// the one partition with `contents` and no `mount`), which keeps only the empty mount
+    /// point; with `contents`, that directory of the partition above is emptied.
+    #[serde(default)]
+    pub mount: Option<String>,
+    /// Paths of `contents` left out of this partition: globs over the path inside the
+    /// partition (`var/cache/**`, `**/*.pyc`; `*` and `?` stay within one name, `**` spans
+    /// any number of directories); a directory matched goes with everything in it.
+    #[serde(default)]
+    pub exclude: Vec<String>,
     /// File copied verbatim (`fs = "raw"`), relative to the spec file.
     #[serde(default)]
     pub source: Option<String>,
@@ -345,6 +356,8 @@ impl PartitionSpec {
             fs,
             size,
             contents: None,
+            mount: None,
+            exclude: Vec::new(),
             source: None,
             type_: None,
             bootable: false,
@@ -587,6 +600,37 @@ impl PartitionSpec {
                 ));
             }
             _ => {}
+        }
+        if let Some(m) = &self.mount {
+            let ok = m.starts_with('/')
+                && m.split('/').all(|c| c != "." && c != "..")
+                && !m.contains('\0');
+            if !ok {
+                return Err(SpecError::new(
+                    k("mount"),
+                    format!("{m:?} is not an absolute path like \"/boot/firmware\" (no . or ..)"),
+                ));
+            }
+        }
+        let tree_fs = self.fs.is_fat() || matches!(self.fs, FsKind::Ext4 | FsKind::Exfat);
+        if (self.mount.is_some() || !self.exclude.is_empty()) && !tree_fs {
+            let key = if self.mount.is_some() {
+                "mount"
+            } else {
+                "exclude"
+            };
+            return Err(SpecError::new(
+                k(key),
+                format!("fs = \"{}\": mount points and exclude are for FAT, exFAT and ext4 partitions filled from contents", self.fs),
+            ));
+        }
+        for (n, g) in self.exclude.iter().enumerate() {
+            if g.trim_matches('/').is_empty() || g.contains('\0') {
+                return Err(SpecError::new(
+                    format!("{}[{}]", k("exclude"), n + 1),
+                    format!("{g:?} is not a path pattern (it would leave out everything)"),
+                ));
+            }
         }
         if self.contents.is_some() && matches!(self.fs, FsKind::Raw | FsKind::None | FsKind::Swap) {
             return Err(SpecError::new(

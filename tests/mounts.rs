@@ -1,0 +1,261 @@
+//! Mount points and `exclude` (issue 32 item 3): a pi-gen-style single rootfs tree with
+//! `/boot/firmware` split off onto the FAT builds the same bytes as the same files staged into
+//! one directory per partition; `exclude` leaves paths out as if they had been deleted; the
+//! FAT and ext4 results pass fsck.fat / e2fsck and hold what they should (mcopy, debugfs).
+
+use std::fs;
+use std::os::unix::fs::FileExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use blockwise_test_kit::{
+    blockwise, debugfs, e2fsck_clean, fsck_fat_clean, have, mcopy_out, output_text, run, tempdir,
+    write_file,
+};
+
+fn build(spec: &Path, out: &Path) -> Output {
+    blockwise!().run([
+        "build".as_ref(),
+        spec.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        "-q".as_ref(),
+    ])
+}
+
+fn build_ok(spec: &Path, out: &Path) {
+    let o = build(spec, out);
+    assert!(o.status.success(), "{}", output_text(&o));
+}
+
+/// A Raspberry Pi OS-like root tree: the firmware partition's files under boot/firmware.
+fn rootfs(dir: &Path) -> PathBuf {
+    let r = dir.join("rootfs");
+    for d in [
+        "boot/firmware/overlays",
+        "etc/ssh",
+        "home/pi/.cache",
+        "usr/lib/python3/x",
+        "var/cache/apt/archives",
+    ] {
+        fs::create_dir_all(r.join(d)).unwrap();
+    }
+    write_file(&r.join("boot/firmware"), "config.txt", "dtparam=audio=on\n");
+    write_file(
+        &r.join("boot/firmware"),
+        "cmdline.txt",
+        "console=tty1 root=PARTUUID=x\n",
+    );
+    write_file(
+        &r.join("boot/firmware/overlays"),
+        "vc4-kms-v3d.dtbo",
+        "dtbo",
+    );
+    write_file(&r.join("boot"), "vmlinuz", "kernel");
+    write_file(&r.join("etc"), "hostname", "raspberrypi\n");
+    write_file(&r.join("etc/ssh"), "ssh_host_rsa_key", "secret\n");
+    write_file(&r.join("home/pi"), "notes.txt", "hello\n");
+    write_file(&r.join("home/pi/.cache"), "big", &"x".repeat(100_000));
+    write_file(&r.join("usr/lib/python3/x"), "m.py", "print(1)\n");
+    write_file(&r.join("usr/lib/python3/x"), "m.pyc", "\x00\x01");
+    write_file(
+        &r.join("var/cache/apt/archives"),
+        "a.deb",
+        &"d".repeat(50_000),
+    );
+    r
+}
+
+fn cp_a(from: &Path, to: &Path) {
+    let o = run("cp", &["-a".as_ref(), from.as_os_str(), to.as_os_str()]);
+    assert!(o.status.success(), "{}", output_text(&o));
+}
+
+const HEAD: &str = "[image]\nsize = \"256MiB\"\nerase-block = \"4MiB\"\ntable = \"mbr\"\nseed = 7\ntimestamp = 1700000000\n";
+
+/// The bytes of partition `index` (1-based) of `image`, as `verify --json` places it.
+fn partition(image: &Path, index: usize, out: &Path) -> PathBuf {
+    let o = blockwise!().run(["verify".as_ref(), "--json".as_ref(), image.as_os_str()]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let p = &j["partitions"][index - 1];
+    let (start, size) = (
+        p["start_bytes"].as_u64().unwrap(),
+        p["size_bytes"].as_u64().unwrap(),
+    );
+    let src = fs::File::open(image).unwrap();
+    let dst = fs::File::create(out).unwrap();
+    dst.set_len(size).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = 0u64;
+    while at < size {
+        let n = usize::try_from((size - at).min(1 << 20)).unwrap();
+        src.read_exact_at(&mut buf[..n], start + at).unwrap();
+        if buf[..n].iter().any(|&b| b != 0) {
+            dst.write_all_at(&buf[..n], at).unwrap();
+        }
+        at += n as u64;
+    }
+    out.to_path_buf()
+}
+
+#[test]
+fn a_single_rootfs_split_by_mount_points_equals_the_staged_directories() {
+    let dir = tempdir!();
+    let w = dir.path();
+    rootfs(w);
+    let split = write_file(
+        w,
+        "split.toml",
+        &format!("{HEAD}[[partition]]\nfs = \"fat32\"\nsize = \"64MiB\"\nlabel = \"bootfs\"\nmount = \"/boot/firmware\"\n\n[[partition]]\nfs = \"ext4\"\nsize = \"fill\"\nlabel = \"rootfs\"\ncontents = \"rootfs/\"\n"),
+    );
+    // The same files staged by hand: the firmware directory copied out, and emptied in the
+    // root (the mount point stays).
+    fs::create_dir(w.join("staged")).unwrap();
+    cp_a(&w.join("rootfs/boot/firmware"), &w.join("staged/boot"));
+    cp_a(&w.join("rootfs"), &w.join("staged/root"));
+    fs::remove_dir_all(w.join("staged/root/boot/firmware")).unwrap();
+    fs::create_dir(w.join("staged/root/boot/firmware")).unwrap();
+    let staged = write_file(
+        w,
+        "staged.toml",
+        &format!("{HEAD}[[partition]]\nfs = \"fat32\"\nsize = \"64MiB\"\nlabel = \"bootfs\"\ncontents = \"staged/boot/\"\n\n[[partition]]\nfs = \"ext4\"\nsize = \"fill\"\nlabel = \"rootfs\"\ncontents = \"staged/root/\"\n"),
+    );
+    let (a, b) = (w.join("split.img"), w.join("staged.img"));
+    build_ok(&split, &a);
+    build_ok(&staged, &b);
+    assert!(
+        fs::read(&a).unwrap() == fs::read(&b).unwrap(),
+        "split and staged builds differ"
+    );
+
+    if !(have("fsck.fat") && have("mcopy") && have("e2fsck") && have("debugfs")) {
+        return;
+    }
+    let fat = partition(&a, 1, &w.join("p1.img"));
+    fsck_fat_clean(&fat);
+    let got = w.join("fat-out");
+    mcopy_out(&fat, 0, &got);
+    assert_eq!(
+        fs::read_to_string(got.join("config.txt")).unwrap(),
+        "dtparam=audio=on\n"
+    );
+    assert_eq!(
+        fs::read(got.join("overlays/vc4-kms-v3d.dtbo")).unwrap(),
+        b"dtbo"
+    );
+    let ext = partition(&a, 2, &w.join("p2.img"));
+    e2fsck_clean(&ext, Some("rootfs"));
+    let ls = debugfs(&ext, "ls -l /boot/firmware");
+    assert!(!ls.contains("config.txt"), "{ls}");
+    assert!(debugfs(&ext, "ls -l /boot").contains("vmlinuz"));
+}
+
+#[test]
+fn exclude_leaves_paths_out_as_if_deleted() {
+    let dir = tempdir!();
+    let w = dir.path();
+    rootfs(w);
+    let spec = write_file(
+        w,
+        "ex.toml",
+        &format!("{HEAD}[[partition]]\nfs = \"ext4\"\nsize = \"fill\"\nlabel = \"rootfs\"\ncontents = \"rootfs/\"\nexclude = [\"var/cache/apt/archives/**\", \"**/*.pyc\", \"/etc/ssh/ssh_host_*\", \"home/*/.cache\"]\n"),
+    );
+    cp_a(&w.join("rootfs"), &w.join("deleted"));
+    for p in [
+        "var/cache/apt/archives/a.deb",
+        "usr/lib/python3/x/m.pyc",
+        "etc/ssh/ssh_host_rsa_key",
+    ] {
+        fs::remove_file(w.join("deleted").join(p)).unwrap();
+    }
+    fs::remove_dir_all(w.join("deleted/home/pi/.cache")).unwrap();
+    fs::remove_dir(w.join("deleted/var/cache/apt/archives")).unwrap();
+    let by_hand = write_file(
+        w,
+        "hand.toml",
+        &format!("{HEAD}[[partition]]\nfs = \"ext4\"\nsize = \"fill\"\nlabel = \"rootfs\"\ncontents = \"deleted/\"\n"),
+    );
+    let (a, b) = (w.join("ex.img"), w.join("hand.img"));
+    build_ok(&spec, &a);
+    build_ok(&by_hand, &b);
+    assert!(
+        fs::read(&a).unwrap() == fs::read(&b).unwrap(),
+        "exclude differs from deleting"
+    );
+    if have("debugfs") {
+        let ext = partition(&a, 1, &w.join("p1.img"));
+        let ls = debugfs(&ext, "ls -l /var/cache/apt");
+        assert!(!ls.contains("archives"), "{ls}");
+        assert!(debugfs(&ext, "ls -l /usr/lib/python3/x").contains("m.py"));
+    }
+}
+
+#[test]
+fn bad_mount_points_are_refused_naming_the_key() {
+    let dir = tempdir!();
+    let w = dir.path();
+    rootfs(w);
+    let cases = [
+        (
+            "mount = \"/boot/efi\"\n",
+            "",
+            "partition[1].mount",
+            "not a directory in partition[2]",
+        ),
+        (
+            "mount = \"boot\"\n",
+            "",
+            "partition[1].mount",
+            "absolute path",
+        ),
+        (
+            "mount = \"/boot/../x\"\n",
+            "",
+            "partition[1].mount",
+            "absolute path",
+        ),
+        (
+            "mount = \"/boot/firmware\"\n",
+            "ext4 = { backend = \"mke2fs\" }\n",
+            "partition[1].mount",
+            "copies its contents whole",
+        ),
+        (
+            "exclude = [\"/\"]\n",
+            "",
+            "partition[1].exclude[1]",
+            "not a path pattern",
+        ),
+    ];
+    for (fat_extra, ext_extra, key, why) in cases {
+        let spec = write_file(
+            w,
+            "bad.toml",
+            &format!("{HEAD}[[partition]]\nfs = \"fat32\"\nsize = \"64MiB\"\n{fat_extra}\n[[partition]]\nfs = \"ext4\"\nsize = \"fill\"\ncontents = \"rootfs/\"\n{ext_extra}"),
+        );
+        let out = w.join("bad.img");
+        let o = build(&spec, &out);
+        let text = output_text(&o);
+        assert_eq!(o.status.code(), Some(2), "{fat_extra}: {text}");
+        assert!(
+            text.contains(key) && text.contains(why),
+            "{fat_extra}{ext_extra}: {text}"
+        );
+        assert!(!out.exists());
+    }
+    // Nothing above it: no partition has contents.
+    let spec = write_file(
+        w,
+        "alone.toml",
+        &format!(
+            "{HEAD}[[partition]]\nfs = \"fat32\"\nsize = \"64MiB\"\nmount = \"/boot/firmware\"\n"
+        ),
+    );
+    let o = build(&spec, &w.join("alone.img"));
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("partition[1].mount") && text.contains("no partition holds it"),
+        "{text}"
+    );
+}
