@@ -49,7 +49,7 @@ GIB = 1024 * MIB
 TIMESTAMP = 1_700_000_000
 BEGIN = "<!-- compare:begin -->"
 END = "<!-- compare:end -->"
-GROUPS = ["T1", "T2", "T3", "T4", "rpi", "verify", "write", "encode"]
+GROUPS = ["T1", "T2", "T3", "T4", "rpi", "verify", "write", "encode", "rofs"]
 MTOOLS_ENV = {"MTOOLS_SKIP_CHECK": "1", "LC_ALL": "C.UTF-8"}
 # The peers: command -> Debian package.
 PEERS = {
@@ -65,6 +65,9 @@ PEERS = {
     "/usr/bin/time": "time",
     "losetup": "mount",
     "tar": "tar",
+    "mksquashfs": "squashfs-tools",
+    "mkfs.erofs": "erofs-utils",
+    "veritysetup": "cryptsetup-bin",
     "mkfs.exfat": "exfatprogs",
     "mount.exfat-fuse": "exfat-fuse",
     "img2simg": "android-sdk-libsparse-utils",
@@ -114,6 +117,7 @@ def shapes(quick: bool) -> dict[str, Shape]:
             "T3": Shape("T3", "nested", dirs=20, modulus=19_000, image_bytes=256 * MIB),
             "T4": Shape("T4", "big", count=3, big_bytes=16 * MIB, image_bytes=256 * MIB),
             "boot": Shape("boot", "boot", count=20),
+            "R1": Shape("R1", "text", dirs=5, modulus=59_000),
         }
     return {
         # bench.rs `nested`: 50 directories x 100 files, 1000 + (n * 7919) % 59000 bytes.
@@ -125,6 +129,8 @@ def shapes(quick: bool) -> dict[str, Shape]:
         # 42 x 100 MiB = 4.1 GiB: large files, each below FAT32's 4 GiB limit.
         "T4": Shape("T4", "big", count=42, big_bytes=100 * MIB, image_bytes=5 * GIB),
         "boot": Shape("boot", "boot", count=300),
+        # T1's shape with text content (compressible, like a root filesystem's).
+        "R1": Shape("R1", "text", dirs=50, modulus=59_000),
     }
 
 
@@ -147,7 +153,25 @@ def generate(shape: Shape, root: Path) -> None:
     log(f"generating {shape.name} in {root}")
     rng = random.Random(f"blockwise-compare-{shape.name}")
     root.mkdir(parents=True)
-    if shape.kind == "nested":
+    if shape.kind == "text":
+        words = [rng.randbytes(rng.randint(2, 9)).hex()[:rng.randint(2, 12)] for _ in range(4000)]
+        n = 0
+        for d in range(shape.dirs):
+            top = root / f"directory {d:02} with a long name"
+            sub = top / "Sub Dir"
+            sub.mkdir(parents=True)
+            for k in range(100):
+                size = 1000 + (n * 7919) % shape.modulus
+                text = []
+                total = 0
+                while total < size:
+                    w = words[min(int(rng.paretovariate(1.2)) - 1, len(words) - 1)]
+                    text.append(w)
+                    total += len(w) + 1
+                parent = top if k % 2 == 0 else sub
+                (parent / f"File number {n} of the bench.txt").write_text(" ".join(text)[:size])
+                n += 1
+    elif shape.kind == "nested":
         n = 0
         for d in range(shape.dirs):
             top = root / f"directory {d:02} with a long name"
@@ -220,6 +244,8 @@ class Row:
     teardown: Optional[Callable[[dict], None]] = None  # untimed, after each run
     blockwise: bool = False  # the RSS budget applies
     floor: bool = False
+    output: Optional[Path] = None  # an image whose size is reported (read before teardown)
+    out_bytes: list[int] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
     rss_kib: list[int] = field(default_factory=list)
     error: Optional[str] = None
@@ -273,6 +299,8 @@ def run_row(row: Row, logdir: Path) -> None:
                     peak = max(peak, int(line.rsplit(":", 1)[1]))
         row.times.append(total)
         row.rss_kib.append(peak)
+        if row.output is not None and row.output.exists():
+            row.out_bytes.append(row.output.stat().st_size)
     except StepFailed as e:
         row.error = str(e)
         log(f"    {'SKIPPED' if row.skipped else 'FAILED'} {row.tool}: {e}")
@@ -305,6 +333,7 @@ def summary(row: Row) -> Optional[dict]:
         "max": max(row.times),
         "runs": len(row.times),
         "rss_mib": max(row.rss_kib) / 1024,
+        **({"out_mib": max(row.out_bytes) / MIB} if row.out_bytes else {}),
     }
 
 
@@ -507,7 +536,7 @@ class Bench:
     def describe(self, name: str) -> str:
         files, nbytes = self.stats[name]
         what = {"nested": "nested", "flat": "in one directory", "big": "large files",
-                "boot": "boot tree"}[self.shapes[name].kind]
+                "boot": "boot tree", "text": "nested text"}[self.shapes[name].kind]
         if nbytes >= GIB:
             amount = f"{nbytes / GIB:.1f} GiB"
         elif nbytes >= 10e6:
@@ -601,6 +630,73 @@ class Bench:
                                   "conv=notrunc,sparse"]),
                             sync(img)], setup=pigen_setup, teardown=rm(pigen)),
                     ], files, nbytes)
+
+    # -- read-only filesystems (issue 28) -------------------------------------------------
+    def rofs_cases(self, name: str) -> list[Case]:
+        tree = self.tree(name)
+        files, nbytes = self.stats[name]
+        o, sp = self.out, self.specs
+
+        def spec(stem: str, fs: str, opts: str, verity: bool = False) -> Path:
+            text = (f'[image]\ntable = "{"gpt" if verity else "none"}"\nseed = 1\n'
+                    f"timestamp = {TIMESTAMP}\n\n"
+                    f'[[partition]]\nname = "sys"\nfs = "{fs}"\ncontents = {toml_str(tree)}\n'
+                    f"{opts}\n")
+            if verity:
+                text += '\n[[partition]]\nname = "sys-verity"\nfs = "verity"\nof = "sys"\n'
+            p = sp / f"{stem}.toml"
+            p.write_text(text)
+            return p
+
+        def build(label: str, stem: str, fs: str, opts: str, verity: bool = False) -> Row:
+            s, out = spec(stem, fs, opts, verity), o / f"{stem}.img"
+            # A bare image is the filesystem; with verity it is a GPT disk (no size compared).
+            return Row(label, lambda c: [Step([self.bw, "build", str(s), "-o", str(out), "-q"])],
+                       teardown=rm(out, Path(str(out) + ".roothash")), blockwise=True,
+                       output=None if verity else out)
+
+        def peer(label: str, out: Path, argv: list[str], env: Optional[dict] = None) -> Row:
+            return Row(label, lambda c: [Step(argv, env=env), sync(out)], setup=rm(out),
+                       teardown=rm(out), output=out)
+
+        cases = []
+        for comp in ("gzip", "xz", "zstd", "lz4"):
+            mk = o / f"{name}-mksquashfs-{comp}.sq"
+            cases.append(Case("rofs", f"{self.describe(name)} → squashfs {comp}, 128 KiB blocks", [
+                build("blockwise build", f"{name}-sq-{comp}", "squashfs",
+                      f'squashfs = {{ compression = "{comp}" }}'),
+                peer(f"mksquashfs -comp {comp} (all cores)", mk,
+                     ["mksquashfs", str(tree), str(mk), "-noappend", "-quiet", "-no-progress",
+                      "-comp", comp, "-mkfs-time", str(TIMESTAMP)]),
+                peer(f"mksquashfs -comp {comp} -processors 1", mk,
+                     ["mksquashfs", str(tree), str(mk), "-noappend", "-quiet", "-no-progress",
+                      "-comp", comp, "-mkfs-time", str(TIMESTAMP), "-processors", "1"]),
+            ], files, nbytes))
+        me = o / f"{name}-mkfs.erofs"
+        cases.append(Case("rofs", f"{self.describe(name)} → EROFS, uncompressed", [
+            build("blockwise build", f"{name}-erofs", "erofs", ""),
+            peer("mkfs.erofs (uncompressed)", me, ["mkfs.erofs", "--quiet", str(me), str(tree)],
+                 {"SOURCE_DATE_EPOCH": str(TIMESTAMP)}),
+            build('blockwise build, backend = "mkfs.erofs"', f"{name}-erofs-tool", "erofs",
+                  'erofs = { backend = "mkfs.erofs" }'),
+        ], files, nbytes))
+        mz = o / f"{name}-mkfs.erofs-lz4hc"
+        cases.append(Case("rofs", f"{self.describe(name)} → EROFS lz4hc", [
+            build('blockwise build, backend = "mkfs.erofs"', f"{name}-erofs-lz4hc", "erofs",
+                  'erofs = { compression = "lz4hc", backend = "mkfs.erofs" }'),
+            peer("mkfs.erofs -zlz4hc", mz, ["mkfs.erofs", "--quiet", "-zlz4hc", str(mz), str(tree)],
+                 {"SOURCE_DATE_EPOCH": str(TIMESTAMP)}),
+        ], files, nbytes))
+        mv, hv = o / f"{name}-v.erofs", o / f"{name}-v.hash"
+        cases.append(Case("rofs", f"{self.describe(name)} → EROFS + dm-verity partition", [
+            build("blockwise build", f"{name}-erofs-verity", "erofs", "", verity=True),
+            Row("mkfs.erofs + veritysetup format", lambda c: [
+                Step(["mkfs.erofs", "--quiet", str(mv), str(tree)],
+                     env={"SOURCE_DATE_EPOCH": str(TIMESTAMP)}),
+                Step(["veritysetup", "format", str(mv), str(hv)]), sync(mv), sync(hv)],
+                setup=rm(mv, hv), teardown=rm(mv, hv)),
+        ], files, nbytes))
+        return cases
 
     # -- verify --------------------------------------------------------------------------
     def loop(self, img: Path, offset: int, size: int) -> str:
@@ -860,6 +956,9 @@ def versions(bw: str) -> dict[str, str]:
         "tar": first_line(["tar", "--version"]),
         "dd": first_line(["dd", "--version"]),
         "bmaptool": first_line(["bmaptool", "--version"]),
+        "mksquashfs": first_line(["mksquashfs", "-version"]),
+        "mkfs.erofs": pkg_version("erofs-utils"),
+        "veritysetup": first_line(["veritysetup", "--version"]),
     }
     return {k: x or "not installed" for k, x in v.items()}
 
@@ -955,7 +1054,7 @@ def goals(cases: list[dict]) -> list[tuple[str, str, bool]]:
         for c in cases:
             for x in c["rows"]:
                 s = x["s"]
-                if x["blockwise"] and s and c["group"] not in ("verify", "write", "encode") \
+                if x["blockwise"] and s and c["group"] not in ("verify", "write", "encode", "rofs") \
                         and pick(x["tool"]):
                     budget = 64 + c["files"] / 1024
                     frac = s["rss_mib"] / budget
@@ -1023,6 +1122,22 @@ def render(cases: list[dict], meta: dict, vers: dict[str, str]) -> str:
             L.append(f"| {name} | {x['tool']} | {s['median']:.3f} | "
                      f"{s['min']:.3f}–{s['max']:.3f} | {s['rss_mib']:.1f} | {rr} |")
     L.append("")
+    sized = [c for c in cases if any(x["s"] and "out_mib" in x["s"] for x in c["rows"])]
+    if sized:
+        L.append("Image sizes of the read-only filesystems (the file each row wrote; "
+                 "squashfs's `bytes_used` padded to 4 KiB, EROFS's blocks):")
+        L.append("")
+        L.append("| case | tool | image MiB | blockwise ÷ tool |")
+        L.append("|---|---|---:|---:|")
+        for c in sized:
+            first = c["rows"][0]["s"] or {}
+            for i, x in enumerate(c["rows"]):
+                if not (x["s"] and "out_mib" in x["s"]):
+                    continue
+                mib = x["s"]["out_mib"]
+                rel = f"{first['out_mib'] / mib:.3f}" if i > 0 and "out_mib" in first else ""
+                L.append(f"| {c['name'] if i == 0 else ''} | {x['tool']} | {mib:.2f} | {rel} |")
+        L.append("")
     gl = goals(cases)
     if gl:
         L.append("| goal (issues 14, 27) | measured | met |")
@@ -1181,6 +1296,8 @@ def main(argv: list[str]) -> int:
                 new = [b.rpi_case("T1"), b.rpi_case("T3")]
             elif g == "verify":
                 new = b.verify_cases()
+            elif g == "rofs":
+                new = b.rofs_cases("T1") + b.rofs_cases("R1")
             elif g == "encode":
                 new = b.encode_cases()
             else:

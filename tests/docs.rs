@@ -82,6 +82,8 @@ fn concrete(word: &str, repo: &Path, work: &Path) -> Option<String> {
         "N" => "3".to_string(),
         "DEVICE" => return None,
         w if w.starts_with("/dev/") => return None,
+        // A board's own files (docs/import.md's genimage.cfg, kickstarts).
+        w if w.starts_with("board/") || w.ends_with(".wks") || w.ends_with(".cfg") => return None,
         w if w.starts_with("examples/") => path(repo.join(w)),
         w => w.to_string(),
     })
@@ -119,7 +121,8 @@ fn every_documented_command_runs_as_written() {
                 .map(|alts| alts.iter().find_map(|x| concrete(x, repo, work)))
                 .collect();
             match args {
-                Some(args) if sub != "bench" && sub != "probe" => {
+                // bench runs for a minute, probe needs a device, import a foreign config.
+                Some(args) if !matches!(sub.as_str(), "bench" | "probe" | "import") => {
                     let o = std::process::Command::new(blockwise!().path())
                         .current_dir(work)
                         .args(&args)

@@ -306,11 +306,20 @@ fn r25_chunk_is_at_most_64mib() {
     fs::write(&img, bytes(6, 2 << 20)).unwrap();
     let out = dir.path().join("out.img");
     refused(
-        &bw(&[&"write", &img, &out, &"--chunk", &"1GiB"]),
+        &bw(&[&"write", &img, &out, &"--chunk", &"1GiB", &"--raw"]),
         "--chunk 1GiB: at most 64MiB",
     );
     assert!(!out.exists());
-    let o = bw(&[&"write", &img, &out, &"--chunk", &"64MiB", &"--verify"]);
+    // Random bytes are no disk image: --raw writes them as they are.
+    let o = bw(&[
+        &"write",
+        &img,
+        &out,
+        &"--chunk",
+        &"64MiB",
+        &"--verify",
+        &"--raw",
+    ]);
     assert!(o.status.success(), "{}", output_text(&o));
     assert_eq!(fs::read(&out).unwrap(), fs::read(&img).unwrap());
 }
@@ -346,7 +355,7 @@ fn r25_a_larger_file_target_ends_up_identical() {
     for (src, verify) in [(&img, "--verify"), (&img, "--no-verify"), (&gz, "--verify")] {
         let target = d.join("target.bin");
         fs::write(&target, bytes(99, 48 << 20)).unwrap();
-        let o = bw(&[&"write", src, &target, &verify]);
+        let o = bw(&[&"write", src, &target, &verify, &"--raw"]);
         assert!(o.status.success(), "{}", output_text(&o));
         assert!(
             !String::from_utf8_lossy(&o.stderr).contains("keep their old contents"),
@@ -507,7 +516,7 @@ fn r25_sigint_stops_a_throttled_read_back() {
     cmd.arg("write")
         .arg(&img)
         .arg(lo.path())
-        .args(["--yes", "--verify", "--direct"]);
+        .args(["--yes", "--verify", "--direct", "--raw"]);
     let mut child = throttle.spawn(&cmd);
     // The read-back has begun once more than the writer's two probe reads came back.
     let began = wait_for(&mut child, || throttle.read_bytes() > 512 << 10);

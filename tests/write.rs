@@ -18,13 +18,18 @@ use sha2::{Digest, Sha256};
 
 const MIB: u64 = 1 << 20;
 
-/// A sparse image of `size` bytes with random data at `extents` `(offset, len)`.
+/// A sparse image of `size` bytes with random data at `extents` `(offset, len)`, and an MBR
+/// boot signature (55 AA at byte 510) when the first extent holds it, so that `write`
+/// recognises a disk image (random bytes alone are refused without `--raw`).
 fn sparse_image(path: &Path, size: u64, extents: &[(u64, u64)]) {
     let f = fs::File::create(path).unwrap();
     f.set_len(size).unwrap();
     for (i, &(o, l)) in extents.iter().enumerate() {
         f.write_all_at(&bytes(100 + i as u64, usize::try_from(l).unwrap()), o)
             .unwrap();
+    }
+    if extents.first().is_some_and(|&(o, l)| o == 0 && l >= 512) {
+        f.write_all_at(&[0x55, 0xaa], 510).unwrap();
     }
 }
 
@@ -521,7 +526,11 @@ fn signals_exit_128_plus_the_signal_with_block_0_unwritten() {
 fn interrupted_write(signal: &str, code: i32) {
     let dir = tempdir!();
     let img = dir.path().join("a.img");
-    fs::write(&img, bytes(11, 16 * MIB as usize)).unwrap();
+    // Random bytes with an MBR signature: a disk image to the recogniser.
+    let mut data = bytes(11, 16 * MIB as usize);
+    data[510] = 0x55;
+    data[511] = 0xaa;
+    fs::write(&img, data).unwrap();
     let gz = dir.path().join("a.img.gz");
     let o = blockwise_test_kit::command("gzip")
         .args(["-1", "-c"])

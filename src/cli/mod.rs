@@ -2,6 +2,7 @@
 //! anyhow and the terminal.
 
 mod bench;
+mod import;
 mod plan;
 mod probe;
 mod progress;
@@ -39,6 +40,9 @@ enum Command {
     Probe(probe::ProbeArgs),
     /// Measure write speed at aligned vs shifted offsets (DESTROYS the target's data).
     Bench(bench::BenchArgs),
+    /// Print the spec equivalent to a genimage config or wic kickstart, with a comment per
+    /// option blockwise does differently (plan and build also take those files directly).
+    Import(import::ImportArgs),
 }
 
 /// Runs the command.
@@ -50,6 +54,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Write(a) => write::run(&a),
         Command::Probe(a) => probe::run(&a),
         Command::Bench(a) => bench::run(&a),
+        Command::Import(a) => import::run(&a),
     }
 }
 

@@ -171,7 +171,7 @@ fn load(
             if !p.exists() {
                 bail!("{}: no such spec file", p.display());
             }
-            Ok(SpecFile::load(p)?)
+            super::import::load_spec(p, quiet)
         }
         (None, true) => Ok(SpecFile::new(flags.to_spec()?, PathBuf::from("."))),
         (None, false) => bail!("give a spec file, or flags like --size 8GiB --partition fat32:256MiB --partition ext4:fill"),
@@ -582,7 +582,7 @@ pub fn run_build(a: &BuildArgs) -> anyhow::Result<ExitCode> {
             Some(dev.as_path()),
             a.quiet,
         )?,
-        None => SpecFile::load(&a.spec)?,
+        None => super::import::load_spec(&a.spec, a.quiet)?,
     };
     sf.outputs = std::iter::once(a.output.clone())
         .chain(a.bmap.clone())

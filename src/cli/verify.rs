@@ -4,15 +4,17 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use blockwise_container::verify::{report_human, report_json, verify, VerifyError};
 use blockwise_geometry::{check_erase_block, format_size, parse_size, SectorSize};
-use blockwise_verify::{verify, Options};
+use blockwise_verify::Options;
 
 use blockwise_host::FileSource;
 
 /// Arguments of `blockwise verify`.
 #[derive(Debug, clap::Args)]
 pub struct VerifyArgs {
-    /// Image file or block device (opened read-only, never written).
+    /// Image file, container (.xz .gz .zst .bz2 .lz4 .zip, Android sparse) or block device
+    /// (opened read-only, never written).
     pub source: PathBuf,
     /// Erase block to check against (power of two, e.g. 128KiB, 4MiB, 16MiB).
     #[arg(long, default_value = "4MiB")]
@@ -56,12 +58,25 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
         .strict(args.strict)
         .sector_size(sector)
         .device(hints);
-    let report =
-        verify(&src, &opts).with_context(|| format!("reading {}", args.source.display()))?;
+    let (report, container) = match verify(src, &opts) {
+        Ok(r) => r,
+        Err(VerifyError::Refused(r)) => {
+            eprintln!(
+                "blockwise: {}: {r}",
+                blockwise_container::escape(&args.source.display().to_string())
+            );
+            return Ok(ExitCode::from(2));
+        }
+        Err(VerifyError::Decode(e)) => {
+            return Err(anyhow::Error::new(e).context(format!("reading {}", args.source.display())))
+        }
+        Err(e) => return Err(anyhow::Error::new(e)),
+    };
     if args.json {
-        super::emit(&format!("{}\n", serde_json::to_string_pretty(&report)?));
+        let v = report_json(&report, container.as_ref())?;
+        super::emit(&format!("{}\n", serde_json::to_string_pretty(&v)?));
     } else {
-        super::emit(&report.to_human());
+        super::emit(&report_human(&report, container.as_ref()));
     }
     Ok(ExitCode::from(report.exit_code()))
 }

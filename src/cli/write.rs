@@ -25,7 +25,8 @@ const EXIT_DEVICE: u8 = 3;
 /// Arguments of `blockwise write`.
 #[derive(Debug, clap::Args)]
 pub struct WriteArgs {
-    /// An image (.img, or .img.xz/.gz/.zst/.bz2) or a spec (.toml) to build and write.
+    /// An image (.img; .img.xz/.gz/.zst/.bz2/.lz4/.zip; Android sparse), a block device to
+    /// copy, or a spec (.toml) to build and write. What it is goes by its bytes.
     pub source: PathBuf,
     /// A block device (/dev/sdX, /dev/mmcblkN, /dev/disk/by-id/...) or a regular file.
     pub target: PathBuf,
@@ -64,6 +65,10 @@ pub struct WriteArgs {
     /// No progress bar and no notes.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Write a source that is no disk image blockwise knows (no partition table, no known
+    /// filesystem: a firmware blob) byte for byte instead of refusing it.
+    #[arg(long)]
+    pub raw: bool,
 }
 
 pub(super) fn fail(code: u8, msg: &str) -> ExitCode {
@@ -247,7 +252,7 @@ pub fn run(a: &WriteArgs) -> anyhow::Result<ExitCode> {
         }
         Input::Spec(Box::new(built), work)
     } else {
-        match open_image(&a.source, a.bmap.as_deref()) {
+        match open_image(&a.source, a.bmap.as_deref(), a.raw) {
             Ok(o) => Input::Image(o),
             Err(e) => return Ok(fail(EXIT_REFUSED, &e.to_string())),
         }

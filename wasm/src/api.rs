@@ -4,7 +4,7 @@
 //! the Check rounds in [`crate::source`].
 
 use blockwise_geometry::{
-    format_size, parse_size, FsKind, Meta, Plan, SectorSize, SizeSpec, Tree, ERASE_BLOCK_RANGE,
+    format_size, parse_size, Meta, Plan, SectorSize, SizeSpec, Tree, ERASE_BLOCK_RANGE,
 };
 use blockwise_image::{apply_entries, plan_full, Spec, SpecError};
 use blockwise_verify::{Finding, Options, Report, SafeToFlash, Severity};
@@ -141,7 +141,7 @@ pub fn timestamp(spec: &Spec) -> i64 {
 pub(crate) fn empty_trees(spec: &Spec, ts: i64) -> Result<Vec<Option<Tree>>, Failure> {
     let mut trees = Vec::new();
     for (i, p) in spec.partitions.iter().enumerate() {
-        if !(p.fs.is_fat() || p.fs == FsKind::Ext4) {
+        if !blockwise_image::takes_tree(p.fs) {
             trees.push(None);
             continue;
         }

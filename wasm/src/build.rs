@@ -173,6 +173,23 @@ pub fn prepare(spec: &Spec, entries: &[FileEntry]) -> Result<Job, Failure> {
                 .to_string(),
         ));
     }
+    // squashfs compresses, EROFS packs the last bytes of files next to their inodes and
+    // dm-verity hashes the data, all while the image is made; the page reads the dropped
+    // files only when it streams the image out.
+    for (i, p) in spec.partitions.iter().enumerate() {
+        let refused = match p.fs {
+            FsKind::Verity => Some(("fs", "a dm-verity hash tree")),
+            FsKind::Squashfs => Some(("fs", "squashfs")),
+            FsKind::Erofs => Some(("fs", "EROFS")),
+            _ => None,
+        };
+        if let Some((key, what)) = refused {
+            return Err(Failure::unsupported(format!(
+                "partition[{}].{key}: {what} is not built in the page yet (plan and check work); use `blockwise build`",
+                i + 1
+            )));
+        }
+    }
     let ts = timestamp(spec);
     let clamp = spec.image.timestamp.map(|_| ts);
     // Route every entry first: the directory times of a partition depend on its files.

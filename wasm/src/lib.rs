@@ -8,6 +8,9 @@
 //!   verifier asks for (`blob.slice()`), so a 32 GiB image costs some KiB
 //!   (see [`source`]). Resolves to the report of `blockwise verify --json`, plus the
 //!   safe-to-flash answer, the human text and JSON of the CLI, and the bytes read.
+//! - [`worker::verify_container`]`(blob, options)`, in a Web Worker: the same for an image
+//!   in a container, decoded by `blockwise_container` (the CLI's decoders) over the `Blob`
+//!   read with `FileReaderSync`; [`worker::is_container`]`(head)` says which inputs need it.
 //! - [`prepare_build`]`(spec, entries)`: plans and assembles an image from the files'
 //!   names, sizes and times (see [`build`]); its [`BuildJob::image_blob`] composes the image
 //!   as a `Blob` of the metadata and slices of the files themselves, and
@@ -26,6 +29,7 @@ pub mod api;
 pub mod bmap;
 pub mod build;
 pub mod source;
+pub mod worker;
 
 use wasm_bindgen::prelude::*;
 
@@ -99,8 +103,8 @@ pub fn plan(spec: JsValue) -> Result<JsValue, JsValue> {
 /// it has what it needs (only metadata: some KiB). `options`: `{ eraseBlock: 4194304 or
 /// "4MiB", strict: false, sectorSize: 512 | 4096, name: "disk.img" }`, all optional.
 /// Images in a container (xz, gzip, zstd, bzip2, lz4, zip, Android sparse, VM disks) are
-/// refused with an `UnsupportedError` that says how to unpack them, until the container
-/// decoders slot into [`source::check_round`].
+/// refused with an `UnsupportedError` that says how to unpack them: check those with
+/// [`worker::verify_container`] in a Web Worker ([`worker::is_container`] tells them apart).
 #[wasm_bindgen]
 pub async fn verify(blob: JsBlob, options: JsValue) -> Result<JsValue, JsValue> {
     let mut opts: VerifyOptions = if options.is_undefined() || options.is_null() {

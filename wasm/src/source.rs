@@ -7,14 +7,13 @@
 //! that range (rounded out to whole 4 KiB pages) and runs the round again. The verifier
 //! reads only metadata, so a few dozen rounds and some KiB suffice even for a 32 GiB image.
 //!
-//! **Where containers slot in.** A round first asks what the input is ([`Input::of`], by its
-//! first bytes). A raw image is verified over [`Fetched`] directly. A container (xz, gzip,
-//! zstd, bzip2, lz4, zip, Android sparse) is where `blockwise_container`'s decoders go: a
-//! decoder is a `BlockSource` over another `BlockSource`, so it is built over the same
-//! `Fetched` and the verifier runs over the decoder; a decoder read that needs undecoded
-//! bytes fails with the inner [`Missing`], and the rounds go on exactly as for a raw image.
-//! Until the decoders land, [`check_round`] refuses a container with a message that says
-//! what the file is and how to unpack it whatever its name.
+//! **Containers.** A round first asks what the input is ([`Input::of`], by its first bytes).
+//! A raw image is verified over [`Fetched`] directly. A container (xz, gzip, zstd, bzip2,
+//! lz4, zip, Android sparse) is refused here with a message that says what the file is and
+//! how to unpack it whatever its name: rounds that restart on every missing range would
+//! decode a stream from its start each time. The page checks containers in a Web Worker
+//! instead ([`crate::worker`]), where `blockwise_container`'s decoders read the `Blob`
+//! synchronously.
 
 use std::collections::BTreeMap;
 
@@ -195,8 +194,8 @@ impl Container {
         }
     }
 
-    /// The page's answer until `blockwise_container` decodes it: what the file is, that the
-    /// page does not unpack it yet, and the command that does.
+    /// `verify`'s answer (it reads raw images over fetched ranges): what the file is, that
+    /// [`crate::worker::verify_container`] decodes it, and the command that unpacks it.
     #[must_use]
     pub fn refusal(self, file: &str) -> Failure {
         let what = match self {
@@ -210,10 +209,16 @@ impl Container {
             Container::AndroidSparse => format!("{file} is an Android sparse image"),
             _ => format!("{file} is {}-compressed", self.name()),
         };
-        Failure::unsupported(format!(
-            "{what}: this page does not unpack it yet, so its partition table cannot be read here. Unpack it with `{}` and check image.img (an image in a container is aligned exactly when the image inside is).",
-            self.unpack_command(file)
-        ))
+        match self {
+            Container::Qcow2 | Container::Vmdk | Container::Vhdx => Failure::unsupported(format!(
+                "{what}: this page does not convert it, so its partition table cannot be read here. Convert it with `{}` and check image.img.",
+                self.unpack_command(file)
+            )),
+            _ => Failure::unsupported(format!(
+                "{what}: verify() reads raw images; verifyContainer() decodes it in a Web Worker (as the page's Check does), or unpack it with `{}` and check image.img (an image in a container is aligned exactly when the image inside is).",
+                self.unpack_command(file)
+            )),
+        }
     }
 }
 
@@ -353,7 +358,7 @@ mod tests {
         );
         assert!(
             f.message
-                .starts_with("renamed.img is xz-compressed: this page does not unpack it yet"),
+                .starts_with("renamed.img is xz-compressed: verify() reads raw images; verifyContainer() decodes it"),
             "{}",
             f.message
         );

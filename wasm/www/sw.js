@@ -2,7 +2,7 @@
 // installs and served from the cache afterwards. wasm/build.sh writes the build's content hash
 // into VERSION, so a new build installs a new cache (and drops the old one).
 const VERSION = 'blockwise-__BUILD_HASH__';
-const FILES = ['./', 'index.html', 'app.js', 'draw.js', 'build-worker.js', 'style.css', 'pkg/blockwise_wasm.js', 'pkg/blockwise_wasm_bg.wasm'];
+const FILES = ['./', 'index.html', 'app.js', 'draw.js', 'build-worker.js', 'check-worker.js', 'style.css', 'pkg/blockwise_wasm.js', 'pkg/blockwise_wasm_bg.wasm'];
 
 self.addEventListener('install', (ev) => {
   ev.waitUntil(caches.open(VERSION).then((c) => c.addAll(FILES)).then(() => self.skipWaiting()));

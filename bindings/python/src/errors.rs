@@ -79,6 +79,7 @@ pub(crate) fn python_words(message: &str) -> String {
         s.replace_range(i..=i + len, "");
     }
     for (cli, py) in [
+        ("--raw (Python: raw=True)", "raw=True"),
         ("--partition-ok", "partition_ok=True"),
         ("--zero-holes", "zero_holes=True"),
         ("--direct", "direct=True"),

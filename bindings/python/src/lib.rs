@@ -372,10 +372,11 @@ fn build(
     }
 }
 
-/// A source that polls the operation between reads (Ctrl-C, the `cancel` event).
-struct Interruptible<'a> {
-    inner: &'a FileSource,
-    op: &'a Op,
+/// A source that polls the operation between reads (Ctrl-C, the `cancel` event). It owns
+/// the file and shares the [`Op`]: the container decoders take the source and drop it there.
+struct Interruptible {
+    inner: FileSource,
+    op: std::sync::Arc<Op>,
 }
 
 /// Why an [`Interruptible`] read failed.
@@ -403,7 +404,7 @@ impl std::error::Error for ReadError {
     }
 }
 
-impl BlockSource for Interruptible<'_> {
+impl BlockSource for Interruptible {
     type Error = ReadError;
 
     fn len(&self) -> u64 {
@@ -438,7 +439,9 @@ fn size_arg(py: Python<'_>, key: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
 ///
 /// Only metadata is read (partition tables, superblocks, group descriptors, FATs' first
 /// sectors, and the gaps between partitions up to 256 MiB): a 32 GiB sparse image verifies
-/// in milliseconds. Never writes.
+/// in milliseconds. Never writes. A container (`.zst`, `.xz`, `.gz`, `.bz2`, `.lz4`, `.zip`,
+/// Android sparse; known by its bytes) is read through its decoder and reported like the raw
+/// image, plus `container`.
 ///
 /// Args:
 ///     path: the image file or block device.
@@ -452,11 +455,14 @@ fn size_arg(py: Python<'_>, key: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
 /// Returns:
 ///     `Report`: `source`, `size_bytes`, `sector_bytes`, `erase_block_bytes`, `table`,
 ///     `partitions` (as in a `Plan`), `findings` (`severity` `error`/`warning`/`info`,
-///     `code`, `partition`, `message`), `aligned`, and for a device `device` (its sysfs
-///     hints).
+///     `code`, `partition`, `message`), `aligned`, for a device `device` (its sysfs
+///     hints), and for a container `container` (`kind`, `seekable`, ...).
 ///
 /// Raises:
-///     CorruptImageError: neither a partition table nor a filesystem was recognised.
+///     CorruptImageError: neither a partition table nor a filesystem was recognised, or a
+///         container that does not decode.
+///     UnsupportedError: a format blockwise refuses (tar, qcow2, VMDK, VHD, ...; the
+///         message says what to do instead).
 ///     SpecError: a bad `erase_block` or `sector_size` (`.key` names the argument).
 ///     FileNotFoundError, IsADirectoryError, PermissionError, OSError: the path cannot be
 ///         read (`errno`, `filename`).
@@ -498,24 +504,44 @@ fn verify(
             )
         })?),
     };
-    let op = Op::start(py, cancel, None)?;
+    let op = std::sync::Arc::new(Op::start(py, cancel, None)?);
     let src = FileSource::open(&path).map_err(|e| host_error(py, &e))?;
     let opts = blockwise_verify::Options::new(path.display().to_string())
         .erase_block(erase)
         .strict(strict)
         .sector_size(sector)
         .device(src.hints());
-    let report = py.allow_threads(|| {
+    let result = py.allow_threads(|| {
         let source = Interruptible {
-            inner: &src,
-            op: &op,
+            inner: src,
+            op: op.clone(),
         };
-        blockwise_verify::verify(&source, &opts)
+        blockwise_container::verify::verify(source, &opts)
     });
-    let report = match report {
+    use blockwise_container::verify::VerifyError;
+    let (report, container) = match result {
         Ok(r) => r,
-        Err(ReadError::Io(e)) => return Err(errors::io_error(&path, &e, "reading")),
-        Err(ReadError::Interrupted) => return Err(op.error(py, "the verify was stopped")),
+        // A stop surfaces as the read's error, or as whatever a decoder made of it.
+        Err(_) if op.stopped() => return Err(op.error(py, "the verify was stopped")),
+        Err(VerifyError::Refused(r)) => {
+            return Err(errors::unsupported(py, &format!("{}: {r}", path.display())));
+        }
+        Err(VerifyError::Decode(blockwise_container::Error::Input(e))) => {
+            return Err(match e.downcast::<ReadError>() {
+                Ok(read) => match *read {
+                    ReadError::Io(e) => errors::io_error(&path, &e, "reading"),
+                    ReadError::Interrupted => op.error(py, "the verify was stopped"),
+                },
+                Err(other) => errors::io_error(&path, &std::io::Error::other(other), "reading"),
+            });
+        }
+        Err(e) => {
+            return Err(errors::corrupt(
+                py,
+                Some(&path),
+                &format!("{}: {e}", path.display()),
+            ));
+        }
     };
     if !report.recognised {
         let why: Vec<&str> = report.findings.iter().map(|f| f.message.as_str()).collect();
@@ -533,7 +559,8 @@ fn verify(
             ),
         ));
     }
-    let v = serde_json::to_value(&report).map_err(json_error)?;
+    let v = blockwise_container::verify::report_json(&report, container.as_ref())
+        .map_err(json_error)?;
     to_python(py, &v)
 }
 
@@ -749,6 +776,8 @@ struct WriteArgs {
     direct: bool,
     yes: bool,
     partition_ok: bool,
+    /// Write bytes that are no disk image as they are.
+    raw: bool,
 }
 
 /// A unique work directory for a spec build (mke2fs temp files), removed on drop.
@@ -820,8 +849,8 @@ fn write_steps(
             &mut spec_source
         }
         WriteSource::Image(path) => {
-            opened =
-                blockwise_flash::open_image(path, a.bmap.as_deref()).map_err(WriteFailure::Open)?;
+            opened = blockwise_flash::open_image(path, a.bmap.as_deref(), a.raw)
+                .map_err(WriteFailure::Open)?;
             let mut paths = vec![path.as_path()];
             paths.extend(opened.bmap.as_deref());
             inputs = blockwise_flash::data_ids(&paths);
@@ -900,6 +929,9 @@ fn write_error(py: Python<'_>, e: WriteFailure, src_path: &Path, target: &Path) 
                 OpenError::Io { path, source } => errors::io_error(path, source, ""),
                 OpenError::Bmap { path, .. } => errors::corrupt(py, Some(path), &message),
                 OpenError::BmapSize { bmap, .. } => errors::corrupt(py, Some(bmap), &message),
+                OpenError::Refused { .. } | OpenError::NotImage { .. } => {
+                    errors::unsupported(py, &message)
+                }
                 _ => errors::corrupt(py, Some(src_path), &message),
             }
         }
@@ -962,8 +994,9 @@ fn write_error(py: Python<'_>, e: WriteFailure, src_path: &Path, target: &Path) 
 /// Writes an image file or a spec to a block device or regular file, as
 /// `blockwise write --json` prints it (plus `warnings`).
 ///
-/// `source` is an image file (raw, or `.xz`/`.gz`/`.zst`/`.bz2`, streamed, with the
-/// bmaptool `.bmap` beside it or `bmap=`), a spec file (recognised by its content: a small
+/// `source` is an image file (raw; `.xz`/`.gz`/`.zst`/`.bz2`/`.lz4`/`.zip` or Android sparse,
+/// recognised by its bytes and streamed; a block device copied whole; with the bmaptool
+/// `.bmap` beside it or `bmap=`), a spec file (recognised by its content: a small
 /// text file that parses as TOML, whatever its name; built in memory and streamed, without an
 /// intermediate image) or a spec dict. `target` is a block device (opened with `O_EXCL` for
 /// the whole write) or a regular file (created when missing, never in `/dev`; emptied first,
@@ -997,6 +1030,9 @@ fn write_error(py: Python<'_>, e: WriteFailure, src_path: &Path, target: &Path) 
 ///     discard: discard (TRIM) the target's unmapped ranges first.
 ///     direct: fail instead of falling back to buffered writes when `O_DIRECT` is refused.
 ///     base_dir: the directory a spec dict's relative paths resolve against.
+///     raw: write bytes that are no disk image blockwise knows (no partition table, no
+///         filesystem: firmware blobs, unknown filesystems) byte for byte instead of
+///         raising `UnsupportedError`.
 ///     cancel: a `threading.Event`; once set, the write stops within 50 ms (after the chunk
 ///         in flight, block 0 unwritten; during the read-back after the read in flight) and
 ///         `CancelledError` is raised.
@@ -1012,6 +1048,9 @@ fn write_error(py: Python<'_>, e: WriteFailure, src_path: &Path, target: &Path) 
 ///         `PermissionError`; `filename` is the target).
 ///     SpecError: a bad spec (`.key`), or a bad `chunk` (`.key == "chunk"`).
 ///     CorruptImageError: an unusable bmap, a bmap checksum mismatch, a truncated image.
+///     UnsupportedError: a format that cannot be written as it is (tar, qcow2, VMDK, VHD,
+///         ...; the message says what to do instead), or bytes that are no disk image
+///         without `raw=True`.
 ///     FileNotFoundError: the source is missing. OSError: the device failed (`EIO`,
 ///         `ENOSPC`, a read-back that differs: `errno`, `filename` is the target, the message
 ///         gives the offset).
@@ -1025,7 +1064,8 @@ fn write_error(py: Python<'_>, e: WriteFailure, src_path: &Path, target: &Path) 
 #[pyfunction]
 #[pyo3(signature = (
     source, target, verify=true, progress=None, *, yes=false, partition_ok=false, bmap=None,
-    chunk=None, zero_holes=false, discard=false, direct=false, base_dir=None, cancel=None
+    chunk=None, zero_holes=false, discard=false, direct=false, base_dir=None, raw=false,
+    cancel=None
 ))]
 #[expect(clippy::too_many_arguments, reason = "the Python signature")]
 fn write(
@@ -1042,6 +1082,7 @@ fn write(
     discard: bool,
     direct: bool,
     base_dir: Option<PathBuf>,
+    raw: bool,
     cancel: Option<Bound<'_, PyAny>>,
 ) -> PyResult<PyObject> {
     let chunk = match chunk {
@@ -1125,6 +1166,7 @@ fn write(
         direct,
         yes,
         partition_ok,
+        raw,
     };
     let op = Op::start(py, cancel, progress)?;
     let result = py.allow_threads(|| {

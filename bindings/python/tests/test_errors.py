@@ -196,7 +196,7 @@ def test_partition_target_message_names_the_keyword(tmp_path: pathlib.Path) -> N
         try:
             assert os.path.exists(part), f"partx -a {dev} made no {part}"
             with pytest.raises(blockwise.UnsafeTargetError) as e:
-                blockwise.write(img, part, yes=True)
+                blockwise.write(img, part, yes=True, raw=True)
         finally:
             subprocess.run([need_tool("partx"), "-d", dev], capture_output=True)
     assert "partition_ok=True" in clean(str(e.value)), str(e.value)

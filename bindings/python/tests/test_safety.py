@@ -122,7 +122,7 @@ def test_a_missing_dev_node_is_refused(tmp_path: pathlib.Path) -> None:
     img.write_bytes(os.urandom(1 << 20))
     missing = pathlib.Path("/dev/blockwise-r25-py-sdz9")
     with pytest.raises(blockwise.UnsafeTargetError, match="no such device"):
-        blockwise.write(img, missing, partition_ok=True)
+        blockwise.write(img, missing, partition_ok=True, raw=True)
     assert not missing.exists()
 
 
@@ -130,7 +130,7 @@ def test_chunk_above_64mib_is_a_spec_error(tmp_path: pathlib.Path) -> None:
     img = tmp_path / "a.img"
     img.write_bytes(os.urandom(1 << 20))
     with pytest.raises(blockwise.SpecError) as e:
-        blockwise.write(img, tmp_path / "o.img", chunk="1GiB")
+        blockwise.write(img, tmp_path / "o.img", chunk="1GiB", raw=True)
     assert e.value.key == "chunk"
     assert not (tmp_path / "o.img").exists()
 

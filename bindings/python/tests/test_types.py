@@ -112,6 +112,9 @@ def test_containers_and_mbr(tmp_path: pathlib.Path) -> None:
         built = blockwise.build(spec, tmp_path / name)
         conforms(built, blockwise.BuildResult)
         assert "container" in built
+        report = blockwise.verify(tmp_path / name)
+        conforms(report, blockwise.Report)
+        assert report["container"]["kind"] == {"a.simg": "android-sparse", "a.img.zst": "zstd"}[name]
     conforms(blockwise.plan(spec), blockwise.Plan)
     bare = blockwise.build({"image": {"size": "64MiB", "table": "none"},
                             "partition": [{"fs": "fat32", "size": "fill"}]}, tmp_path / "b.img")

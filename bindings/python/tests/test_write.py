@@ -220,7 +220,7 @@ def test_ctrl_c_cancels(tmp_path: pathlib.Path) -> None:
     old = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
-            blockwise.write(source, target, progress=progress, chunk="64KiB")
+            blockwise.write(source, target, progress=progress, chunk="64KiB", raw=True)
     finally:
         signal.signal(signal.SIGINT, old)
         for t in timers:

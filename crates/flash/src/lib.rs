@@ -49,6 +49,7 @@ mod error;
 mod estimate;
 mod fault;
 mod identity;
+mod input;
 mod json;
 mod probe;
 mod safety;
@@ -77,6 +78,7 @@ pub use estimate::{
 };
 pub use fault::{Fault, FaultDevice};
 pub use identity::{data_ids, refuse_input_as_target, DataId};
+pub use input::{block_device_size, ContainerSource, DeviceSource, FileInput, InputKind};
 pub use json::write_json;
 pub use probe::{
     probe, probe_in, probe_sysfs, Probe, ProbeError, Recommendation, Source as ValueSource,

@@ -4,12 +4,16 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, FileTypeExt};
 use std::path::{Path, PathBuf};
 
+use blockwise_container::{
+    ContainerKind, Content, OpenError as ContainerOpenError, Opened as Input, Refusal,
+};
 use blockwise_geometry::BlockSource;
 
 use crate::bmap::{Bmap, Checked};
+use crate::input::{ContainerSource, DeviceSource, FileInput, InputKind};
 use crate::SourceError;
 
 /// Bytes to write and which ranges of them matter. The writer calls [`Source::read`] with
@@ -96,6 +100,11 @@ impl ImageFile {
     pub fn open(path: &Path) -> io::Result<Self> {
         let file = File::open(path)?;
         let size = file.metadata()?.len();
+        ImageFile::from_file(file, size)
+    }
+
+    /// `file` of `size` bytes, with its data ranges.
+    pub fn from_file(file: File, size: u64) -> io::Result<Self> {
         let ranges = data_ranges(&file, size)?;
         Ok(ImageFile { file, size, ranges })
     }
@@ -220,31 +229,14 @@ impl Compression {
     }
 }
 
-/// Memory liblzma may take to decompress an xz (or legacy .lzma) image: the dictionary size
-/// comes from the file's header, so a hostile or damaged header could otherwise make it
-/// allocate 4 GiB before a byte is decoded. `xz -9` needs 65 MiB; xz's largest dictionary
-/// (1.5 GiB, only by hand) is refused with an error that says so.
-pub const XZ_MEMLIMIT: u64 = 512 << 20;
-
-/// The xz decoder, with liblzma's "memory limit reached" said in the writer's words.
-struct XzReader<R>(xz2::bufread::XzDecoder<R>);
-
-impl<R: io::BufRead> Read for XzReader<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.read(buf).map_err(|e| {
-            let memlimit = e
-                .get_ref()
-                .and_then(|inner| inner.downcast_ref::<xz2::stream::Error>())
-                .is_some_and(|x| matches!(x, xz2::stream::Error::MemLimit));
-            if memlimit {
-                io::Error::other(format!(
-                    "the xz header asks for a dictionary larger than blockwise allows ({}; `xz -9` needs 65 MiB): not decompressed; if the file is genuine, decompress it with `xz -dk` and write the .img",
-                    blockwise_geometry::format_size(XZ_MEMLIMIT)
-                ))
-            } else {
-                e
-            }
-        })
+impl Compression {
+    fn container(self) -> ContainerKind {
+        match self {
+            Compression::Xz => ContainerKind::Xz,
+            Compression::Gzip => ContainerKind::Gzip,
+            Compression::Zstd => ContainerKind::Zstd,
+            Compression::Bzip2 => ContainerKind::Bzip2,
+        }
     }
 }
 
@@ -263,21 +255,26 @@ impl Stream {
         c: Compression,
         size: Option<u64>,
     ) -> io::Result<Self> {
-        let reader: Box<dyn Read> = match c {
-            Compression::Xz => Box::new(XzReader(xz2::bufread::XzDecoder::new_stream(
-                input,
-                xz2::stream::Stream::new_auto_decoder(XZ_MEMLIMIT, xz2::stream::CONCATENATED)?,
-            ))),
-            Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(input)),
-            Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(input)?),
-            Compression::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(input)),
-        };
+        let reader: Box<dyn Read> =
+            blockwise_container::decode::stream_decoder(c.container(), input)
+                .ok_or_else(|| io::Error::other("not a stream container"))??;
         Ok(Stream {
             reader,
             pos: 0,
             size,
             scratch: Vec::new(),
         })
+    }
+
+    /// A stream of image bytes already decoding (`reader`); `size` as in [`Stream::open`].
+    #[must_use]
+    pub fn from_decoded(reader: Box<dyn Read>, size: Option<u64>) -> Self {
+        Stream {
+            reader,
+            pos: 0,
+            size,
+            scratch: Vec::new(),
+        }
     }
 
     fn fill(&mut self, buf: &mut [u8]) -> io::Result<usize> {
@@ -399,6 +396,32 @@ impl std::fmt::Debug for Opened {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OpenError {
+    /// The source is a format blockwise names and refuses (tar, qcow2, ..., or bytes that
+    /// are no disk image without `raw`).
+    #[error("{}: {refusal}", path.display())]
+    Refused {
+        /// The source.
+        path: PathBuf,
+        /// What it is and what to do instead.
+        refusal: Refusal,
+    },
+    /// The source is a container that does not decode.
+    #[error("{}: {source}", path.display())]
+    Decode {
+        /// The source.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: blockwise_container::Error,
+    },
+    /// The source has no size (a character device, a FIFO, a socket) or is a directory.
+    #[error("{}: {what}", path.display())]
+    NotImage {
+        /// The source.
+        path: PathBuf,
+        /// What it is.
+        what: String,
+    },
     /// The image or bmap could not be read.
     #[error("{path}: {source}")]
     Io {
@@ -444,16 +467,33 @@ pub fn bmap_beside(image: &Path) -> Option<PathBuf> {
     }
     stems
         .iter()
-        .skip(usize::from(Compression::of(image).is_some()))
+        .skip(usize::from(compressed_name(image)))
         .map(|stem| image.with_file_name(format!("{stem}.bmap")))
         .find(|p| p.is_file())
 }
 
-/// Reads up to `buf.len()` bytes from the start of `f`; the count read.
-fn read_head(mut f: File, buf: &mut [u8]) -> io::Result<usize> {
+/// Reads and parses the bmap `b`.
+fn read_bmap(b: &Path) -> Result<Bmap, OpenError> {
+    let io_err = |source| OpenError::Io {
+        path: b.to_path_buf(),
+        source,
+    };
+    let f = File::open(b).map_err(io_err)?;
+    let mut text = String::new();
+    f.take(crate::bmap::MAX_BMAP_BYTES)
+        .read_to_string(&mut text)
+        .map_err(io_err)?;
+    Bmap::parse(&text).map_err(|source| OpenError::Bmap {
+        path: b.to_path_buf(),
+        source,
+    })
+}
+
+/// Reads until `buf` is full or `r` ends; the count read.
+fn read_upto(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
-        match f.read(buf.get_mut(n..).unwrap_or_default()) {
+        match r.read(buf.get_mut(n..).unwrap_or_default()) {
             Ok(0) => break,
             Ok(k) => n += k,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -463,16 +503,166 @@ fn read_head(mut f: File, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
-/// Opens an image file or a compressed image (by its magic bytes, else its name), with
-/// `bmap` or the one beside it.
-pub fn open_image(image: &Path, bmap: Option<&Path>) -> Result<Opened, OpenError> {
+/// A FIFO or pipe (`curl … | blockwise write /dev/stdin DEV`): accepted only when it carries
+/// a compressed stream (xz, gzip, zstd, bzip2, lz4), whose own end marks and checksums say
+/// whether it arrived whole; a raw image through a pipe has no size to check and is refused.
+/// Opening waits for the pipe's writer, as any reader of a pipe does.
+fn open_pipe(
+    image: &Path,
+    bmap: Option<Bmap>,
+    bmap_path: Option<&Path>,
+    raw: bool,
+) -> Result<Opened, OpenError> {
+    let io_err = |source| OpenError::Io {
+        path: image.to_path_buf(),
+        source,
+    };
+    let refused = |what: String, hint: &str| OpenError::Refused {
+        path: image.to_path_buf(),
+        refusal: Refusal {
+            what,
+            hint: hint.to_string(),
+            kind: "pipe",
+        },
+    };
+    let mut f = File::open(image).map_err(io_err)?;
+    let mut head = vec![0u8; blockwise_container::recognise::HEAD];
+    let got = read_upto(&mut f, &mut head).map_err(io_err)?;
+    head.truncate(got);
+    let kind = match blockwise_container::recognise::recognise_bytes(&head, &[], u64::MAX) {
+        blockwise_container::Format::Container(k)
+            if !matches!(k, ContainerKind::Zip | ContainerKind::AndroidSparse) =>
+        {
+            k
+        }
+        blockwise_container::Format::Container(k) => {
+            return Err(refused(
+                format!("{} through a pipe", k.name()),
+                "it needs random access: save it to a file first",
+            ))
+        }
+        blockwise_container::Format::Refused(r) => {
+            return Err(OpenError::Refused {
+                path: image.to_path_buf(),
+                refusal: r,
+            })
+        }
+        _ => {
+            return Err(refused(
+                "a pipe that carries no compressed image".into(),
+                "an uncompressed image through a pipe has no size, so a cut one would look whole: save it to a file first, or send it compressed (xz, gzip, zstd)",
+            ))
+        }
+    };
+    let compressed = io::Cursor::new(head).chain(io::BufReader::with_capacity(1 << 20, f));
+    let mut decoder = blockwise_container::decode::stream_decoder(kind, compressed)
+        .ok_or_else(|| io_err(io::Error::other("not a stream container")))?
+        .map_err(io_err)?;
+    let mut inner = vec![0u8; blockwise_container::recognise::HEAD];
+    let n = read_upto(&mut decoder, &mut inner).map_err(|e| OpenError::Decode {
+        path: image.to_path_buf(),
+        source: blockwise_container::Error::Decoder {
+            format: kind.name(),
+            source: e,
+        },
+    })?;
+    inner.truncate(n);
+    let len = u64::try_from(n).unwrap_or(0);
+    let content = match blockwise_container::recognise::recognise_bytes(&inner, &[], len) {
+        blockwise_container::Format::Image(k) => Content::Image(k),
+        blockwise_container::Format::Unknown(u) => Content::Unknown(u),
+        blockwise_container::Format::Refused(r) => {
+            return Err(refused(
+                format!("{} inside {}", r.what, kind.name()),
+                &r.hint,
+            ))
+        }
+        blockwise_container::Format::Container(c) => {
+            return Err(refused(
+                format!("{} inside {}", c.name(), kind.name()),
+                "blockwise decodes one layer: unpack the outer one first",
+            ))
+        }
+    };
+    content
+        .require_image(raw, Some(kind.name()))
+        .map_err(|refusal| OpenError::Refused {
+            path: image.to_path_buf(),
+            refusal,
+        })?;
+    let mut notes = vec![format!(
+        "{} is a pipe carrying {}: writing the decoded stream",
+        image.display(),
+        kind.name()
+    )];
+    let reader: Box<dyn Read> = Box::new(io::Cursor::new(inner).chain(decoder));
+    let source: Box<dyn Source> = match bmap {
+        Some(bm) => {
+            let size = bm.image_size;
+            Box::new(Checked::new(Stream::from_decoded(reader, Some(size)), bm))
+        }
+        None => {
+            notes.push(
+                "no block map: the whole decompressed image is written, zeros included".into(),
+            );
+            Box::new(Stream::from_decoded(reader, None))
+        }
+    };
+    Ok(Opened {
+        source,
+        notes,
+        bmap: bmap_path.map(Path::to_path_buf),
+    })
+}
+
+/// Compression extensions: `X.img.xz`'s bmap is `X.img.bmap`.
+fn compressed_name(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| matches!(e, "xz" | "gz" | "zst" | "zstd" | "bz2" | "lz4" | "zip"))
+}
+
+/// Opens what `write` writes from `image`, deciding by its bytes alone
+/// ([`blockwise_container::open`]): a disk image or filesystem as it is (its data ranges), a
+/// block device as a raw image of its size, a container decoded (xz, gzip, zstd, bzip2, lz4,
+/// zip, Android sparse, whose DONT_CARE chunks and all-zero seekable-zstd frames are holes),
+/// with `bmap` or the one beside it. Refused, before anything is written: formats that hold
+/// an image but cannot be written as they are (tar, qcow2, VMDK, VHD, ... — named, with a
+/// hint), sources without a size (character devices, FIFOs, sockets), and bytes that are no
+/// disk image unless `raw`.
+pub fn open_image(image: &Path, bmap: Option<&Path>, raw: bool) -> Result<Opened, OpenError> {
     let io_err = |path: &Path| {
         let path = path.to_path_buf();
         move |source| OpenError::Io { path, source }
     };
     let mut notes = Vec::new();
+    let is_pipe = std::fs::metadata(image)
+        .map(|m| m.file_type().is_fifo())
+        .map_err(io_err(image))?;
+    if is_pipe {
+        let parsed = match bmap {
+            Some(b) => Some(read_bmap(b)?),
+            None => None,
+        };
+        return open_pipe(image, parsed, bmap, raw);
+    }
+    let input = FileInput::open(image).map_err(|e| {
+        if e.kind() == io::ErrorKind::InvalidInput {
+            OpenError::NotImage {
+                path: image.to_path_buf(),
+                what: e.to_string(),
+            }
+        } else {
+            OpenError::Io {
+                path: image.to_path_buf(),
+                source: e,
+            }
+        }
+    })?;
+    let kind = input.kind();
     let bmap_path = match bmap {
         Some(b) => Some(b.to_path_buf()),
+        None if kind == InputKind::BlockDevice => None,
         None => {
             let found = bmap_beside(image);
             if let Some(b) = &found {
@@ -485,66 +675,136 @@ pub fn open_image(image: &Path, bmap: Option<&Path>) -> Result<Opened, OpenError
         }
     };
     let parsed = match &bmap_path {
-        Some(b) => {
-            let f = File::open(b).map_err(io_err(b))?;
-            let mut text = String::new();
-            f.take(crate::bmap::MAX_BMAP_BYTES)
-                .read_to_string(&mut text)
-                .map_err(io_err(b))?;
-            Some(Bmap::parse(&text).map_err(|source| OpenError::Bmap {
-                path: b.clone(),
-                source,
-            })?)
-        }
+        Some(b) => Some(read_bmap(b)?),
         None => None,
     };
-    // Sniff the first bytes of regular files only: reading a FIFO or a pipe (`/dev/stdin`)
-    // would consume what the stream below needs, so those go by their name.
-    let regular = std::fs::metadata(image)
-        .map(|m| m.is_file())
-        .map_err(io_err(image))?;
-    let compression = if regular {
-        let mut head = [0u8; 6];
-        let got = File::open(image)
-            .and_then(|f| read_head(f, &mut head))
-            .map_err(io_err(image))?;
-        Compression::detect(image, head.get(..got).unwrap_or_default())
-    } else {
-        Compression::of(image)
+    let refused = |refusal: Refusal| OpenError::Refused {
+        path: image.to_path_buf(),
+        refusal,
     };
-    if let Some(c) = compression {
-        if Compression::of(image) != Some(c) {
-            notes.push(format!(
-                "{} is {}-compressed (by its first bytes): writing it decompressed",
-                image.display(),
-                c.name()
-            ));
-        }
+    let opened = blockwise_container::open(input).map_err(|e| match e {
+        ContainerOpenError::Refused(r) => refused(r),
+        ContainerOpenError::Decode(source) => OpenError::Decode {
+            path: image.to_path_buf(),
+            source,
+        },
+        other => OpenError::Decode {
+            path: image.to_path_buf(),
+            source: blockwise_container::Error::Input(Box::new(other)),
+        },
+    })?;
+    let container = match &opened {
+        Input::Container { decoded, .. } => Some(decoded.kind().name()),
+        Input::Plain { .. } => None,
+    };
+    opened
+        .content()
+        .require_image(raw, container)
+        .map_err(refused)?;
+    if let Content::Unknown(u) = opened.content() {
+        notes.push(format!(
+            "--raw: written byte for byte although it is no disk image blockwise knows ({})",
+            u.looks_like
+        ));
     }
-    let source: Box<dyn Source> = match (compression, parsed) {
-        (Some(c), Some(bm)) => {
-            let s = Stream::open(image, c, Some(bm.image_size)).map_err(io_err(image))?;
-            Box::new(Checked::new(s, bm))
+    let bmap_size = |actual: u64, bm: &Bmap| {
+        if actual == bm.image_size {
+            Ok(())
+        } else {
+            Err(OpenError::BmapSize {
+                bmap: bmap_path.clone().unwrap_or_default(),
+                image: image.to_path_buf(),
+                expected: bm.image_size,
+                actual,
+            })
         }
-        (Some(c), None) => {
-            notes.push(
-                "no block map: the whole decompressed image is written, zeros included".into(),
-            );
-            Box::new(Stream::open(image, c, None).map_err(io_err(image))?)
-        }
-        (None, Some(bm)) => {
-            let f = ImageFile::open(image).map_err(io_err(image))?;
-            if f.size != bm.image_size {
-                return Err(OpenError::BmapSize {
-                    bmap: bmap_path.clone().unwrap_or_default(),
-                    image: image.to_path_buf(),
-                    expected: bm.image_size,
-                    actual: f.size,
-                });
+    };
+    let source: Box<dyn Source> = match opened {
+        Input::Plain { src, .. } if src.kind() == InputKind::BlockDevice => {
+            let size = src.len();
+            let dev = DeviceSource::open(image, size).map_err(io_err(image))?;
+            notes.push(format!(
+                "{} is a block device: copying all {} of it{}",
+                image.display(),
+                blockwise_geometry::format_size(size),
+                if dev.is_direct() {
+                    " (O_DIRECT reads)"
+                } else {
+                    ""
+                }
+            ));
+            match parsed {
+                Some(bm) => {
+                    bmap_size(size, &bm)?;
+                    Box::new(Checked::new(dev, bm))
+                }
+                None => Box::new(dev),
             }
-            Box::new(Checked::new(f, bm))
         }
-        (None, None) => Box::new(ImageFile::open(image).map_err(io_err(image))?),
+        Input::Plain { src, .. } => {
+            let size = src.len();
+            let file = src.file().try_clone().map_err(io_err(image))?;
+            let f = ImageFile::from_file(file, size).map_err(io_err(image))?;
+            match parsed {
+                Some(bm) => {
+                    bmap_size(size, &bm)?;
+                    Box::new(Checked::new(f, bm))
+                }
+                None => Box::new(f),
+            }
+        }
+        Input::Container { mut decoded, .. } => {
+            let ck = decoded.kind();
+            decoded
+                .find_zero_frames()
+                .map_err(|source| OpenError::Decode {
+                    path: image.to_path_buf(),
+                    source,
+                })?;
+            let by_name = Compression::of(image).map(Compression::container) == Some(ck)
+                || (compressed_name(image) && ck != ContainerKind::AndroidSparse);
+            if !by_name {
+                notes.push(format!(
+                    "{} is {} (by its first bytes): writing the decoded image",
+                    image.display(),
+                    ck.name()
+                ));
+            }
+            if let Some(e) = decoded.entry() {
+                notes.push(format!(
+                    "writing the zip entry \"{}\"",
+                    blockwise_container::escape(e)
+                ));
+            }
+            match parsed {
+                Some(bm) => {
+                    if let Some(size) = decoded.size() {
+                        bmap_size(size, &bm)?;
+                    }
+                    let size = bm.image_size;
+                    Box::new(Checked::new(ContainerSource::new(*decoded, Some(size)), bm))
+                }
+                None => {
+                    if decoded.mapped().is_some() {
+                        notes.push(format!(
+                            "{}: only its data is written; its holes are skipped{}",
+                            ck.name(),
+                            if ck == ContainerKind::Zstd {
+                                " (all-zero frames: a .bmap beside it would write the zeros the image wrote too)"
+                            } else {
+                                ""
+                            }
+                        ));
+                    } else {
+                        notes.push(
+                            "no block map: the whole decompressed image is written, zeros included"
+                                .into(),
+                        );
+                    }
+                    Box::new(ContainerSource::new(*decoded, None))
+                }
+            }
+        }
     };
     Ok(Opened {
         source,
@@ -578,10 +838,22 @@ mod tests {
     /// a byte. The decoder now has a memory limit; the read fails naming it.
     #[test]
     fn r16_xz_huge_dictionary_is_refused_not_allocated() {
+        // The legacy .lzma header of the finding (a dictionary size of 0xFFFFFFFF) is not xz:
+        // refused before anything is allocated.
         let mut data = vec![0x37u8];
         data.extend([0xff; 116]);
         let mut s = Stream::from_reader(io::Cursor::new(data), Compression::Xz, None).unwrap();
         let mut buf = vec![0u8; 4096];
+        assert!(s.read(0, &mut buf).is_err());
+        // An xz block header asking for a 1 GiB dictionary: refused, saying why.
+        let mut enc = xz2::write::XzEncoder::new(Vec::new(), 1);
+        enc.write_all(&[7u8; 100_000]).unwrap();
+        let mut huge = enc.finish().unwrap();
+        assert_eq!(&huge[12..16], &[0x02, 0x00, 0x21, 0x01]);
+        huge[16] = 36;
+        let crc = crc32c_free_crc32(&huge[12..20]);
+        huge[20..24].copy_from_slice(&crc.to_le_bytes());
+        let mut s = Stream::from_reader(io::Cursor::new(huge), Compression::Xz, None).unwrap();
         let err = s.read(0, &mut buf).unwrap_err().to_string();
         assert!(
             err.contains("dictionary larger than blockwise allows"),
@@ -594,6 +866,22 @@ mod tests {
         let mut s = Stream::from_reader(io::Cursor::new(xz), Compression::Xz, None).unwrap();
         assert_eq!(s.read(0, &mut buf).unwrap(), 4096);
         assert!(buf.iter().all(|&b| b == 7));
+    }
+
+    /// CRC-32 (IEEE), as xz's headers carry it.
+    fn crc32c_free_crc32(b: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &x in b {
+            crc ^= u32::from(x);
+            for _ in 0..8 {
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
     }
 
     #[test]
@@ -651,7 +939,10 @@ mod tests {
 
     #[test]
     fn open_image_decompresses_by_magic_bytes() {
-        let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+        // An MBR disk (55 AA) compressed with gzip but named .img.
+        let mut data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+        data[510] = 0x55;
+        data[511] = 0xaa;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("disk.img");
         let mut enc = flate2::write::GzEncoder::new(
@@ -660,20 +951,36 @@ mod tests {
         );
         enc.write_all(&data).unwrap();
         enc.finish().unwrap();
-        let mut o = open_image(&path, None).unwrap();
+        let mut o = open_image(&path, None, false).unwrap();
         assert!(
-            o.notes.iter().any(|n| n.contains("gzip-compressed")),
+            o.notes
+                .iter()
+                .any(|n| n.contains("is gzip (by its first bytes)")),
             "{:?}",
             o.notes
         );
         let mut buf = vec![0u8; 32_768];
         assert_eq!(o.source.read(0, &mut buf).unwrap(), 20_000);
         assert_eq!(buf[..20_000], data[..]);
-        // Garbage under a compressed name fails in the decoder, not with a panic.
+        // Zeros under a compressed name are no image: refused, naming what they are.
         let bad = dir.path().join("bad.img.xz");
         std::fs::write(&bad, [0u8; 4096]).unwrap();
-        let mut o = open_image(&bad, None).unwrap();
-        assert!(o.source.read(0, &mut buf).is_err());
+        let e = open_image(&bad, None, false).unwrap_err().to_string();
+        assert!(e.contains("not a disk image (all zeros"), "{e}");
+        // With --raw they are written as they are.
+        let mut o = open_image(&bad, None, true).unwrap();
+        assert_eq!(o.source.read(0, &mut buf).unwrap(), 4096);
+        // A damaged container fails when opened, before anything is written.
+        let mut xz = vec![0xfd, b'7', b'z', b'X', b'Z', 0, 0, 4];
+        xz.extend([0u8; 100]);
+        std::fs::write(&bad, &xz).unwrap();
+        assert!(matches!(
+            open_image(&bad, None, true),
+            Err(OpenError::Decode { .. })
+        ));
+        // Sources without a size are refused.
+        let e = open_image(Path::new("/dev/zero"), None, true).unwrap_err();
+        assert!(matches!(e, OpenError::NotImage { .. }), "{e}");
     }
 
     #[test]

@@ -75,6 +75,12 @@ pub enum FsKind {
     Exfat,
     /// Linux swap: a `mkswap`-style header (label, UUID), the rest left empty.
     Swap,
+    /// squashfs 4.0 (read-only, compressed) from `contents`.
+    Squashfs,
+    /// EROFS (read-only) from `contents`.
+    Erofs,
+    /// A dm-verity hash tree over another partition (`of = "NAME"`).
+    Verity,
     /// A file copied verbatim (`source`).
     Raw,
     /// Nothing: the partition is left empty (a hole).
@@ -84,7 +90,7 @@ pub enum FsKind {
 impl FsKind {
     /// The spellings `fs` accepts, for messages.
     pub const CHOICES: &'static str =
-        "fat12, fat16, fat32, fat, exfat, ext4, f2fs, swap, raw, none";
+        "fat12, fat16, fat32, fat, exfat, ext4, f2fs, squashfs, erofs, verity, swap, raw, none";
 
     /// The spec spelling.
     #[must_use]
@@ -96,6 +102,9 @@ impl FsKind {
             FsKind::F2fs => "f2fs",
             FsKind::Exfat => "exfat",
             FsKind::Swap => "swap",
+            FsKind::Squashfs => "squashfs",
+            FsKind::Erofs => "erofs",
+            FsKind::Verity => "verity",
             FsKind::Raw => "raw",
             FsKind::None => "none",
         }
@@ -117,6 +126,9 @@ impl FsKind {
             "f2fs" => FsKind::F2fs,
             "exfat" => FsKind::Exfat,
             "swap" => FsKind::Swap,
+            "squashfs" => FsKind::Squashfs,
+            "erofs" => FsKind::Erofs,
+            "verity" => FsKind::Verity,
             "raw" => FsKind::Raw,
             "none" => FsKind::None,
             other => FsKind::Fat(Some(FatType::from_name(other)?)),

@@ -35,8 +35,8 @@ pub mod units;
 pub use attrs::GptAttributes;
 pub use extent::{copy_content, ContentRef, ImageMap, MapReadError, MapReader, Piece, PlaceError};
 pub use fsplan::{
-    sda_exfat_params, ExfatPlan, Ext4Plan, F2fsOptions, F2fsPlan, FatPlan, FatType, FsPlan,
-    OtherFs, MAX_FAT32_CLUSTERS,
+    sda_exfat_params, ErofsPlan, ExfatPlan, Ext4Plan, F2fsOptions, F2fsPlan, FatPlan, FatType,
+    FsPlan, OtherFs, SquashfsPlan, VerityPlan, MAX_FAT32_CLUSTERS,
 };
 pub use guid::{derive_u64, Guid};
 pub use io::{BlockSink, BlockSource, OutOfBounds, SparseImage, SubSink, SubSource, WindowError};

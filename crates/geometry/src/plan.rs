@@ -310,6 +310,9 @@ impl Plan {
             let fs_ok = match &p.filesystem {
                 Some(FsPlan::Fat(f)) => f.aligned,
                 Some(FsPlan::Ext4(x)) => x.aligned,
+                Some(FsPlan::Squashfs(q)) => q.aligned,
+                Some(FsPlan::Erofs(r)) => r.aligned,
+                Some(FsPlan::Verity(v)) => v.aligned,
                 Some(FsPlan::F2fs(x)) => x.aligned,
                 Some(FsPlan::Exfat(x)) => x.aligned,
                 Some(FsPlan::Other(o)) => o.aligned.unwrap_or(true),

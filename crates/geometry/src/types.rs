@@ -58,6 +58,10 @@ pub mod gpt_types {
     pub const BIOS_BOOT: &str = "21686148-6449-6E6F-744E-656564454649";
     /// Extended boot loader partition.
     pub const XBOOTLDR: &str = "BC13C2FF-59E6-4262-A352-B275FD6F7172";
+    /// dm-verity hash partition of an x86-64 root (Discoverable Partitions Specification).
+    pub const ROOT_X86_64_VERITY: &str = "2C7357ED-EBD2-46D9-AEC1-23D437EC2BF5";
+    /// dm-verity hash partition of an arm64 root (Discoverable Partitions Specification).
+    pub const ROOT_ARM64_VERITY: &str = "DF3300CE-D69F-4C92-978C-9BFB0F38D820";
 }
 
 const GPT_ALIASES: &[(&[&str], &str)] = &[
@@ -80,6 +84,14 @@ const GPT_ALIASES: &[(&[&str], &str)] = &[
         gpt_types::ROOT_ARM64,
     ),
     (&["root-arm", "8307"], gpt_types::ROOT_ARM),
+    (
+        &["root-x86-64-verity", "root-amd64-verity", "830c"],
+        gpt_types::ROOT_X86_64_VERITY,
+    ),
+    (
+        &["root-arm64-verity", "root-aarch64-verity", "830e"],
+        gpt_types::ROOT_ARM64_VERITY,
+    ),
     (&["lvm", "8e00"], gpt_types::LVM),
     (&["raid", "fd00"], gpt_types::RAID),
     (&["bios", "bios-boot", "ef02"], gpt_types::BIOS_BOOT),
@@ -137,7 +149,7 @@ pub fn resolve(table: TableKind, fs: FsKind, text: Option<&str>) -> Result<PartT
                 Some(g) if g == Guid::ZERO => Err("the all-zero GUID marks an unused entry".into()),
                 Some(g) => Ok(PartType::Gpt(g)),
                 None => Err(format!(
-                    "{t:?} is neither a GUID nor a known alias (esp, fat, linux, swap, home, root-x86-64, root-arm64, lvm, raid, bios, xbootldr)"
+                    "{t:?} is neither a GUID nor a known alias (esp, fat, linux, swap, home, root-x86-64, root-arm64, root-x86-64-verity, root-arm64-verity, lvm, raid, bios, xbootldr)"
                 )),
             },
         },

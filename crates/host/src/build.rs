@@ -30,6 +30,11 @@ pub struct Built {
     /// Temporary files `content` refers to (the mke2fs backend's results), removed on drop.
     #[cfg(feature = "mke2fs")]
     _scratch: Vec<crate::mke2fs::TempFiles>,
+    /// The squashfs and tool-backend images `content` refers to, removed on drop.
+    _rofs: crate::rofs::Scratch,
+    /// Root hashes of the dm-verity trees: `(data partition name, hex)`, written beside the
+    /// image by [`Built::write`].
+    pub root_hashes: Vec<(String, String)>,
     /// The F2FS backend's temp filesystems `content` refers to, removed on drop.
     #[cfg(feature = "f2fs")]
     _f2fs_scratch: Vec<crate::f2fs::TempImage>,
@@ -44,7 +49,9 @@ impl Built {
         bmap: Option<&Path>,
         progress: &mut dyn Progress,
     ) -> Result<WriteStats, Error> {
-        write_image_file(&self.image, &self.content, path, bmap, progress)
+        let stats = write_image_file(&self.image, &self.content, path, bmap, progress)?;
+        crate::rofs::write_roothash(&self.root_hashes, path)?;
+        Ok(stats)
     }
 
     /// Every input of the build (the spec file, content files, raw sources) with its
@@ -65,7 +72,7 @@ impl Built {
         options: &crate::OutputOptions,
         progress: &mut dyn Progress,
     ) -> Result<crate::Written, Error> {
-        crate::write_output(
+        let written = crate::write_output(
             &self.image,
             &self.content,
             self.plan.erase_block_bytes,
@@ -74,7 +81,9 @@ impl Built {
             bmap,
             options,
             progress,
-        )
+        )?;
+        crate::rofs::write_roothash(&self.root_hashes, path)?;
+        Ok(written)
     }
 }
 
@@ -158,8 +167,7 @@ fn load_trees(
     for p in &spec.partitions {
         // F2FS: sload.f2fs reads the directory itself; the scan checks it is readable and
         // finds what sload.f2fs cannot store (special files, xattrs) for the warnings.
-        let wants_tree =
-            p.fs.is_fat() || matches!(p.fs, FsKind::Ext4 | FsKind::Exfat | FsKind::F2fs);
+        let wants_tree = blockwise_image::takes_tree(p.fs) || matches!(p.fs, FsKind::F2fs);
         if !wants_tree {
             trees.push(None);
             continue;
@@ -243,7 +251,8 @@ pub fn plan_file_with_progress(
 ) -> Result<Plan, Error> {
     resolve_inputs(sf)?;
     let timestamp = resolve_timestamp(&sf.spec);
-    let (trees, _) = load_trees(sf, timestamp, progress, &mut Vec::new())?;
+    let (trees, mut content) = load_trees(sf, timestamp, progress, &mut Vec::new())?;
+    crate::rofs::make_first(sf, &trees, &mut content, None, timestamp, &mut Vec::new())?;
     progress.phase(Phase::Planning);
     Error::check(progress)?;
     Ok(plan_full(&sf.spec, &trees, timestamp)?)
@@ -263,8 +272,7 @@ pub fn build_with_progress(
     progress: &mut dyn Progress,
 ) -> Result<Built, Error> {
     resolve_inputs(sf)?;
-    let spec = &sf.spec;
-    let timestamp = resolve_timestamp(spec);
+    let timestamp = resolve_timestamp(&sf.spec);
     let mut scan_warnings = Vec::new();
     let (trees, mut content) = load_trees(sf, timestamp, progress, &mut scan_warnings)?;
     // The spec file is an input too: no output may be it.
@@ -276,14 +284,24 @@ pub fn build_with_progress(
     // the writer checks its outputs again.
     let outputs: Vec<&Path> = sf.outputs.iter().map(PathBuf::as_path).collect();
     crate::output::check_outputs(&outputs, &content)?;
+    let (made, rofs_scratch) = crate::rofs::make_first(
+        sf,
+        &trees,
+        &mut content,
+        Some(work_dir),
+        timestamp,
+        &mut scan_warnings,
+    )?;
+    let spec = &sf.spec;
     progress.phase(Phase::Planning);
     Error::check(progress)?;
-    let plan = plan_full(spec, &trees, timestamp)?;
+    let mut plan = plan_full(spec, &trees, timestamp)?;
     progress.phase(Phase::Assembling);
     Error::check(progress)?;
     let mut fills: Vec<Fill<'_>> = Vec::new();
-    for (p, tree) in spec.partitions.iter().zip(&trees) {
+    for (si, (p, tree)) in spec.partitions.iter().zip(&trees).enumerate() {
         fills.push(match (p.fs, tree, &p.source) {
+            _ if crate::rofs::external(spec, si) => Fill::External,
             (FsKind::Raw, _, Some(src)) => {
                 let path = sf.resolve(src);
                 let md = fs::metadata(&path).map_err(|e| Error::io(&path, e))?;
@@ -365,6 +383,7 @@ pub fn build_with_progress(
             .into());
         }
     }
+    crate::rofs::place(&mut image, &plan, &made, &content)?;
     #[cfg(feature = "f2fs")]
     let f2fs_scratch = build_f2fs(
         sf,
@@ -384,6 +403,9 @@ pub fn build_with_progress(
         )
         .into());
     }
+    // dm-verity trees last: they hash what every partition above holds.
+    crate::rofs::finish_verity(&mut image, &mut plan, &content)?;
+    let root_hashes = blockwise_image::root_hashes(&plan, spec);
     Ok(Built {
         plan,
         image,
@@ -391,6 +413,8 @@ pub fn build_with_progress(
         warnings,
         #[cfg(feature = "mke2fs")]
         _scratch: scratch,
+        _rofs: rofs_scratch,
+        root_hashes,
         #[cfg(feature = "f2fs")]
         _f2fs_scratch: f2fs_scratch,
     })

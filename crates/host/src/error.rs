@@ -67,6 +67,15 @@ pub enum Error {
     /// The [`Progress`](crate::Progress) receiver asked to stop; nothing was written.
     #[error("cancelled; nothing was written")]
     Cancelled,
+    /// A squashfs or EROFS backend failed for a partition.
+    #[error("partition[{index}]: {source}")]
+    Rofs {
+        /// 1-based spec index.
+        index: usize,
+        /// What went wrong.
+        #[source]
+        source: crate::rofs::RofsError,
+    },
     /// The mke2fs backend failed for a partition.
     #[cfg(feature = "mke2fs")]
     #[error("partition[{index}]: {source}")]
@@ -175,6 +184,8 @@ impl Error {
             Error::Changed { .. } | Error::Cancelled => ErrorKind::Io,
             #[cfg(feature = "mke2fs")]
             Error::Mke2fs { .. } => ErrorKind::Io,
+            Error::Rofs { source, .. } if source.is_missing_tool() => ErrorKind::Unsupported,
+            Error::Rofs { .. } => ErrorKind::Io,
             #[cfg(feature = "f2fs")]
             Error::F2fs { .. } => ErrorKind::Io,
         }

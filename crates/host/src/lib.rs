@@ -45,6 +45,7 @@ pub mod mke2fs;
 mod output;
 mod probe;
 mod progress;
+pub mod rofs;
 mod source;
 mod spec_file;
 mod tree;

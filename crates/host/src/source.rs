@@ -23,9 +23,16 @@ pub struct FileSource {
 }
 
 impl FileSource {
-    /// Opens `path` read-only. Directories and other special files are refused.
+    /// Opens `path` read-only. Directories and other special files are refused; the open
+    /// never blocks (O_NONBLOCK: a FIFO without a writer is refused, not waited for).
     pub fn open(path: &Path) -> Result<Self, Error> {
-        let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let nonblock = i32::try_from(rustix::fs::OFlags::NONBLOCK.bits()).unwrap_or(0);
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nonblock)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
         let meta = file.metadata().map_err(|e| Error::io(path, e))?;
         let ft = meta.file_type();
         let refuse = |what: &str| Error::NotUsable {
@@ -48,7 +55,15 @@ impl FileSource {
             });
         }
         if !ft.is_file() {
-            return Err(refuse("is neither a regular file nor a block device"));
+            return Err(refuse(if ft.is_fifo() {
+                "is a FIFO (named pipe), not an image: save the image to a file first"
+            } else if ft.is_char_device() {
+                "is a character device, not an image or block device"
+            } else if ft.is_socket() {
+                "is a socket, not an image"
+            } else {
+                "is neither a regular file nor a block device"
+            }));
         }
         Ok(FileSource {
             file,

@@ -305,7 +305,8 @@ impl OwnOutputs {
                         n.strip_prefix(out.as_slice())
                             .is_some_and(|rest| rest.starts_with(b".tmp-"))
                     })
-                    || name.starts_with(b".blockwise-mke2fs-"))
+                    || name.starts_with(b".blockwise-mke2fs-")
+                    || name.starts_with(b".blockwise-rofs-"))
         })
     }
 

@@ -140,7 +140,9 @@ fn internal(si: usize) -> Error {
 /// Plans layout and filesystems. `trees[i]` (spec order), when given, lets the ext4 planner
 /// size its inode count to the contents. `timestamp` is the filesystem creation time.
 pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<Plan, Error> {
-    let mut plan = plan_layout(&spec.layout()).map_err(layout_error)?;
+    let mut layout = spec.layout();
+    crate::rofs::resolve_sizes(spec, trees, timestamp, &mut layout)?;
+    let mut plan = plan_layout(&layout).map_err(layout_error)?;
     plan_raw(spec, &mut plan)?;
     for i in 0..plan.partitions.len() {
         let Some(p) = plan.partitions.get(i) else {
@@ -185,6 +187,9 @@ pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<
                     Error::Spec(SpecError::new(format!("partition[{}].size", si + 1), r))
                 })?;
                 Some(FsPlan::Other(OtherFs::named("swap")))
+            }
+            FsKind::Squashfs | FsKind::Erofs | FsKind::Verity => {
+                crate::rofs::fs_plan(spec, &plan, i, trees, timestamp)?
             }
             FsKind::None => None,
         };
@@ -383,6 +388,12 @@ pub fn assemble_with_raw<S: BlockSink + ?Sized>(
                 blockwise_ext4::write(&mut sub, &req, xp, tree, content)
                     .map_err(|e| ext4_failure(si, e))?;
             }
+            (Some(FsPlan::Erofs(_) | FsPlan::Squashfs(_)), Fill::Tree(tree)) => {
+                warnings.extend(
+                    crate::rofs::write_tree(&mut sub, spec, plan, i, tree, content, timestamp)?
+                        .unwrap_or_default(),
+                );
+            }
             (Some(FsPlan::Exfat(xp)), Fill::Tree(tree)) => {
                 let req = exfat_request(spec, plan, i).ok_or_else(|| internal(si))?;
                 let report = blockwise_exfat::write(&mut sub, &req, xp, tree, content, timestamp)
@@ -475,7 +486,8 @@ pub fn assemble_with_raw<S: BlockSink + ?Sized>(
     Ok(warnings)
 }
 
-/// [`assemble`] into a new in-memory [`SparseImage`] of the plan's size.
+/// [`assemble`] into a new in-memory [`SparseImage`] of the plan's size, hash trees
+/// included (their root hashes: [`assemble_sparse_verity`]).
 pub fn assemble_sparse(
     spec: &Spec,
     plan: &Plan,
@@ -483,7 +495,26 @@ pub fn assemble_sparse(
     content: &dyn ContentSource,
     timestamp: i64,
 ) -> Result<(SparseImage, Vec<String>), Error> {
+    let mut plan = plan.clone();
+    assemble_sparse_verity(spec, &mut plan, fills, content, timestamp)
+}
+
+/// [`assemble_sparse`], recording the root hashes of the hash trees in `plan`.
+pub fn assemble_sparse_verity(
+    spec: &Spec,
+    plan: &mut Plan,
+    fills: &[Fill<'_>],
+    content: &dyn ContentSource,
+    timestamp: i64,
+) -> Result<(SparseImage, Vec<String>), Error> {
     let mut img = SparseImage::new(plan.size_bytes);
     let warnings = assemble(&mut img, spec, plan, fills, content, timestamp)?;
+    let regions = crate::rofs::verity_data_regions(plan);
+    if !regions.is_empty() {
+        let mapped = img.mapped_ranges();
+        crate::rofs::fill_unmapped(&mut img, &mapped, &regions)?;
+        let trees = crate::rofs::verity_trees(plan, &img)?;
+        crate::rofs::write_verity(&mut img, plan, &trees)?;
+    }
     Ok((img, warnings))
 }

@@ -50,6 +50,15 @@ pub enum PartitionError {
     /// The ext4 writer failed.
     #[error(transparent)]
     Ext4(blockwise_ext4::Error),
+    /// The EROFS writer failed.
+    #[error(transparent)]
+    Erofs(blockwise_erofs::Error),
+    /// The squashfs writer failed.
+    #[error(transparent)]
+    Squashfs(blockwise_squashfs::Error),
+    /// A dm-verity hash tree could not be computed (reading the data it covers).
+    #[error("dm-verity: {0}")]
+    Verity(String),
     /// The exFAT writer failed.
     #[error(transparent)]
     Exfat(blockwise_exfat::Error),
@@ -113,11 +122,19 @@ impl PartitionError {
         use blockwise_fat::Error as F;
         match self {
             PartitionError::Fat(F::Unsupported { .. })
-            | PartitionError::Ext4(X::Unsupported { .. } | X::UnsupportedFeature { .. }) => {
+            | PartitionError::Ext4(X::Unsupported { .. } | X::UnsupportedFeature { .. })
+            | PartitionError::Erofs(blockwise_erofs::Error::UnsupportedXattr { .. }) => {
                 ErrorKind::Unsupported
             }
             PartitionError::Fat(F::Content { .. } | F::Sink { .. })
             | PartitionError::Ext4(X::Content(_) | X::Sink { .. })
+            | PartitionError::Erofs(
+                blockwise_erofs::Error::Content(_) | blockwise_erofs::Error::Sink { .. },
+            )
+            | PartitionError::Squashfs(
+                blockwise_squashfs::Error::Content(_) | blockwise_squashfs::Error::Sink { .. },
+            )
+            | PartitionError::Verity(_)
             | PartitionError::Exfat(XF::Content { .. } | XF::Sink { .. })
             | PartitionError::Content(_)
             | PartitionError::Sink { .. } => ErrorKind::Io,

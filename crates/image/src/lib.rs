@@ -29,14 +29,19 @@ mod assemble;
 mod entries;
 mod error;
 mod mounts;
+pub mod rofs;
 pub mod spec;
 pub mod swap;
 
 pub use assemble::{
-    assemble, assemble_sparse, assemble_with_raw, exfat_request, ext4_request, f2fs_request,
-    fat_request, id_index, plan_full, Fill, RawFill,
+    assemble, assemble_sparse, assemble_sparse_verity, assemble_with_raw, exfat_request,
+    ext4_request, f2fs_request, fat_request, id_index, plan_full, Fill, RawFill,
 };
 pub use entries::apply_entries;
 pub use error::{Error, ErrorKind, PartitionError};
 pub use mounts::{glob_match, split_mounts};
+pub use rofs::{
+    fill_unmapped, root_hashes, takes_tree, verity_data_regions, verity_trees, write_verity,
+    Prebuilt, VerityMode, VerityTree,
+};
 pub use spec::{EntryKind, EntrySpec, PartitionSpec, RawSpec, Spec, SpecError};

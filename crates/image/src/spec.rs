@@ -13,9 +13,13 @@
 use core::fmt;
 use std::collections::BTreeMap;
 
+use blockwise_erofs::ErofsOptions;
 use blockwise_exfat::ExfatOptions;
 use blockwise_ext4::Ext4Options;
 use blockwise_fat::FatOptions;
+use blockwise_squashfs::SquashfsOptions;
+
+use crate::rofs::VerityMode;
 use blockwise_geometry::de::{from_str, opt_size, opt_uint};
 use blockwise_geometry::{
     F2fsOptions, FsKind, GptAttributes, Guid, ImageSpec, Layout, LayoutError, LayoutKey, PartKey,
@@ -256,6 +260,22 @@ pub struct PartitionSpec {
     /// ext4 options.
     #[serde(default)]
     pub ext4: Ext4Options,
+    /// squashfs options.
+    #[serde(default)]
+    pub squashfs: SquashfsOptions,
+    /// EROFS options.
+    #[serde(default)]
+    pub erofs: ErofsOptions,
+    /// `fs = "verity"`: the partition (by name, else label) the hash tree covers.
+    #[serde(default)]
+    pub of: Option<String>,
+    /// `verity = "appended"`: a hash tree after the filesystem, in this partition.
+    #[serde(default)]
+    pub verity: Option<VerityMode>,
+    /// The filesystem image when it was made before planning (squashfs, the `mkfs.erofs`
+    /// and `mksquashfs` backends), filled in by the host (not a spec key).
+    #[serde(skip)]
+    pub prebuilt: Option<crate::rofs::Prebuilt>,
     /// F2FS options.
     #[serde(default)]
     pub f2fs: F2fsOptions,
@@ -364,6 +384,11 @@ impl PartitionSpec {
             label: None,
             fat: FatOptions::default(),
             ext4: Ext4Options::default(),
+            squashfs: SquashfsOptions::default(),
+            erofs: ErofsOptions::default(),
+            of: None,
+            verity: None,
+            prebuilt: None,
             f2fs: F2fsOptions::default(),
             exfat: ExfatOptions::default(),
             entries: Vec::new(),
@@ -533,7 +558,12 @@ impl Spec {
     /// in code (CLI flags, bindings).
     pub fn validate(&self) -> Result<(), SpecError> {
         for (i, p) in self.partitions.iter().enumerate() {
-            if p.size == SizeSpec::Source && p.fs != FsKind::Raw {
+            if p.size == SizeSpec::Source
+                && !matches!(
+                    p.fs,
+                    FsKind::Raw | FsKind::Squashfs | FsKind::Erofs | FsKind::Verity
+                )
+            {
                 return Err(SpecError::new(
                     pkey(i, "size"),
                     "missing; a size like \"256MiB\" or \"fill\"",
@@ -544,6 +574,7 @@ impl Spec {
         for (i, p) in self.partitions.iter().enumerate() {
             p.validate(i, &self.image)?;
         }
+        crate::rofs::validate(self)?;
         let sb = self.image.sector_size.bytes_u64();
         for (i, r) in self.raw.iter().enumerate() {
             let k = |s: &str| format!("raw[{}].{s}", i + 1);
@@ -632,11 +663,16 @@ impl PartitionSpec {
                 ));
             }
         }
-        if self.contents.is_some() && matches!(self.fs, FsKind::Raw | FsKind::None | FsKind::Swap) {
+        if self.contents.is_some()
+            && matches!(
+                self.fs,
+                FsKind::Raw | FsKind::None | FsKind::Swap | FsKind::Verity
+            )
+        {
             return Err(SpecError::new(
                 k("contents"),
                 format!(
-                    "fs = \"{}\" has no filesystem to fill; use fat32, ext4 or f2fs",
+                    "fs = \"{}\" has no filesystem to fill; use fat32, ext4, f2fs, erofs or squashfs",
                     self.fs
                 ),
             ));
@@ -644,7 +680,12 @@ impl PartitionSpec {
         if self.fs_uuid.is_some()
             && !matches!(
                 self.fs,
-                FsKind::Ext4 | FsKind::Swap | FsKind::Exfat | FsKind::F2fs
+                FsKind::Ext4
+                    | FsKind::Swap
+                    | FsKind::Exfat
+                    | FsKind::F2fs
+                    | FsKind::Erofs
+                    | FsKind::Verity
             )
         {
             return Err(SpecError::new(
@@ -654,7 +695,7 @@ impl PartitionSpec {
                         .to_string()
                 } else {
                     format!(
-                        "fs = \"{}\" has no filesystem UUID to set; it applies to ext4, f2fs, swap and exfat (its volume GUID)",
+                        "fs = \"{}\" has no filesystem UUID to set; it applies to ext4, f2fs, erofs, verity, swap and exfat (its volume GUID)",
                         self.fs
                     )
                 },
@@ -712,11 +753,14 @@ impl PartitionSpec {
             }
         }
         if !self.entries.is_empty()
-            && !matches!(self.fs, FsKind::Ext4 | FsKind::Exfat | FsKind::F2fs)
+            && !matches!(
+                self.fs,
+                FsKind::Ext4 | FsKind::Exfat | FsKind::F2fs | FsKind::Erofs | FsKind::Squashfs
+            )
         {
             return Err(SpecError::new(
                 k("entry"),
-                "ownership, modes and special files need a filesystem that stores them: use fs = \"ext4\" (exfat takes entries too, keeping only the read-only attribute)",
+                "ownership, modes and special files need a filesystem that stores them: use fs = \"ext4\", \"erofs\" or \"squashfs\" (exfat takes entries too, keeping only the read-only attribute)",
             ));
         }
         if self.fs != FsKind::F2fs && self.f2fs != F2fsOptions::default() {
@@ -917,6 +961,8 @@ fn table_name(parent: &str) -> &'static str {
         "raw" => "[[raw]]",
         "fat" => "fat",
         "ext4" => "ext4",
+        "squashfs" => "squashfs",
+        "erofs" => "erofs",
         "f2fs" => "f2fs",
         "exfat" => "exfat",
         "xattrs" => "xattrs",

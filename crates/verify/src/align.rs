@@ -228,6 +228,9 @@ pub fn plan_findings(plan: &Plan) -> Vec<Finding> {
                     out.extend(ext4_inode_table(i, &x.kind, it, e));
                 }
             }
+            Some(fs @ (FsPlan::Squashfs(_) | FsPlan::Erofs(_) | FsPlan::Verity(_))) => {
+                out.extend(crate::rofs::alignment(i, fs, e));
+            }
             Some(FsPlan::F2fs(f)) => out.extend(crate::f2fs::f2fs_alignment(i, f, e, false)),
             Some(FsPlan::Exfat(x)) => out.extend(crate::exfat::align::exfat_alignment(
                 i,

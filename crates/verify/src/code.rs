@@ -153,6 +153,36 @@ finding_codes! {
     FatNoBackupBoot = "fat-no-backup-boot",
     /// `fat-hidden-sectors`: HiddSec does not match the partition start.
     FatHiddenSectors = "fat-hidden-sectors",
+    // EROFS, squashfs, dm-verity
+    /// `erofs-corrupt`: The EROFS superblock does not parse.
+    ErofsCorrupt = "erofs-corrupt",
+    /// `erofs-superblock-checksum`: The EROFS superblock checksum does not match.
+    ErofsSuperblockChecksum = "erofs-superblock-checksum",
+    /// `erofs-larger-than-partition`: The EROFS filesystem has more blocks than the partition holds.
+    ErofsLargerThanPartition = "erofs-larger-than-partition",
+    /// `squashfs-corrupt`: The squashfs superblock does not parse (magic, block size, compressor, table order).
+    SquashfsCorrupt = "squashfs-corrupt",
+    /// `squashfs-larger-than-partition`: The squashfs filesystem uses more bytes than the partition holds.
+    SquashfsLargerThanPartition = "squashfs-larger-than-partition",
+    /// `verity-corrupt`: A dm-verity superblock does not parse, or covers its own blocks.
+    VerityCorrupt = "verity-corrupt",
+    /// `verity-hash-too-small`: The hash area is smaller than the tree for its data blocks.
+    VerityHashTooSmall = "verity-hash-too-small",
+    /// `verity-hash-not-4k-aligned`: A hash area does not start on a 4 KiB page.
+    #[serde(rename = "verity-hash-not-4k-aligned")]
+    VerityHashNot4kAligned = "verity-hash-not-4k-aligned",
+    /// `erofs-unsupported`: Incompatible EROFS feature bits no kernel knows.
+    ErofsUnsupported = "erofs-unsupported",
+    /// `erofs-small-blocks`: EROFS blocks smaller than a 4 KiB page, or not dividing the erase block.
+    ErofsSmallBlocks = "erofs-small-blocks",
+    /// `squashfs-unsupported`: A squashfs version or compressor the Linux kernel does not read.
+    SquashfsUnsupported = "squashfs-unsupported",
+    /// `verity-small-blocks`: dm-verity data or hash blocks smaller than a 4 KiB page.
+    VeritySmallBlocks = "verity-small-blocks",
+    /// `verity-no-data`: No partition has the size a verity superblock covers.
+    VerityNoData = "verity-no-data",
+    /// `verity-hash-not-erase-aligned`: An appended hash area does not start on the erase block.
+    VerityHashNotEraseAligned = "verity-hash-not-erase-aligned",
     // exFAT
     /// `exfat-corrupt`: The exFAT boot sector does not parse.
     ExfatCorrupt = "exfat-corrupt",

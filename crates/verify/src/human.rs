@@ -28,6 +28,12 @@ fn label_text(label: Option<&str>) -> String {
         .unwrap_or_default()
 }
 
+/// ` + verity@OFFSET`, or nothing.
+fn verity_text(v: Option<&blockwise_geometry::VerityPlan>) -> String {
+    v.map(|v| format!(" + dm-verity@{}", v.hash_start_bytes))
+        .unwrap_or_default()
+}
+
 fn fs_text(fs: Option<&FsPlan>) -> String {
     match fs {
         None => "-".into(),
@@ -50,6 +56,32 @@ fn fs_text(fs: Option<&FsPlan>) -> String {
             x.journal_start_bytes
                 .map(|j| format!(" journal@{j}"))
                 .unwrap_or_default()
+        ),
+        Some(FsPlan::Squashfs(q)) => format!(
+            "squashfs {} block {}{}{}",
+            q.compression,
+            short_size(q.block_bytes.into()),
+            q.bytes_used
+                .map(|b| format!(" used {}", short_size(b)))
+                .unwrap_or_default(),
+            verity_text(q.verity.as_ref())
+        ),
+        Some(FsPlan::Erofs(x)) => format!(
+            "erofs{} block {}{}{}",
+            label_text(x.label.as_deref()),
+            x.block_bytes,
+            if x.compression == "none" {
+                String::new()
+            } else {
+                format!(" {}", x.compression)
+            },
+            verity_text(x.verity.as_ref())
+        ),
+        Some(FsPlan::Verity(v)) => format!(
+            "dm-verity {} of {} root {}",
+            v.hash_algorithm,
+            v.of.map_or_else(|| "?".to_string(), |o| o.to_string()),
+            v.root_hash.as_deref().unwrap_or("?")
         ),
         Some(FsPlan::F2fs(f)) => format!(
             "f2fs{} section {} zone {} main@{}",

@@ -21,6 +21,7 @@
 //! | GPT | `gpt-primary-bad`, `gpt-backup-bad`, `gpt-backup-missing`, `gpt-corrupt`, `gpt-copies-differ`, `gpt-entry-range`, `gpt-entry-outside-usable`, `mbr-gpt-disagree` (E); `gpt-backup-not-at-end`, `gpt-no-protective-mbr`, `hybrid-mbr` (W); `protective-mbr-size`, `protective-mbr-bootable` (I) |
 //! | partitions | `partition-not-4k-aligned`, `partition-overlap`, `partition-past-end`, `partition-overlaps-table` (E); `partition-not-erase-aligned` (E*); `partition-empty` (W); `not-checked` (I) |
 //! | FAT | `fat-corrupt`, `fat-cluster-count`, `fat-too-many-clusters`, `fat-too-small`, `fat-root-cluster`, `fat-reserved-location`, `fat-larger-than-partition`, `fat-data-not-4k-aligned`, `fat-sector-below-logical` (E); `fat-data-not-aligned` (E*); `fat32-field`, `fat-many-fats`, `fat-boot-signature`, `fat-cluster-straddles`, `fat-sector-4096`, `fat-sector-smaller-than-device`, `fat-fsinfo`, `fat-backup-boot-differs`, `fat-copies-differ`, `fat-entry0-media`, `fat-entry1-eoc` (W); `fat-table-not-aligned`, `fat-no-backup-boot`, `fat-hidden-sectors` (I) |
+//! | EROFS, squashfs, dm-verity | `erofs-corrupt`, `erofs-superblock-checksum`, `erofs-larger-than-partition`, `squashfs-corrupt`, `squashfs-larger-than-partition`, `verity-corrupt`, `verity-hash-too-small`, `verity-hash-not-4k-aligned` (E); `erofs-unsupported`, `erofs-small-blocks`, `squashfs-unsupported`, `verity-small-blocks`, `verity-no-data` (W); `verity-hash-not-erase-aligned` (I) |
 //! | F2FS | `f2fs-corrupt`, `f2fs-larger-than-partition` (E); `f2fs-section-not-aligned`, `f2fs-main-not-aligned` (E*); `f2fs-superblock-copies` (W); `f2fs-segment0-not-aligned` (I) |
 //! | other formats (NTFS, btrfs, XFS, ISO 9660, LUKS, swap) | `fs-header-invalid`, `fs-larger-than-partition` (E) |
 //! | exFAT | `exfat-corrupt`, `exfat-boot-checksum`, `exfat-cluster-count`, `exfat-fat-too-small`, `exfat-root-cluster`, `exfat-larger-than-partition`, `exfat-no-bitmap`, `exfat-no-upcase`, `exfat-upcase-checksum`, `exfat-heap-not-4k-aligned`, `exfat-sector-below-logical` (E); `exfat-heap-not-aligned` (E*); `exfat-backup-boot`, `exfat-boot-signature`, `exfat-field`, `exfat-cluster-straddles`, `exfat-fat-entries`, `exfat-guid-checksum` (W); `exfat-partition-offset`, `exfat-fat-not-aligned` (I) |
@@ -54,6 +55,7 @@
 mod align;
 mod bytes;
 mod code;
+pub mod erofs;
 pub mod exfat;
 pub mod ext4;
 pub mod f2fs;
@@ -64,8 +66,11 @@ mod num;
 pub mod other;
 mod partition;
 mod regions;
+mod rofs;
 mod safe;
+pub mod squashfs;
 mod table;
+pub mod verity;
 
 pub use crate::align::plan_findings;
 pub use crate::regions::Region;
@@ -374,10 +379,17 @@ pub fn verify<S: BlockSource + ?Sized>(src: &S, opts: &Options) -> Result<Report
         v.find_regions()?;
     }
     let mut r = v.r;
+    // A/B slots, from the names (or labels) the partitions carry; a verity partition's data
+    // is looked for in its own slot first.
+    blockwise_geometry::infer_slots(&mut r.partitions);
+    verity::link(&mut r);
     r.findings.sort_by_key(|f| f.severity);
     let fs_ok = |p: &PartitionPlan| match &p.filesystem {
         Some(FsPlan::Fat(f)) => f.aligned,
         Some(FsPlan::Ext4(x)) => x.aligned,
+        Some(FsPlan::Squashfs(q)) => q.aligned,
+        Some(FsPlan::Erofs(x)) => x.aligned,
+        Some(FsPlan::Verity(v)) => v.aligned,
         Some(FsPlan::F2fs(x)) => x.aligned,
         Some(FsPlan::Exfat(x)) => x.aligned,
         Some(FsPlan::Other(o)) => o.aligned.unwrap_or(true),
@@ -386,8 +398,6 @@ pub fn verify<S: BlockSource + ?Sized>(src: &S, opts: &Options) -> Result<Report
     for p in &mut r.partitions {
         p.aligned = num::is_multiple(p.start_bytes, e) && fs_ok(p);
     }
-    // A/B slots, from the names (or labels) the partitions carry.
-    blockwise_geometry::infer_slots(&mut r.partitions);
     r.slots = blockwise_geometry::slot_groups(&r.partitions);
     r.aligned = r.recognised && !r.partitions.is_empty() && r.partitions.iter().all(|p| p.aligned);
     Ok(r)
@@ -580,6 +590,9 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         match c {
             Content::Fat => self.fat(p),
             Content::Ext => self.ext(p),
+            Content::Other("erofs") => self.erofs(p),
+            Content::Other("squashfs") => self.squashfs(p),
+            Content::Other("verity") => self.verity(p),
             Content::Other("exfat") => self.exfat(p),
             Content::Other("f2fs") => self.f2fs(p),
             Content::Other(kind) if other::parses(kind) => self.other_fs(p, kind),

@@ -12,7 +12,8 @@ pub enum Content {
     /// ext2/3/4 superblock magic.
     Ext,
     /// Named but not checked: `swap`, `squashfs`, `iso9660`, `luks`, `ntfs`, `exfat`,
-    /// `btrfs`, `xfs`, `f2fs`, `lvm2`, `erofs`.
+    /// `btrfs`, `xfs`, `f2fs`, `lvm2`, `erofs`, `verity` (squashfs, EROFS and verity are
+    /// then parsed by their modules).
     Other(&'static str),
     /// The probed bytes are all zero.
     Empty,
@@ -54,6 +55,9 @@ pub fn classify(head: &[u8], iso: &[u8], btrfs: &[u8], swap64k: &[u8]) -> Conten
     }
     if le32(head, 1024) == 0xe0f5_e1e2 {
         return Content::Other("erofs");
+    }
+    if has(head, 0, b"verity\0\0") {
+        return Content::Other("verity");
     }
     if le32(head, 1024) == 0xf2f5_2010 {
         return Content::Other("f2fs");

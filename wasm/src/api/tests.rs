@@ -485,3 +485,35 @@ contents = "root"
     let first = page.iter().zip(&host).position(|(a, b)| a != b);
     assert_eq!(first, None, "the images differ from byte {first:?}");
 }
+
+#[test]
+fn read_only_kinds_are_refused_naming_their_key_and_planned() {
+    let toml = |rest: &str| {
+        format!("[image]\ntable = \"gpt\"\nerase-block = \"1MiB\"\ntimestamp = 1700000000\n[[partition]]\nname = \"boot\"\nfs = \"fat32\"\nsize = \"40MiB\"\n{rest}")
+    };
+    let (entries, _) = files();
+    for (rest, key) in [
+        (
+            "[[partition]]\nname = \"system\"\nfs = \"erofs\"\nsize = \"4MiB\"\n",
+            "partition[2].fs",
+        ),
+        (
+            "[[partition]]\nname = \"q\"\nfs = \"squashfs\"\nsize = \"4MiB\"\n",
+            "partition[2].fs",
+        ),
+        (
+            "[[partition]]\nname = \"v\"\nfs = \"verity\"\nof = \"boot\"\n",
+            "partition[2].fs",
+        ),
+    ] {
+        let spec = spec_from_toml(&toml(rest)).unwrap();
+        // Planned in the page…
+        let p = plan(&spec).unwrap();
+        assert_eq!(p.partitions.len(), 2, "{rest}");
+        // …but not built: the bytes are needed while the image is made.
+        let err = prepare(&spec, &entries).map(|_| ()).unwrap_err();
+        assert_eq!(err.category, Category::Unsupported, "{rest}");
+        assert!(err.message.starts_with(key), "{rest}: {}", err.message);
+        assert!(err.message.contains("blockwise build"), "{}", err.message);
+    }
+}

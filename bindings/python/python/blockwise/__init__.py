@@ -60,6 +60,7 @@ from blockwise._spec import Spec
 from blockwise._types import (
     BuildResult,
     ChunkSpeeds,
+    ContainerRead,
     ContainerSummary,
     DeviceHints,
     Estimate,
@@ -93,6 +94,7 @@ __all__ = [
     "BuildResult",
     "CancelledError",
     "ChunkSpeeds",
+    "ContainerRead",
     "ContainerSummary",
     "CorruptImageError",
     "DeviceHints",

@@ -83,6 +83,7 @@ def write(
     discard: bool = False,
     direct: bool = False,
     base_dir: Optional[_StrPath] = None,
+    raw: bool = False,
     cancel: Optional[threading.Event] = None,
 ) -> WriteResult: ...
 def probe(

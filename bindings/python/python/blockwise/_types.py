@@ -23,6 +23,7 @@ from typing import List, Literal, Optional, TypedDict, Union
 __all__ = [
     "BuildResult",
     "ChunkSpeeds",
+    "ContainerRead",
     "ContainerSummary",
     "DeviceHints",
     "Estimate",
@@ -330,6 +331,23 @@ class Region(TypedDict):
     kind: str
 
 
+class _ContainerRead(TypedDict):
+    kind: Literal["android-sparse", "xz", "gzip", "zstd", "bzip2", "lz4", "zip"]
+    seekable: bool
+    container_bytes: int
+    bytes_read: int
+
+
+class ContainerRead(_ContainerRead, total=False):
+    """The container a verified image was read through (``Report["container"]``): its
+    ``kind``, whether it is ``seekable`` (any part decodes without the ones before it),
+    ``container_bytes`` (the file's size), ``bytes_read`` (of it), the zip ``entry`` verified
+    and the forward ``passes`` over a stream (left out when 0)."""
+
+    entry: str
+    passes: int
+
+
 class _Report(TypedDict):
     source: str
     size_bytes: int
@@ -342,8 +360,10 @@ class _Report(TypedDict):
 
 
 class Report(_Report, total=False):
-    """What :func:`blockwise.verify` returns (``blockwise verify --json``)."""
+    """What :func:`blockwise.verify` returns (``blockwise verify --json``); ``container``
+    when the image was read through one (the rest is the decoded image's report)."""
 
+    container: ContainerRead
     device: DeviceHints
     regions: List[Region]
     slots: List[SlotGroup]

@@ -1,15 +1,21 @@
 //! The filesystem part of a plan: what the FAT and ext4 planners decide, in the same shape
 //! that `verify` reports, so that `verify(build(spec))` can be compared with `plan(spec)`.
 
+mod erofs;
 mod exfat;
 mod ext4;
 pub mod f2fs;
 mod fat;
+mod squashfs;
+mod verity;
 
+pub use erofs::ErofsPlan;
 pub use exfat::{sda_exfat_params, ExfatPlan};
 pub use ext4::Ext4Plan;
 pub use f2fs::{F2fsOptions, F2fsPlan};
 pub use fat::{FatPlan, FatType, MAX_FAT32_CLUSTERS};
+pub use squashfs::SquashfsPlan;
+pub use verity::VerityPlan;
 
 use serde::Serialize;
 
@@ -21,6 +27,12 @@ pub enum FsPlan {
     Fat(FatPlan),
     /// ext2/3/4.
     Ext4(Ext4Plan),
+    /// squashfs.
+    Squashfs(SquashfsPlan),
+    /// EROFS.
+    Erofs(ErofsPlan),
+    /// A dm-verity hash area in a partition of its own.
+    Verity(VerityPlan),
     /// F2FS.
     F2fs(F2fsPlan),
     /// exFAT.
@@ -39,6 +51,9 @@ impl FsPlan {
             FsPlan::Ext4(x) => x.kind.clone(),
             FsPlan::F2fs(x) => x.kind.clone(),
             FsPlan::Exfat(x) => x.kind.to_string(),
+            FsPlan::Squashfs(x) => x.kind.clone(),
+            FsPlan::Erofs(x) => x.kind.clone(),
+            FsPlan::Verity(x) => x.kind.clone(),
             FsPlan::Other(x) => x.kind.clone(),
         }
     }
@@ -51,6 +66,8 @@ impl FsPlan {
             FsPlan::Ext4(x) => x.label.as_deref(),
             FsPlan::F2fs(f) => f.label.as_deref(),
             FsPlan::Exfat(x) => x.label.as_deref(),
+            FsPlan::Erofs(x) => x.label.as_deref(),
+            FsPlan::Squashfs(_) | FsPlan::Verity(_) => None,
             FsPlan::Other(o) => o.label.as_deref(),
         }
     }

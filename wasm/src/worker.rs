@@ -1,0 +1,216 @@
+//! Check of an image in a container, in a Web Worker: the container is read with
+//! `FileReaderSync` (synchronous `Blob` reads, which only workers have), so
+//! `blockwise_container`'s decoders — the CLI's own, compiled to wasm — run over the `Blob`
+//! exactly as they run over a file: random access through the Android sparse chunk map, the
+//! zstd seek table or the xz index; forward passes over a stream (gzip, plain xz/zstd,
+//! bzip2, lz4, a deflated zip entry) keeping only the blocks verify asks for. Nothing is
+//! unpacked to memory or disk; what was read is counted.
+
+use std::cell::Cell;
+
+use blockwise_container::verify::{report_human, report_json, verify as verify_any, VerifyError};
+use blockwise_container::{Error as ContainerError, Format};
+use blockwise_geometry::BlockSource;
+use wasm_bindgen::prelude::*;
+
+use crate::api::{self, Category, Failure, ReadStats};
+use crate::JsBlob;
+
+#[wasm_bindgen]
+extern "C" {
+    /// `FileReaderSync` (dedicated workers only).
+    type FileReaderSync;
+
+    #[wasm_bindgen(constructor, catch)]
+    fn new() -> Result<FileReaderSync, JsValue>;
+
+    #[wasm_bindgen(method, catch, js_name = readAsArrayBuffer)]
+    fn read_as_array_buffer(
+        this: &FileReaderSync,
+        blob: &JsBlob,
+    ) -> Result<js_sys::ArrayBuffer, JsValue>;
+}
+
+/// A read of the `Blob` failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BlobError(String);
+
+/// A `Blob` as a [`BlockSource`], read synchronously, counting what it reads.
+struct SyncBlob {
+    blob: JsBlob,
+    reader: FileReaderSync,
+    size: u64,
+    stats: Cell<ReadStats>,
+}
+
+impl BlockSource for SyncBlob {
+    type Error = BlobError;
+
+    fn len(&self) -> u64 {
+        self.size
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), BlobError> {
+        let end = offset
+            .checked_add(buf.len() as u64)
+            .filter(|&e| e <= self.size)
+            .ok_or_else(|| {
+                BlobError(format!(
+                    "reading bytes {offset}..+{} of a {}-byte file",
+                    buf.len(),
+                    self.size
+                ))
+            })?;
+        let part = self.blob.slice(crate::f64_of(offset), crate::f64_of(end));
+        let ab = self.reader.read_as_array_buffer(&part).map_err(|e| {
+            let why = e
+                .dyn_ref::<js_sys::Error>()
+                .map_or_else(|| format!("{e:?}"), |e| String::from(e.message()));
+            BlobError(format!("reading bytes {offset}..{end} failed: {why}"))
+        })?;
+        let bytes = js_sys::Uint8Array::new(&ab);
+        if bytes.length() as usize != buf.len() {
+            return Err(BlobError(format!(
+                "reading bytes {offset}..{end} returned {} bytes (the file changed?)",
+                bytes.length()
+            )));
+        }
+        bytes.copy_to(buf);
+        let mut s = self.stats.get();
+        s.add(buf.len() as u64);
+        self.stats.set(s);
+        Ok(())
+    }
+}
+
+/// True when `head` (the input's first bytes, 16 bytes suffice) starts a container the
+/// worker decodes (xz, gzip, zstd, bzip2, lz4, zip, Android sparse) — the recogniser's own
+/// answer, so the page sends exactly those to [`verify_container`].
+#[wasm_bindgen(js_name = isContainer)]
+#[must_use]
+pub fn is_container(head: &[u8]) -> bool {
+    matches!(
+        blockwise_container::recognise::recognise_bytes(head, &[], head.len() as u64),
+        Format::Container(_)
+    )
+}
+
+/// Verifies a `File`/`Blob` holding an image in a container, synchronously: call it in a
+/// Web Worker (it reads with `FileReaderSync`). `options` as for `verify`. Resolves to what
+/// `verify` resolves to, with `container` (`"zstd"`, `"Android sparse"`, …), `containerInfo`
+/// (the CLI's JSON `container` field: seekable, bytes read, passes), and `human`/`json` as
+/// `blockwise verify` prints them for the container. A plain image works too (no
+/// container), a format blockwise refuses (tar, qcow2, …) is an `UnsupportedError` naming it.
+#[wasm_bindgen(js_name = verifyContainer)]
+pub fn verify_container(blob: JsBlob, options: JsValue) -> Result<JsValue, JsValue> {
+    let mut opts: api::VerifyOptions = if options.is_undefined() || options.is_null() {
+        api::VerifyOptions::default()
+    } else {
+        serde_wasm_bindgen::from_value(options)
+            .map_err(|e| crate::js_error(&Failure::spec("options", e.to_string())))?
+    };
+    if opts.name.is_none() {
+        opts.name = blob.name().as_string();
+    }
+    let size = crate::u64_of(blob.size(), "blob.size").map_err(|f| crate::js_error(&f))?;
+    let options = opts.to_options().map_err(|f| crate::js_error(&f))?;
+    let reader = FileReaderSync::new().map_err(|_| {
+        crate::js_error(&Failure::unsupported(
+            "verifyContainer reads with FileReaderSync, which only Web Workers have: call it in a worker",
+        ))
+    })?;
+    let src = SyncBlob {
+        blob,
+        reader,
+        size,
+        stats: Cell::new(ReadStats::default()),
+    };
+    // The decoders own their input; the counts are read back through a shared cell.
+    let counted = std::rc::Rc::new(Cell::new(ReadStats::default()));
+    let src = Counted {
+        inner: src,
+        out: counted.clone(),
+    };
+    let (report, info) = verify_any(src, &options).map_err(|e| {
+        crate::js_error(&match e {
+            VerifyError::Refused(r) => Failure::unsupported(format!("{}: {}", r.what, r.hint)),
+            VerifyError::Decode(d) => {
+                let category = match &d {
+                    ContainerError::Input(_) => Category::Io,
+                    ContainerError::Unsupported { .. } | ContainerError::Limit { .. } => {
+                        Category::Unsupported
+                    }
+                    _ => Category::CorruptImage,
+                };
+                Failure {
+                    category,
+                    message: d.to_string(),
+                    key: None,
+                }
+            }
+            other => Failure::io(other.to_string()),
+        })
+    })?;
+    let mut out = api::VerifyOutput::new(&report, counted.get());
+    out.container = info.as_ref().map(|i| i.container.name().to_string());
+    out.human = report_human(&report, info.as_ref());
+    out.json = report_json(&report, info.as_ref())
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_default();
+    let v = crate::to_js(&out)?;
+    if let Some(info) = &info {
+        let i = crate::to_js(info)?;
+        js_sys::Reflect::set(&v, &JsValue::from_str("containerInfo"), &i)?;
+    }
+    Ok(v)
+}
+
+/// The source, copying its counts out after every read.
+struct Counted {
+    inner: SyncBlob,
+    out: std::rc::Rc<Cell<ReadStats>>,
+}
+
+impl BlockSource for Counted {
+    type Error = BlobError;
+
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), BlobError> {
+        let r = self.inner.read_at(offset, buf);
+        self.out.set(self.inner.stats.get());
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_container;
+
+    #[test]
+    fn containers_by_their_first_bytes() {
+        for head in [
+            &[0xfd, b'7', b'z', b'X', b'Z', 0][..],
+            &[0x1f, 0x8b, 8, 0],
+            &[0x28, 0xb5, 0x2f, 0xfd, 0],
+            b"BZh91AY&SY",
+            &[0x04, 0x22, 0x4d, 0x18],
+            b"PK\x03\x04",
+            &[
+                0x3a, 0xff, 0x26, 0xed, 1, 0, 0, 0, 28, 0, 12, 0, 0, 0x10, 0, 0,
+            ],
+        ] {
+            assert!(is_container(head), "{head:02x?}");
+        }
+        let mut mbr = vec![0u8; 512];
+        mbr[510] = 0x55;
+        mbr[511] = 0xaa;
+        for head in [&b"QFI\xfb\0\0\0\x03"[..], &[0xeb, 0x3c, 0x90], &[], &mbr] {
+            assert!(!is_container(head), "{head:02x?}");
+        }
+    }
+}
