@@ -26,6 +26,11 @@ pub fn is_spec_file(path: &Path) -> std::io::Result<bool> {
     if named {
         return Ok(true);
     }
+    // stat before open: opening a FIFO would take (and, closed, break) the stream the image
+    // is read from, and a device needs no look.
+    if !fs::metadata(path)?.is_file() {
+        return Ok(false);
+    }
     let f = fs::File::open(path)?;
     let md = f.metadata()?;
     if !md.is_file() || md.len() == 0 || md.len() > MAX_SPEC_BYTES {
