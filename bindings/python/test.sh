@@ -45,8 +45,9 @@ fi
 echo "== pytest"
 python -m pytest -q "$here/tests" "$@"
 
-echo "== mypy --strict examples/python"
+echo "== mypy --strict examples/python and the package"
 python -m mypy --strict "$root/examples/python"
+python -m mypy --strict "$here/python/blockwise"
 
 echo "== stubtest"
 python -m mypy.stubtest blockwise

@@ -76,11 +76,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         a.rootfs.resolve(), boot.resolve() if boot else None, a.size, a.erase_block, a.boot_size
     )
 
-    def progress(done: int, total: int) -> None:
-        if not a.quiet and sys.stderr.isatty():
-            pct = 100 * done // total if total else 100
-            end = "\n" if done >= total else ""
-            print(f"\rwriting {a.output}: {pct:3}%", end=end, file=sys.stderr)
+    def progress(phase: str, done: int, total: Optional[int]) -> None:
+        # Phases: "scan" (entries, no total), "write" and, with --bmap, "hash" (bytes).
+        if a.quiet or not sys.stderr.isatty():
+            return
+        if total is None:
+            print(f"\r{phase} {a.output}: {done} entries", end="", file=sys.stderr)
+            return
+        pct = 100 * done // total if total else 100
+        end = "\n" if done >= total else ""
+        print(f"\r{phase} {a.output}: {pct:3}%   ", end=end, file=sys.stderr)
 
     try:
         built = blockwise.build(spec, a.output, a.bmap, progress)

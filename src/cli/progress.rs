@@ -66,7 +66,8 @@ impl Bar {
                 blockwise_geometry::format_size(self.bytes),
                 blockwise_geometry::format_size(bytes)
             ),
-            Some(Phase::Syncing) => "while syncing or hashing the .bmap".into(),
+            Some(Phase::Hashing { .. }) => "while hashing the .bmap".into(),
+            Some(Phase::Syncing) => "while syncing".into(),
             Some(_) => "at the end".into(),
         }
     }
@@ -113,6 +114,11 @@ impl Progress for Bar {
                 self.bar.set_length(bytes);
                 self.bar.set_position(0);
             }
+            Phase::Hashing { bytes } => {
+                self.bar.set_message("hashing the .bmap");
+                self.bar.set_length(bytes);
+                self.bar.set_position(0);
+            }
             Phase::Syncing => {
                 self.bar.set_style(
                     ProgressStyle::with_template("{spinner} {msg} {elapsed}")
@@ -130,7 +136,10 @@ impl Progress for Bar {
     }
 
     fn advance(&mut self, n: u64) {
-        if matches!(self.phase, Some(Phase::Writing { .. })) {
+        if matches!(
+            self.phase,
+            Some(Phase::Writing { .. } | Phase::Hashing { .. })
+        ) {
             self.bytes = self.bytes.saturating_add(n);
         } else {
             self.files = self.files.saturating_add(n);

@@ -216,7 +216,9 @@ pub fn run(a: &WriteArgs) -> anyhow::Result<ExitCode> {
         Err(code) => return Ok(code),
     };
 
-    let is_spec = a.source.extension().is_some_and(|e| e == "toml");
+    // A spec by its name or its bytes (`sd.conf`, `SD.TOML`): never written as raw bytes.
+    // An unreadable source fails below, opened as an image, naming it.
+    let is_spec = blockwise_host::is_spec_file(&a.source).unwrap_or(false);
     let mut input = if is_spec {
         // To a block device, the spec is planned for it as `build --device` does (an
         // `erase-block`/`sector-size` that is "auto" or left out takes the device's value),

@@ -1,138 +1,31 @@
 //! The native part of the Python package `blockwise`: `plan`, `build`, `verify` and `probe` on
 //! top of `blockwise-host`, `write` on top of `blockwise-flash`, returning the CLI's JSON as
-//! Python objects and raising one exception class per error kind. The Python side
-//! (`python/blockwise`) re-exports it, adds the stubs and `python -m blockwise`.
+//! Python objects and raising one exception class per error kind (`errors`). The Python side
+//! (`python/blockwise`) re-exports it and adds the exception classes, the result types, the
+//! stubs and `python -m blockwise`.
 //!
-//! The GIL is released while files are scanned, written or read; progress callbacks and
-//! signal checks (Ctrl-C) take it back briefly, at most every `POLL` (50 ms).
+//! The GIL is released while files are scanned, written or read; every operation runs as a
+//! `cancel::Op` that the work polls, taking the GIL back at most every 50 ms for the progress
+//! callback, the `cancel` event and Ctrl-C.
+
+mod cancel;
+mod errors;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
 
 use blockwise_geometry::{parse_size, BlockSource, SectorSize};
 use blockwise_host::{
-    build_with_progress, explain_auto, explain_auto_toml, plan_file, FileSource, Phase, Progress,
+    build_with_progress, explain_auto, explain_auto_toml, plan_file_with_progress, FileSource,
     SpecFile,
 };
-use blockwise_image::{ErrorKind, Spec};
-use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyOSError, PyValueError};
+use blockwise_image::Spec;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyMapping, PyString, PyTuple};
 
-create_exception!(
-    blockwise,
-    SpecError,
-    PyValueError,
-    "The spec asks for something impossible; `.key` names the key, e.g. `partition[2].size`."
-);
-create_exception!(
-    blockwise,
-    CorruptImageError,
-    PyException,
-    "The image or device holds neither a partition table nor a filesystem blockwise recognises."
-);
-create_exception!(
-    blockwise,
-    UnsupportedError,
-    PyException,
-    "The input is valid, but blockwise does not handle it."
-);
-create_exception!(
-    blockwise,
-    UnsafeTargetError,
-    PyException,
-    "`write` refused the target before writing anything: mounted, swap, held, read-only, the running system, a partition without `partition_ok=True`, a non-removable disk without `yes=True`, too small, busy, neither a block device nor a regular file, a missing device under /dev, or one of the write's own inputs (the source through a link, its bmap, a spec's files, the loop device backed by the source); or `build` refused an output that is one of its inputs or its other output."
-);
-
-/// How often a long operation takes the GIL back to report progress and check for Ctrl-C.
-const POLL: Duration = Duration::from_millis(50);
-
-/// A `SpecError` carrying `key`.
-fn spec_error(py: Python<'_>, key: &str, message: String) -> PyErr {
-    // A message quotes the user's text (keys, values, paths): control characters escaped.
-    let err = SpecError::new_err(blockwise_geometry::display_str(&message));
-    let _ = err.value(py).setattr("key", key);
-    err
-}
-
-/// An `OSError` for `path`: with errno (and so the matching subclass, e.g.
-/// `FileNotFoundError`) when the OS gave one.
-fn os_error(py: Python<'_>, path: Option<&Path>, message: String, errno: Option<i32>) -> PyErr {
-    let filename = path.map(|p| p.display().to_string());
-    match errno {
-        Some(code) => {
-            let strerror = std::io::Error::from_raw_os_error(code).to_string();
-            let strerror = match strerror.find(" (os error") {
-                Some(i) => strerror.get(..i).unwrap_or(&strerror).to_string(),
-                None => strerror,
-            };
-            PyOSError::new_err((code, strerror, filename))
-        }
-        None => {
-            let err = PyOSError::new_err(message);
-            if let Some(f) = filename {
-                let _ = err.value(py).setattr("filename", f);
-            }
-            err
-        }
-    }
-}
-
-/// The first `std::io::Error` in `e`'s source chain, for its errno.
-fn find_errno(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    let mut depth = 0;
-    while let Some(c) = cur {
-        if let Some(io) = c.downcast_ref::<std::io::Error>() {
-            return io.raw_os_error();
-        }
-        depth += 1;
-        if depth > 16 {
-            break;
-        }
-        cur = c.source();
-    }
-    None
-}
-
-/// The Python exception for a host error. `pending` is the exception that asked to cancel
-/// (a progress callback's, or `KeyboardInterrupt`), re-raised as it was.
-fn host_error(py: Python<'_>, e: blockwise_host::Error, pending: Option<PyErr>) -> PyErr {
-    use blockwise_host::Error as E;
-    if let Some(err) = pending {
-        return err;
-    }
-    let message = blockwise_geometry::display_str(&e.to_string());
-    match &e {
-        E::Io { path, source } | E::Write { path, source, .. } => {
-            os_error(py, Some(path), message, source.raw_os_error())
-        }
-        E::NotUsable { path, .. } | E::Changed { path, .. } => {
-            os_error(py, Some(path), message, None)
-        }
-        E::Cancelled => pyo3::exceptions::PyKeyboardInterrupt::new_err(message),
-        E::OutputIsInput { .. } => UnsafeTargetError::new_err(message),
-        _ => {
-            if let Some(se) = e.spec_error() {
-                return spec_error(py, &se.key, message);
-            }
-            match e.kind() {
-                ErrorKind::Spec => {
-                    let key = match &e {
-                        E::Image(blockwise_image::Error::Partition { index, .. }) => {
-                            format!("partition[{index}]")
-                        }
-                        _ => String::new(),
-                    };
-                    spec_error(py, &key, message)
-                }
-                ErrorKind::Unsupported => UnsupportedError::new_err(message),
-                _ => os_error(py, None, message, find_errno(&e)),
-            }
-        }
-    }
-}
+use cancel::{BuildProgress, Op, WriteProgress};
+use errors::{host_error, probe_error, spec_error, type_name};
 
 /// Where a spec came from: its `SpecFile` and the name the JSON's `source` shows.
 struct Loaded {
@@ -206,19 +99,42 @@ fn toml_spec(text: &str) -> Result<Spec, blockwise_image::SpecError> {
     })
 }
 
-/// `spec` as a dict (the TOML's keys), a TOML string or an `os.PathLike` to a spec file.
+/// The TOML text of a `blockwise.Spec`, when `obj` is one.
+fn spec_text(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    static SPEC: pyo3::sync::GILOnceCell<Py<pyo3::types::PyType>> = pyo3::sync::GILOnceCell::new();
+    let class = SPEC.get_or_try_init(py, || -> PyResult<_> {
+        Ok(py
+            .import("blockwise._spec")?
+            .getattr("Spec")?
+            .downcast_into::<pyo3::types::PyType>()?
+            .unbind())
+    })?;
+    if obj.is_instance(class.bind(py))? {
+        return Ok(Some(obj.getattr("text")?.extract()?));
+    }
+    Ok(None)
+}
+
+/// The spec of `plan`/`build`: a dict with the TOML's keys, a `blockwise.Spec` (TOML text),
+/// or a `str`/`os.PathLike` naming a spec file. A `str` holding a line break that names no
+/// file is taken as TOML text with a `DeprecationWarning` (the old meaning).
 fn load_spec(
     py: Python<'_>,
     spec: &Bound<'_, PyAny>,
     base_dir: Option<PathBuf>,
 ) -> PyResult<Loaded> {
     let base = || base_dir.clone().unwrap_or_else(|| PathBuf::from("."));
-    let spec_err = |e: blockwise_image::SpecError| {
-        let message = e.to_string();
-        spec_error(py, &e.key, message)
-    };
-    if let Ok(text) = spec.downcast::<PyString>() {
-        let parsed = toml_spec(&text.to_cow()?).map_err(spec_err)?;
+    let spec_err = |e: blockwise_image::SpecError| spec_error(py, &e.key, &e.to_string());
+    let mut text = spec_text(py, spec)?;
+    if let Ok(st) = spec.downcast::<PyString>() {
+        let t = st.to_cow()?;
+        if t.contains('\n') && !Path::new(&*t).exists() {
+            deprecated_toml_str(py)?;
+            text = Some(t.into_owned());
+        }
+    }
+    if let Some(text) = text {
+        let parsed = toml_spec(&text).map_err(spec_err)?;
         return Ok(Loaded {
             file: SpecFile::new(parsed, base()),
             source: "<toml>".into(),
@@ -232,23 +148,21 @@ fn load_spec(
         });
     }
     let path: PathBuf = spec.extract().map_err(|_| {
-        pyo3::exceptions::PyTypeError::new_err(format!(
-            "spec must be a dict, a TOML string or a path (os.PathLike), not {}",
-            spec.get_type()
-                .name()
-                .map_or_else(|_| "?".to_string(), |n| n.to_string())
+        PyTypeError::new_err(format!(
+            "spec must be a dict, a blockwise.Spec (TOML text), or a str or os.PathLike naming a spec file, not {}",
+            type_name(spec)
         ))
     })?;
-    if !path.exists() {
-        return Err(os_error(
-            py,
-            Some(&path),
-            String::new(),
-            Some(2), // ENOENT
+    let md = std::fs::metadata(&path).map_err(|e| errors::io_error(&path, &e, ""))?;
+    if md.is_dir() {
+        return Err(errors::os_error(
+            &path,
+            errors::EISDIR,
+            "is a directory: give the spec file (TOML)",
         ));
     }
     let mut file =
-        SpecFile::load_with_auto_hint(&path, AUTO_HOW).map_err(|e| host_error(py, e, None))?;
+        SpecFile::load_with_auto_hint(&path, AUTO_HOW).map_err(|e| host_error(py, &e))?;
     if let Some(b) = base_dir {
         file.base_dir = b;
     }
@@ -256,6 +170,17 @@ fn load_spec(
         file,
         source: path.display().to_string(),
     })
+}
+
+/// Warns that TOML text given as a `str` spec is deprecated.
+fn deprecated_toml_str(py: Python<'_>) -> PyResult<()> {
+    let category = py.get_type::<pyo3::exceptions::PyDeprecationWarning>();
+    PyErr::warn(
+        py,
+        &category,
+        c"TOML text as a str spec is deprecated: a str is the path of a spec file; wrap TOML text in blockwise.Spec.from_toml(text)",
+        2,
+    )
 }
 
 /// A `serde_json` value as Python objects (dicts, lists, ints, strings …).
@@ -269,108 +194,120 @@ fn json_error(e: serde_json::Error) -> PyErr {
     PyValueError::new_err(format!("encoding the result: {e}"))
 }
 
-/// Progress for a build: calls the Python callback with `(done, total)` bytes while writing,
-/// and checks for signals; the first exception either raises cancels the build.
-struct PyProgress {
-    callback: Option<Py<PyAny>>,
-    writing: bool,
-    done: u64,
-    total: u64,
-    reported: Option<u64>,
-    last_poll: Instant,
-    error: Option<PyErr>,
-}
-
-impl PyProgress {
-    fn new(callback: Option<Py<PyAny>>) -> Self {
-        PyProgress {
-            callback,
-            writing: false,
-            done: 0,
-            total: 0,
-            reported: None,
-            last_poll: Instant::now(),
-            error: None,
-        }
-    }
-
-    /// Takes the GIL (at most every [`POLL`] unless `force`), checks for signals and reports
-    /// new progress.
-    fn poll(&mut self, force: bool) {
-        if self.error.is_some() || (!force && self.last_poll.elapsed() < POLL) {
-            return;
-        }
-        self.last_poll = Instant::now();
-        let result = Python::with_gil(|py| -> PyResult<()> {
-            py.check_signals()?;
-            if let (Some(cb), true) = (&self.callback, self.writing) {
-                if self.reported != Some(self.done) {
-                    self.reported = Some(self.done);
-                    cb.call1(py, (self.done, self.total))?;
-                }
-            }
-            Ok(())
-        });
-        if let Err(e) = result {
-            self.error = Some(e);
-        }
-    }
-}
-
-impl Progress for PyProgress {
-    fn phase(&mut self, phase: Phase) {
-        match phase {
-            Phase::Writing { bytes } => {
-                self.writing = true;
-                self.total = bytes;
-                self.done = 0;
-                self.poll(true);
-            }
-            Phase::Syncing => {
-                self.done = self.total;
-                self.poll(true);
-            }
-            _ => self.poll(false),
-        }
-    }
-
-    fn advance(&mut self, n: u64) {
-        if self.writing {
-            self.done = self.done.saturating_add(n).min(self.total);
-        }
-        self.poll(false);
-    }
-
-    fn cancelled(&mut self) -> bool {
-        self.poll(false);
-        self.error.is_some()
-    }
-}
-
-/// The aligned layout a spec would produce, as the CLI's `plan --json` prints it.
+/// The aligned layout a spec produces, as `blockwise plan --json` prints it.
+///
+/// Contents directories are scanned (metadata only, and sparse files for their holes) so that
+/// the plan is the one `build` will follow, e.g. the ext4 inode count. Nothing is written.
+///
+/// Args:
+///     spec: a dict with the keys of the TOML spec file (`{"image": {...}, "partition":
+///         [...]}`; `os.PathLike` values are paths), a `str`/`os.PathLike` naming a spec
+///         file (relative `contents`/`source` paths resolve against its directory), or
+///         `blockwise.Spec.from_toml(text)` for TOML text.
+///     base_dir: the directory relative paths resolve against (default: the spec file's,
+///         else the current directory).
+///     progress: `progress(phase, done, total)`, called with `("scan", entries, None)` at
+///         most every 50 ms; an exception it raises stops the plan and is re-raised.
+///     cancel: a `threading.Event`; once set, the plan stops within 50 ms with
+///         `CancelledError`.
+///
+/// Returns:
+///     `Plan`: `source`, `size_bytes`, `sector_bytes`, `erase_block_bytes`, `table`
+///     (`kind`, `disk_id`), `partitions` (each with `index`, `start_bytes`, `size_bytes`,
+///     `type`, `aligned`, `alignment_bytes`, `filesystem` …), `findings` (what `verify`
+///     will report about the built image) and `aligned`.
+///
+/// Raises:
+///     SpecError: the spec asks for something impossible; `.key` names the key.
+///     UnsupportedError: valid, but not handled (an ext4 feature the native writer lacks).
+///     FileNotFoundError: the spec file or a `contents` directory is missing (an `OSError`
+///         with `errno` and `filename`).
+///     CancelledError: `cancel` was set. KeyboardInterrupt: Ctrl-C.
+///
+/// Example:
+///
+///     >>> import blockwise
+///     >>> p = blockwise.plan({"image": {"size": "1GiB"},
+///     ...                     "partition": [{"fs": "fat32", "size": "fill"}]})
+///     >>> p["partitions"][0]["start_bytes"], p["aligned"]
+///     (4194304, True)
 #[pyfunction]
-#[pyo3(signature = (spec, *, base_dir=None))]
-fn plan(py: Python<'_>, spec: &Bound<'_, PyAny>, base_dir: Option<PathBuf>) -> PyResult<PyObject> {
+#[pyo3(signature = (spec, *, base_dir=None, progress=None, cancel=None))]
+fn plan(
+    py: Python<'_>,
+    spec: &Bound<'_, PyAny>,
+    base_dir: Option<PathBuf>,
+    progress: Option<Bound<'_, PyAny>>,
+    cancel: Option<Bound<'_, PyAny>>,
+) -> PyResult<PyObject> {
+    let op = Op::start(py, cancel, progress)?;
     let Loaded { mut file, source } = load_spec(py, spec, base_dir)?;
-    let planned = py.allow_threads(|| plan_file(&mut file));
-    let planned = planned.map_err(|e| host_error(py, e, None))?;
+    let planned = py.allow_threads(|| {
+        let mut p = BuildProgress::new(&op);
+        plan_file_with_progress(&mut file, &mut p)
+    });
+    let planned = match planned {
+        Ok(p) => p,
+        Err(_) if op.stopped() => return Err(op.error(py, "nothing was planned")),
+        Err(e) => return Err(host_error(py, &e)),
+    };
     let v = blockwise_host::json::plan_json(&planned, &source, None).map_err(json_error)?;
     to_python(py, &v)
 }
 
-/// Builds the image of `spec` into `out` (atomically), as the CLI's `build --json` prints it;
-/// `format` (`"raw"`, `"simg"`, `"zst"`, `"xz"`) overrides what `out`'s name says, `level`
-/// is the zstd/xz compression level.
+/// Builds the image of a spec into `out`, atomically, as `blockwise build --json` prints it.
+///
+/// The image goes to a temp file next to `out` (sparse: holes stay holes; file data is copied
+/// by the kernel), is synced and renamed; on any error or cancel nothing is left behind and an
+/// existing `out` is untouched. With `bmap`, a bmaptool block map is written beside it.
+///
+/// Args:
+///     spec: a dict with the keys of the TOML spec file, a `str`/`os.PathLike` naming a spec
+///         file, or a `blockwise.Spec` (see `plan`).
+///     out: the image file to write.
+///     bmap: also write a bmaptool `.bmap` there.
+///     progress: `progress(phase, done, total)`, called at most every 50 ms with
+///         `("scan", entries, None)`, `("write", bytes, total)` and, with `bmap`,
+///         `("hash", bytes, total)`; each phase starts with `done == 0` and ends with
+///         `done == total`. An exception it raises stops the build (nothing is left) and is
+///         re-raised.
+///     base_dir: the directory relative paths resolve against.
+///     format: the output's container, `"raw"`, `"simg"` (Android sparse), `"zst"` (seekable
+///         zstd) or `"xz"`; by default `out`'s name picks it (`.simg`/`.sparse`, `.zst`,
+///         `.xz`, anything else raw). `bmap` maps the raw image whatever the format.
+///     level: the zstd (1-22) or xz (0-9) compression level.
+///     cancel: a `threading.Event`; once set, the build stops within 50 ms of the scan, the
+///         write or the hashing, removes what it wrote, and raises `CancelledError`.
+///
+/// Returns:
+///     `BuildResult`: the `Plan` of the image plus `output`, `data_bytes`,
+///     `metadata_bytes`, `content_bytes`, `kernel_copied_bytes` and `warnings` (each also
+///     issued as `BlockwiseWarning`).
+///
+/// Raises:
+///     SpecError: a bad spec (`.key`). UnsupportedError: valid but not handled.
+///     UnsafeTargetError: `out` or `bmap` is one of the build's inputs or the other output.
+///     IsADirectoryError: `out` is a directory. OSError: reading an input or writing `out`
+///         failed (`errno`, `filename` is the file you named).
+///     CancelledError: `cancel` was set. KeyboardInterrupt: Ctrl-C.
+///
+/// Example:
+///
+///     >>> r = blockwise.build({"image": {"size": "64MiB"},
+///     ...                      "partition": [{"fs": "fat32", "size": "fill"}]}, "sd.img")
+///     >>> r["output"], r["size_bytes"]
+///     ('sd.img', 67108864)
 #[pyfunction]
-#[pyo3(signature = (spec, out, bmap=None, progress=None, *, base_dir=None, format=None, level=None))]
+#[pyo3(signature = (spec, out, bmap=None, progress=None, *, base_dir=None, cancel=None, format=None, level=None))]
 #[expect(clippy::too_many_arguments, reason = "the Python signature")]
 fn build(
     py: Python<'_>,
     spec: &Bound<'_, PyAny>,
     out: PathBuf,
     bmap: Option<PathBuf>,
-    progress: Option<Py<PyAny>>,
+    progress: Option<Bound<'_, PyAny>>,
     base_dir: Option<PathBuf>,
+    cancel: Option<Bound<'_, PyAny>>,
     format: Option<String>,
     level: Option<i32>,
 ) -> PyResult<PyObject> {
@@ -385,11 +322,12 @@ fn build(
     };
     // A name promising a container blockwise does not write fails before any work.
     let format =
-        blockwise_host::OutputFormat::resolve(&out, format).map_err(|e| host_error(py, e, None))?;
+        blockwise_host::OutputFormat::resolve(&out, format).map_err(|e| host_error(py, &e))?;
     let options = blockwise_host::OutputOptions {
         format: Some(format),
         level,
     };
+    let op = Op::start(py, cancel, progress)?;
     let Loaded { mut file, source } = load_spec(py, spec, base_dir)?;
     file.outputs = std::iter::once(out.clone()).chain(bmap.clone()).collect();
     let work_dir = out
@@ -397,34 +335,48 @@ fn build(
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."))
         .to_path_buf();
-    let mut p = PyProgress::new(progress);
-    let result = py.allow_threads(|| -> Result<serde_json::Value, blockwise_host::Error> {
-        let built = build_with_progress(&mut file, &work_dir, &mut p)?;
-        let written = built.write_as(&out, bmap.as_deref(), &options, &mut p)?;
-        blockwise_host::json::build_output_json(
-            &built,
-            &written,
-            &source,
-            &out.display().to_string(),
-        )
-        .map_err(|e| blockwise_host::Error::Io {
-            path: out.clone(),
-            source: std::io::Error::other(e),
-        })
-    });
+    let result = py.allow_threads(
+        || -> Result<(serde_json::Value, Vec<String>), blockwise_host::Error> {
+            let mut p = BuildProgress::new(&op);
+            let built = build_with_progress(&mut file, &work_dir, &mut p)?;
+            let written = built.write_as(&out, bmap.as_deref(), &options, &mut p)?;
+            let v = blockwise_host::json::build_output_json(
+                &built,
+                &written,
+                &source,
+                &out.display().to_string(),
+            )
+            .map_err(|e| blockwise_host::Error::Io {
+                path: out.clone(),
+                source: std::io::Error::other(e),
+            })?;
+            Ok((v, built.warnings.clone()))
+        },
+    );
     match result {
-        Ok(v) => to_python(py, &v),
-        Err(e) => Err(host_error(py, e, p.error.take())),
+        Ok((v, warnings)) => {
+            errors::warn_all(py, &warnings)?;
+            to_python(py, &v)
+        }
+        Err(_) if op.stopped() => Err(op.error(py, "nothing was written")),
+        // The F2FS backend's work file sits next to `out`: name `out`, not the temp file.
+        Err(blockwise_host::Error::F2fs {
+            index,
+            source: blockwise_host::f2fs::F2fsError::Io { source: io, .. },
+        }) => Err(errors::io_error(
+            &out,
+            &io,
+            &format!("partition[{index}]: the F2FS work file next to it"),
+        )),
+        Err(e) => Err(host_error(py, &e)),
     }
 }
 
-/// A source that takes the GIL back now and then to check for Ctrl-C.
+/// A source that polls the operation between reads (Ctrl-C, the `cancel` event). It owns
+/// the file and shares the [`Op`]: the container decoders take the source and drop it there.
 struct Interruptible {
     inner: FileSource,
-    last_poll: std::cell::Cell<Instant>,
-    /// The pending Python exception, shared with the caller (the source itself is handed to
-    /// the container decoders and dropped there).
-    error: std::rc::Rc<std::cell::RefCell<Option<PyErr>>>,
+    op: std::sync::Arc<Op>,
 }
 
 /// Why an [`Interruptible`] read failed.
@@ -460,13 +412,7 @@ impl BlockSource for Interruptible {
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), ReadError> {
-        if self.last_poll.get().elapsed() >= POLL {
-            self.last_poll.set(Instant::now());
-            if let Err(e) = Python::with_gil(|py| py.check_signals()) {
-                *self.error.borrow_mut() = Some(e);
-            }
-        }
-        if self.error.borrow().is_some() {
+        if self.op.poll(None, false) {
             return Err(ReadError::Interrupted);
         }
         self.inner.read_at(offset, buf).map_err(ReadError::Io)
@@ -482,22 +428,60 @@ fn size_arg(py: Python<'_>, key: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
         spec_error(
             py,
             key,
-            format!("{key}: expected a size in bytes or a string like \"4MiB\""),
+            &format!("{key}: expected a size in bytes or a string like \"4MiB\""),
         )
     })?;
-    parse_size(&text).map_err(|e| spec_error(py, key, format!("{key}: {text:?}: {e}")))
+    parse_size(&text).map_err(|e| spec_error(py, key, &format!("{key}: {text:?}: {e}")))
 }
 
-/// The alignment and consistency report of an image file or block device, as the CLI's
-/// `verify --json` prints it. Misalignment is reported in `findings`, not raised.
+/// The alignment and consistency report of an image file or block device, as
+/// `blockwise verify --json` prints it. Misalignment is reported in `findings`, not raised.
+///
+/// Only metadata is read (partition tables, superblocks, group descriptors, FATs' first
+/// sectors, and the gaps between partitions up to 256 MiB): a 32 GiB sparse image verifies
+/// in milliseconds. Never writes. A container (`.zst`, `.xz`, `.gz`, `.bz2`, `.lz4`, `.zip`,
+/// Android sparse; known by its bytes) is read through its decoder and reported like the raw
+/// image, plus `container`.
+///
+/// Args:
+///     path: the image file or block device.
+///     erase_block: the erase block to check against, in bytes or like `"8MiB"` (default
+///         4 MiB; a power of two from 4 KiB to 1 GiB).
+///     strict: erase-block misalignment is an `error` finding instead of a `warning`.
+///     sector_size: the logical sector size of the table (512 or 4096; default: detected).
+///     cancel: a `threading.Event`; once set, the verify stops at its next read with
+///         `CancelledError`.
+///
+/// Returns:
+///     `Report`: `source`, `size_bytes`, `sector_bytes`, `erase_block_bytes`, `table`,
+///     `partitions` (as in a `Plan`), `findings` (`severity` `error`/`warning`/`info`,
+///     `code`, `partition`, `message`), `aligned`, for a device `device` (its sysfs
+///     hints), and for a container `container` (`kind`, `seekable`, ...).
+///
+/// Raises:
+///     CorruptImageError: neither a partition table nor a filesystem was recognised, or a
+///         container that does not decode.
+///     UnsupportedError: a format blockwise refuses (tar, qcow2, VMDK, VHD, ...; the
+///         message says what to do instead).
+///     SpecError: a bad `erase_block` or `sector_size` (`.key` names the argument).
+///     FileNotFoundError, IsADirectoryError, PermissionError, OSError: the path cannot be
+///         read (`errno`, `filename`).
+///     CancelledError: `cancel` was set. KeyboardInterrupt: Ctrl-C.
+///
+/// Example:
+///
+///     >>> r = blockwise.verify("sd.img", "4MiB")
+///     >>> r["aligned"], [f["code"] for f in r["findings"] if f["severity"] == "error"]
+///     (True, [])
 #[pyfunction]
-#[pyo3(signature = (path, erase_block=None, *, strict=false, sector_size=None))]
+#[pyo3(signature = (path, erase_block=None, *, strict=false, sector_size=None, cancel=None))]
 fn verify(
     py: Python<'_>,
     path: PathBuf,
     erase_block: Option<&Bound<'_, PyAny>>,
     strict: bool,
     sector_size: Option<u64>,
+    cancel: Option<Bound<'_, PyAny>>,
 ) -> PyResult<PyObject> {
     // None: the erase block the image declares (0).
     let erase = match erase_block {
@@ -508,7 +492,7 @@ fn verify(
         return Err(spec_error(
             py,
             "erase_block",
-            format!("erase_block {erase}: must be a power of two from 4 KiB to 1 GiB (flash erase blocks are typically 4 MiB)"),
+            &format!("erase_block {erase}: must be a power of two from 4 KiB to 1 GiB (flash erase blocks are typically 4 MiB)"),
         ));
     }
     let sector = match sector_size {
@@ -517,117 +501,121 @@ fn verify(
             spec_error(
                 py,
                 "sector_size",
-                format!("sector_size {n}: only 512 and 4096 are supported"),
+                &format!("sector_size {n}: only 512 and 4096 are supported"),
             )
         })?),
     };
-    let src = FileSource::open(&path).map_err(|e| host_error(py, e, None))?;
+    let op = std::sync::Arc::new(Op::start(py, cancel, None)?);
+    let src = FileSource::open(&path).map_err(|e| host_error(py, &e))?;
     let opts = blockwise_verify::Options::new(path.display().to_string())
         .erase_block(erase)
         .strict(strict)
         .sector_size(sector)
         .device(src.hints());
-    let (result, pending) = py.allow_threads(|| {
-        let error = std::rc::Rc::new(std::cell::RefCell::new(None));
+    let result = py.allow_threads(|| {
         let source = Interruptible {
             inner: src,
-            last_poll: std::cell::Cell::new(Instant::now()),
-            error: error.clone(),
+            op: op.clone(),
         };
-        let result = blockwise_container::verify::verify(source, &opts);
-        let pending = error.borrow_mut().take();
-        (result, pending)
+        blockwise_container::verify::verify(source, &opts)
     });
     use blockwise_container::verify::VerifyError;
     let (report, container) = match result {
         Ok(r) => r,
+        // A stop surfaces as the read's error, or as whatever a decoder made of it.
+        Err(_) if op.stopped() => return Err(op.error(py, "the verify was stopped")),
         Err(VerifyError::Refused(r)) => {
-            return Err(UnsupportedError::new_err(format!(
-                "{}: {r}",
-                blockwise_container::escape(&path.display().to_string())
-            )));
+            return Err(errors::unsupported(py, &format!("{}: {r}", path.display())));
         }
         Err(VerifyError::Decode(blockwise_container::Error::Input(e))) => {
             return Err(match e.downcast::<ReadError>() {
                 Ok(read) => match *read {
-                    ReadError::Io(e) => {
-                        let message = format!("{}: {e}", path.display());
-                        os_error(py, Some(&path), message, e.raw_os_error())
-                    }
-                    ReadError::Interrupted => pending.unwrap_or_else(|| {
-                        pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted")
-                    }),
+                    ReadError::Io(e) => errors::io_error(&path, &e, "reading"),
+                    ReadError::Interrupted => op.error(py, "the verify was stopped"),
                 },
-                Err(other) => {
-                    let message = format!("{}: {other}", path.display());
-                    os_error(py, Some(&path), message, None)
-                }
+                Err(other) => errors::io_error(&path, &std::io::Error::other(other), "reading"),
             });
         }
         Err(e) => {
-            if let Some(p) = pending {
-                return Err(p);
-            }
-            return Err(CorruptImageError::new_err(format!(
-                "{}: {e}",
-                path.display()
-            )));
+            return Err(errors::corrupt(
+                py,
+                Some(&path),
+                &format!("{}: {e}", path.display()),
+            ));
         }
     };
     if !report.recognised {
         let why: Vec<&str> = report.findings.iter().map(|f| f.message.as_str()).collect();
-        return Err(CorruptImageError::new_err(format!(
-            "{}: {}",
-            path.display(),
-            if why.is_empty() {
-                "neither a partition table nor a filesystem was recognised".to_string()
-            } else {
-                why.join("; ")
-            }
-        )));
+        return Err(errors::corrupt(
+            py,
+            Some(&path),
+            &format!(
+                "{}: {}",
+                path.display(),
+                if why.is_empty() {
+                    "neither a partition table nor a filesystem was recognised".to_string()
+                } else {
+                    why.join("; ")
+                }
+            ),
+        ));
     }
     let v = blockwise_container::verify::report_json(&report, container.as_ref())
         .map_err(json_error)?;
     to_python(py, &v)
 }
 
-/// `ENOTBLK`, "block device required": a path given to `probe` that is something else.
-const ENOTBLK: i32 = 15;
-
-/// The Python exception for a path `probe` cannot probe: `FileNotFoundError` (ENOENT) for a
-/// missing path, `OSError` with `ENOTBLK` for anything but a block device, `OSError` with the
-/// OS's errno (or none) for sysfs problems; `.filename` is the path, the message blockwise's.
-fn probe_error(py: Python<'_>, e: &blockwise_flash::ProbeError) -> PyErr {
-    use blockwise_flash::ProbeError as P;
-    let message = e.to_string();
-    match e {
-        P::Missing { path } => os_error_msg(path, message, Some(2)), // ENOENT
-        P::NotBlockDevice { path, .. } => os_error_msg(path, message, Some(ENOTBLK)),
-        P::Io { path, source } => match source.raw_os_error() {
-            Some(code) => os_error_msg(path, message, Some(code)),
-            None => os_error(py, Some(path), message, None),
-        },
-        P::NoSysfs { path, .. } => os_error(py, Some(path), message, None),
-        _ => PyOSError::new_err(message),
-    }
-}
-
-/// What the kernel knows about a block device, its layout (the verify analysis, read-only),
-/// an erase-block estimate from read timing when the kernel gives none, and the spec values to
-/// use, as the CLI's `probe --json` prints it (`--no-estimate` when `estimate` is false).
+/// What the kernel knows about a block device, its layout, and the erase block and sector
+/// size to put in the spec, as `blockwise probe --json` prints it. Reads only.
+///
+/// The sysfs values (`logical_block_bytes`, `optimal_io_bytes`, `preferred_erase_bytes`,
+/// `removable`, `transport`, `kernel_partitions`, …), `layout` (the `verify` report of the
+/// device against the recommended erase block; `None` with `layout_note` when it cannot be
+/// read), `estimate` (an erase-block estimate from read timing, made only when the kernel
+/// gives no erase block; `None` with `estimate_skipped` otherwise), `recommendation`
+/// (`erase_block_bytes`, `erase_block_source`: `sysfs`, `estimate` or `default`,
+/// `sector_bytes`, the reasons, and `spec`: the lines for `[image]`) and `notes`. The device
+/// is opened read-only, without `O_EXCL`.
+///
+/// Args:
+///     device: the block device (`/dev/sdb`, `/dev/mmcblk0`).
+///     estimate: time reads to estimate the erase block when the kernel gives none
+///         (`--no-estimate` when false).
+///     estimate_seconds: the read time the estimate may spend, 0 to 600 (it always does a
+///         few rounds).
+///     cancel: a `threading.Event`; once set, the timed reads stop at the next read and
+///         `CancelledError` is raised.
+///
+/// Returns:
+///     `ProbeResult`.
+///
+/// Raises:
+///     FileNotFoundError: the path does not exist.
+///     OSError: `errno.ENOTBLK` for anything but a block device (use `verify` for image
+///         files), the OS's errno for sysfs problems.
+///     SpecError: `estimate_seconds` out of range (`.key == "estimate_seconds"`).
+///     CancelledError: `cancel` was set. KeyboardInterrupt: Ctrl-C.
+///
+/// Example:
+///
+///     >>> info = blockwise.probe("/dev/sdb")
+///     >>> print(info["recommendation"]["spec"])
+///     erase-block = "4MiB"
+///     sector-size = 512
 #[pyfunction]
-#[pyo3(signature = (device, *, estimate=true, estimate_seconds=2.0))]
+#[pyo3(signature = (device, *, estimate=true, estimate_seconds=2.0, cancel=None))]
 fn probe(
     py: Python<'_>,
     device: PathBuf,
     estimate: bool,
     estimate_seconds: f64,
+    cancel: Option<Bound<'_, PyAny>>,
 ) -> PyResult<PyObject> {
     let Some(budget) = blockwise_host::estimate_budget(estimate_seconds) else {
         return Err(spec_error(
             py,
             "estimate_seconds",
-            format!(
+            &format!(
                 "estimate_seconds {estimate_seconds}: must be between 0 and {}",
                 blockwise_host::MAX_ESTIMATE_SECONDS
             ),
@@ -636,24 +624,17 @@ fn probe(
     let opts = blockwise_host::ProbeOptions::default()
         .estimate(estimate)
         .budget(budget);
-    let report = py.allow_threads(|| blockwise_host::probe_report(&device, &opts));
-    let report = report.map_err(|e| probe_error(py, &e))?;
+    let op = Op::start(py, cancel, None)?;
+    let report = cancel::watched(py, &op, || {
+        blockwise_host::probe_report_cancellable(&device, &opts, op.flag())
+    });
+    if op.stopped() {
+        return Err(op.error(py, "the probe was stopped"));
+    }
+    let report = report.map_err(|e| probe_error(&e))?;
     let v = blockwise_host::json::probe_json(&report).map_err(json_error)?;
     to_python(py, &v)
 }
-
-/// An `OSError` whose message keeps blockwise's wording (offset, bytes written) next to the
-/// errno and the file name.
-fn os_error_msg(path: &Path, message: String, errno: Option<i32>) -> PyErr {
-    let filename = path.display().to_string();
-    match errno {
-        Some(code) => PyOSError::new_err((code, message, filename)),
-        None => PyOSError::new_err((EIO, message, filename)),
-    }
-}
-
-/// The errno of a device failure that came without one (a read-back mismatch).
-const EIO: i32 = 5;
 
 /// Why a write failed, before it becomes a Python exception.
 enum WriteFailure {
@@ -669,79 +650,13 @@ enum WriteFailure {
     Probe(blockwise_flash::ProbeError),
     /// The writer (or the target's opening) failed or refused.
     Flash(blockwise_flash::Error),
-    /// Stopped by a progress callback or Ctrl-C.
+    /// Stopped by a progress callback, the `cancel` event or a signal.
     Cancelled,
 }
 
 impl From<blockwise_flash::Refusal> for WriteFailure {
     fn from(r: blockwise_flash::Refusal) -> Self {
         WriteFailure::Flash(r.into())
-    }
-}
-
-/// The write's progress: `(done, total)` bytes of the writing phase to the Python callback,
-/// at most every [`POLL`] (always the first and the last), and Ctrl-C checks; the first
-/// exception either raises sets `cancel`.
-struct WriteProgress<'a> {
-    callback: Option<Py<PyAny>>,
-    cancel: &'a std::sync::atomic::AtomicBool,
-    writing: bool,
-    done: u64,
-    total: u64,
-    reported: Option<(u64, u64)>,
-    last_poll: Instant,
-    error: Option<PyErr>,
-}
-
-impl WriteProgress<'_> {
-    fn poll(&mut self, force: bool) {
-        if self.error.is_some() || (!force && self.last_poll.elapsed() < POLL) {
-            return;
-        }
-        self.last_poll = Instant::now();
-        let now = (self.done, self.total);
-        let result = Python::with_gil(|py| -> PyResult<()> {
-            py.check_signals()?;
-            if let (Some(cb), true) = (&self.callback, self.writing) {
-                if self.reported != Some(now) {
-                    self.reported = Some(now);
-                    cb.call1(py, now)?;
-                }
-            }
-            Ok(())
-        });
-        if let Err(e) = result {
-            self.error = Some(e);
-            self.cancel
-                .store(true, std::sync::atomic::Ordering::Relaxed);
-        }
-    }
-
-    fn event(&mut self, e: blockwise_flash::Event) {
-        use blockwise_flash::Event;
-        match e {
-            Event::Writing { total } => {
-                self.writing = true;
-                self.total = total.unwrap_or(0);
-                self.done = 0;
-                self.poll(true);
-            }
-            Event::Written(n) => {
-                self.done = if self.total > 0 { n.min(self.total) } else { n };
-                self.poll(false);
-            }
-            Event::Syncing => {
-                if self.total == 0 {
-                    self.total = self.done;
-                }
-                self.done = self.total;
-                self.poll(true);
-                self.writing = false;
-            }
-            // The read-back stops at the next read (at most 1 MiB) once Ctrl-C or the
-            // callback raised: polled here as while writing.
-            Event::Verifying { .. } | Event::Verified(_) => self.poll(false),
-        }
     }
 }
 
@@ -767,6 +682,8 @@ enum WriteSpec {
         table: Result<toml::Table, String>,
         base_dir: PathBuf,
     },
+    /// A `blockwise.Spec`: TOML text.
+    Text { text: String, base_dir: PathBuf },
 }
 
 impl WriteSpec {
@@ -792,6 +709,10 @@ impl WriteSpec {
                     parsed, base_dir, ..
                 } => SpecFile::new(
                     parsed.clone().map_err(|e| host(e.into()))?,
+                    base_dir.clone(),
+                ),
+                WriteSpec::Text { text, base_dir } => SpecFile::new(
+                    toml_spec(text).map_err(|e| host(e.into()))?,
                     base_dir.clone(),
                 ),
             };
@@ -836,6 +757,12 @@ impl WriteSpec {
                     return Err(host(e.into()));
                 }
             },
+            WriteSpec::Text { text, base_dir } => {
+                let table = text.parse::<toml::Table>().map_err(|e| {
+                    host(blockwise_image::SpecError::new("(toml)", e.to_string()).into())
+                })?;
+                SpecFile::from_table_for_device(table, &values, base_dir.clone()).map_err(host)?
+            }
         };
         let notes = probed.device_notes(&sf.spec.image, taken, "image.");
         Ok((sf, notes))
@@ -882,8 +809,9 @@ impl Drop for WorkDir {
 fn write_steps(
     src: &mut WriteSource,
     a: &WriteArgs,
-    build_progress: &mut PyProgress,
+    build_progress: &mut BuildProgress<'_>,
     progress: &mut WriteProgress<'_>,
+    cancel: &AtomicBool,
 ) -> Result<(blockwise_flash::Outcome, bool, Vec<String>), WriteFailure> {
     use blockwise_flash::{MapSource, Refusal, Source, Target, TargetKind};
     let info = match blockwise_flash::inspect(&a.target) {
@@ -977,86 +905,168 @@ fn write_steps(
         }
         .into());
     }
-    let mut outcome =
-        blockwise_flash::write(&mut target, source, &a.opts, progress.cancel, &mut |e| {
-            progress.event(e)
-        })
-        .map_err(WriteFailure::Flash)?;
+    let mut outcome = blockwise_flash::write(&mut target, source, &a.opts, cancel, &mut |e| {
+        progress.event(e)
+    })
+    .map_err(WriteFailure::Flash)?;
     outcome.notes.splice(0..0, planned);
     Ok((outcome, target.is_direct(), warnings))
 }
 
-/// The Python exception for a failed write. `pending` (a callback's exception or
-/// `KeyboardInterrupt`) wins.
-fn write_error(
-    py: Python<'_>,
-    e: WriteFailure,
-    pending: Option<PyErr>,
-    source: &Path,
-    target: &Path,
-) -> PyErr {
-    use blockwise_flash::{Error as F, OpenError, SourceError};
-    if let Some(err) = pending {
-        return err;
-    }
+/// The Python exception for a failed write (not a cancel: the [`Op`] knows why it stopped).
+fn write_error(py: Python<'_>, e: WriteFailure, src_path: &Path, target: &Path) -> PyErr {
+    use blockwise_flash::{Error as F, OpenError, Refusal, SourceError};
     match e {
-        WriteFailure::Host(e) => host_error(py, e, None),
-        WriteFailure::Cancelled => pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted"),
-        WriteFailure::Inspect(io) => {
-            let message = format!("{}: {io}", target.display());
-            os_error_msg(target, message, io.raw_os_error())
-        }
+        WriteFailure::Host(e) => host_error(py, &e),
+        WriteFailure::Cancelled => errors::cancelled(py, "cancelled"),
+        WriteFailure::Inspect(io) => errors::io_error(target, &io, ""),
         WriteFailure::WorkDir(dir, io) => {
-            let message = format!("{}: {io}", dir.display());
-            os_error_msg(&dir, message, io.raw_os_error())
+            errors::io_error(&dir, &io, "creating the work directory")
         }
-        WriteFailure::Probe(e) => probe_error(py, &e),
+        WriteFailure::Probe(e) => probe_error(&e),
         WriteFailure::Open(e) => {
-            let message = blockwise_geometry::display_str(&e.to_string());
+            let message = e.to_string();
             match &e {
-                OpenError::Io { path, source } => {
-                    os_error_msg(path, message, source.raw_os_error())
-                }
+                OpenError::Io { path, source } => errors::io_error(path, source, ""),
+                OpenError::Bmap { path, .. } => errors::corrupt(py, Some(path), &message),
+                OpenError::BmapSize { bmap, .. } => errors::corrupt(py, Some(bmap), &message),
                 OpenError::Refused { .. } | OpenError::NotImage { .. } => {
-                    UnsupportedError::new_err(message)
+                    errors::unsupported(py, &message)
                 }
-                _ => CorruptImageError::new_err(message),
+                _ => errors::corrupt(py, Some(src_path), &message),
             }
         }
         WriteFailure::Flash(e) => {
-            let message = blockwise_geometry::display_str(&e.to_string());
+            let message = e.to_string();
             match &e {
-                F::Refused(_) => UnsafeTargetError::new_err(message),
-                F::Open { path, source } => os_error_msg(path, message, source.raw_os_error()),
-                F::Write { source, .. } | F::Sync { source, .. } | F::VerifyRead { source, .. } => {
-                    os_error_msg(target, message, source.raw_os_error())
+                F::Refused(r) => {
+                    let path = match r {
+                        Refusal::NotUsable { path }
+                        | Refusal::NoSuchDevice { path }
+                        | Refusal::FileInDev { path }
+                        | Refusal::DirectRefused { path } => path.as_path(),
+                        Refusal::TargetIsInput { target, .. } => target.as_path(),
+                        _ => target,
+                    };
+                    errors::unsafe_target(py, Some(path), &message)
                 }
-                F::ShortWrite { .. } => os_error_msg(target, message, Some(28)), // ENOSPC
-                F::VerifyMismatch { .. } => os_error_msg(target, message, None),
+                F::Open { path, source } => errors::io_error(path, source, ""),
+                F::Write {
+                    offset,
+                    written,
+                    source,
+                } => errors::io_error(
+                    target,
+                    source,
+                    &format!("writing at offset {offset} after {written} bytes written"),
+                ),
+                F::Sync { written, source } => errors::io_error(
+                    target,
+                    source,
+                    &format!("fdatasync after {written} bytes written"),
+                ),
+                F::VerifyRead { offset, source } => errors::io_error(
+                    target,
+                    source,
+                    &format!("verify: reading back at offset {offset}"),
+                ),
+                F::ShortWrite { .. } => errors::os_error(target, errors::ENOSPC, &message),
+                F::VerifyMismatch { .. } => errors::os_error(target, errors::EIO, &message),
                 F::Source {
                     source: SourceError::Io(io),
-                    ..
-                } => os_error_msg(source, message, io.raw_os_error()),
-                F::Source { .. } => CorruptImageError::new_err(message),
-                F::Options(_) => spec_error(py, "chunk", message),
+                    offset,
+                    written,
+                } => errors::io_error(
+                    src_path,
+                    io,
+                    &format!(
+                        "reading the source at offset {offset} (after {written} bytes written)"
+                    ),
+                ),
+                F::Source { .. } => errors::corrupt(py, Some(src_path), &message),
+                F::Options(_) => spec_error(py, "chunk", &message),
                 F::Alloc { .. } => pyo3::exceptions::PyMemoryError::new_err(message),
-                _ => os_error_msg(target, message, None),
+                _ => errors::os_error(target, errors::EIO, &message),
             }
         }
     }
 }
 
-/// Writes an image file (raw; .xz/.gz/.zst/.bz2/.lz4/.zip or Android sparse, recognised by
-/// its bytes; a block device copied whole; with a bmap beside it or given), a spec
-/// file (`.toml`) or a spec dict to a block device or regular file, as the CLI's
-/// `write --json` prints it. A spec written to a block device is planned for it as the CLI's
-/// `write SPEC DEVICE` plans it ("auto" or left-out `erase-block`/`sector-size` and a
-/// left-out `size` take the device's values; a dict's `None` values count as left out), and
-/// the lines the CLI prints about that come first in `notes`.
+/// Writes an image file or a spec to a block device or regular file, as
+/// `blockwise write --json` prints it (plus `warnings`).
+///
+/// `source` is an image file (raw; `.xz`/`.gz`/`.zst`/`.bz2`/`.lz4`/`.zip` or Android sparse,
+/// recognised by its bytes and streamed; a block device copied whole; with the bmaptool
+/// `.bmap` beside it or `bmap=`), a spec file (recognised by its content: a small
+/// text file that parses as TOML, whatever its name; built in memory and streamed, without an
+/// intermediate image) or a spec dict. `target` is a block device (opened with `O_EXCL` for
+/// the whole write) or a regular file (created when missing, never in `/dev`; emptied first,
+/// so it ends up byte-identical to the image). Only mapped ranges are written, in `chunk`-
+/// sized aligned pieces with `O_DIRECT` where possible; block 0 and the GPT headers are
+/// written last, after a sync, so an interrupted write never leaves a valid-looking
+/// partition table. A spec written to a block device is planned for it as
+/// `blockwise write SPEC DEVICE` does (`"auto"` or left-out `erase-block`/`sector-size` and a
+/// left-out `size` take the device's values; a dict's `None` values count as left out), the
+/// lines saying so first in `notes`.
+///
+/// Before anything is written the target is checked as the command line checks it; there is
+/// no terminal to confirm on, so a non-removable disk needs `yes=True` and a partition
+/// `partition_ok=True`.
+///
+/// Args:
+///     source: the image or spec file (`str` or `os.PathLike`), a spec dict, or a
+///         `blockwise.Spec`.
+///     target: the block device or regular file to write.
+///     verify: read everything written back and compare.
+///     progress: `progress(phase, done, total)`, called at most every 50 ms with
+///         `("scan", entries, None)` (a spec's contents), `("write", bytes, total)` (`total`
+///         is `None` for a compressed image without a bmap until the end) and, with
+///         `verify`, `("verify", bytes, total)`. An exception it raises stops the write
+///         after the chunk in flight, block 0 unwritten, and is re-raised.
+///     yes: write to a non-removable disk (an internal drive, a loop device).
+///     partition_ok: allow a partition as the target.
+///     bmap: the image's bmap (default: `IMAGE.bmap` or `IMAGE.img.bmap` beside it).
+///     chunk: the write size, bytes or like `"4MiB"` (at most 64 MiB).
+///     zero_holes: write zeros over the image's holes instead of skipping them.
+///     discard: discard (TRIM) the target's unmapped ranges first.
+///     direct: fail instead of falling back to buffered writes when `O_DIRECT` is refused.
+///     base_dir: the directory a spec dict's relative paths resolve against.
+///     raw: write bytes that are no disk image blockwise knows (no partition table, no
+///         filesystem: firmware blobs, unknown filesystems) byte for byte instead of
+///         raising `UnsupportedError`.
+///     cancel: a `threading.Event`; once set, the write stops within 50 ms (after the chunk
+///         in flight, block 0 unwritten; during the read-back after the read in flight) and
+///         `CancelledError` is raised.
+///
+/// Returns:
+///     `WriteResult`: `source`, `target`, `image_bytes`, `mapped_bytes`, `bytes_written`,
+///     `seconds`, `mb_per_s`, `chunk_mb_per_s` (`min`, `median`, `max`), `fsync_seconds`,
+///     `verified`, `verify_mb_per_s`, `direct`, `interrupted`, `notes` and `warnings` (each
+///     also issued as `BlockwiseWarning`).
+///
+/// Raises:
+///     UnsafeTargetError: the target was refused before anything was written (a
+///         `PermissionError`; `filename` is the target).
+///     SpecError: a bad spec (`.key`), or a bad `chunk` (`.key == "chunk"`).
+///     CorruptImageError: an unusable bmap, a bmap checksum mismatch, a truncated image.
+///     UnsupportedError: a format that cannot be written as it is (tar, qcow2, VMDK, VHD,
+///         ...; the message says what to do instead), or bytes that are no disk image
+///         without `raw=True`.
+///     FileNotFoundError: the source is missing. OSError: the device failed (`EIO`,
+///         `ENOSPC`, a read-back that differs: `errno`, `filename` is the target, the message
+///         gives the offset).
+///     CancelledError: `cancel` was set. KeyboardInterrupt: Ctrl-C.
+///
+/// Example:
+///
+///     >>> r = blockwise.write("sd.img.xz", "/dev/sdb")
+///     >>> r["verified"], r["bytes_written"]
+///     (True, 71303168)
 #[pyfunction]
 #[pyo3(signature = (
     source, target, verify=true, progress=None, *, yes=false, partition_ok=false, bmap=None,
-    chunk=None, zero_holes=false, discard=false, direct=false, base_dir=None, raw=false
+    chunk=None, zero_holes=false, discard=false, direct=false, base_dir=None, raw=false,
+    cancel=None
 ))]
 #[expect(clippy::too_many_arguments, reason = "the Python signature")]
 fn write(
@@ -1064,7 +1074,7 @@ fn write(
     source: &Bound<'_, PyAny>,
     target: PathBuf,
     verify: bool,
-    progress: Option<Py<PyAny>>,
+    progress: Option<Bound<'_, PyAny>>,
     yes: bool,
     partition_ok: bool,
     bmap: Option<PathBuf>,
@@ -1074,22 +1084,33 @@ fn write(
     direct: bool,
     base_dir: Option<PathBuf>,
     raw: bool,
+    cancel: Option<Bound<'_, PyAny>>,
 ) -> PyResult<PyObject> {
     let chunk = match chunk {
         None => 4 << 20,
         Some(v) => size_arg(py, "chunk", v)?,
     };
     if chunk == 0 {
-        return Err(spec_error(py, "chunk", "chunk: must not be 0".into()));
+        return Err(spec_error(py, "chunk", "chunk: must not be 0"));
     }
     if chunk > blockwise_flash::MAX_CHUNK {
         return Err(spec_error(
             py,
             "chunk",
-            format!("chunk {chunk}: at most 64 MiB (erase blocks are 4 to 16 MiB; a larger chunk only costs memory)"),
+            &format!("chunk {chunk}: at most 64 MiB (erase blocks are 4 to 16 MiB; a larger chunk only costs memory)"),
         ));
     }
-    let (mut src, source_path, source_name) = if let Ok(map) = source.downcast::<PyMapping>() {
+    let (mut src, source_path, source_name) = if let Some(text) = spec_text(py, source)? {
+        let spec = WriteSpec::Text {
+            text,
+            base_dir: base_dir.unwrap_or_else(|| PathBuf::from(".")),
+        };
+        (
+            WriteSource::Spec(spec),
+            PathBuf::from("<toml>"),
+            "<toml>".to_string(),
+        )
+    } else if let Ok(map) = source.downcast::<PyMapping>() {
         // Both forms now, while the GIL is held; which one is used depends on the target.
         let parsed = dict_spec(map)?;
         let plain = fspath_values(map.as_any(), 0, true)?;
@@ -1108,20 +1129,24 @@ fn write(
         )
     } else {
         let path: PathBuf = source.extract().map_err(|_| {
-            pyo3::exceptions::PyTypeError::new_err(format!(
+            PyTypeError::new_err(format!(
                 "source must be a path (str or os.PathLike) to an image or spec file, or a spec dict, not {}",
-                source
-                    .get_type()
-                    .name()
-                    .map_or_else(|_| "?".to_string(), |n| n.to_string())
+                type_name(source)
             ))
         })?;
-        if !path.exists() {
-            let message = format!("{}: no such file", path.display());
-            return Err(os_error_msg(&path, message, Some(2))); // ENOENT
+        let md = std::fs::metadata(&path).map_err(|e| errors::io_error(&path, &e, ""))?;
+        if md.is_dir() {
+            return Err(errors::os_error(
+                &path,
+                errors::EISDIR,
+                "is a directory: give an image or a spec file",
+            ));
         }
         let name = path.display().to_string();
-        if path.extension().is_some_and(|e| e == "toml") {
+        // A spec by its name or its bytes: never written to the target as raw bytes.
+        let is_spec =
+            blockwise_host::is_spec_file(&path).map_err(|e| errors::io_error(&path, &e, ""))?;
+        if is_spec {
             let spec = WriteSpec::File {
                 path: path.clone(),
                 base_dir,
@@ -1144,72 +1169,57 @@ fn write(
         partition_ok,
         raw,
     };
-    let cancel = std::sync::atomic::AtomicBool::new(false);
-    let mut build_progress = PyProgress::new(None);
-    let mut p = WriteProgress {
-        callback: progress,
-        cancel: &cancel,
-        writing: false,
-        done: 0,
-        total: 0,
-        reported: None,
-        last_poll: Instant::now(),
-        error: None,
-    };
+    let op = Op::start(py, cancel, progress)?;
     let result = py.allow_threads(|| {
-        let r = write_steps(&mut src, &args, &mut build_progress, &mut p);
+        let mut build_progress = BuildProgress::new(&op);
+        let mut p = WriteProgress::new(&op);
+        let r = write_steps(&mut src, &args, &mut build_progress, &mut p, op.flag());
         match r {
             Ok((out, ..)) if out.interrupted => Err(WriteFailure::Cancelled),
             other => other,
         }
     });
-    let pending = p.error.take().or_else(|| build_progress.error.take());
     match result {
         Ok((outcome, direct, warnings)) => {
-            if let Some(err) = pending {
-                return Err(err);
-            }
-            let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
-            for w in &warnings {
-                PyErr::warn(
-                    py,
-                    &category,
-                    &std::ffi::CString::new(w.replace('\0', " "))?,
-                    1,
-                )?;
-            }
-            let v = blockwise_flash::write_json(
+            let mut v = blockwise_flash::write_json(
                 &outcome,
                 &source_name,
                 &args.target.display().to_string(),
                 direct,
             );
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert("warnings".into(), warnings.clone().into());
+            }
+            errors::warn_all(py, &warnings)?;
             to_python(py, &v)
         }
-        Err(e) => Err(write_error(py, e, pending, &source_path, &args.target)),
+        Err(_) if op.stopped() => Err(op.error(
+            py,
+            "the write stopped after the chunk in flight, block 0 unwritten (or during the read-back, after the image was written in full)",
+        )),
+        Err(e) => Err(write_error(py, e, &source_path, &args.target)),
     }
 }
 
 /// The module `blockwise._native`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(build, m)?)?;
     m.add_function(wrap_pyfunction!(verify, m)?)?;
     m.add_function(wrap_pyfunction!(write, m)?)?;
     m.add_function(wrap_pyfunction!(probe, m)?)?;
-    let spec_error = py.get_type::<SpecError>();
-    // The class default, so `.key` exists on every instance.
-    spec_error.setattr("key", "")?;
-    m.add("SpecError", spec_error)?;
-    m.add("CorruptImageError", py.get_type::<CorruptImageError>())?;
-    m.add("UnsupportedError", py.get_type::<UnsupportedError>())?;
-    m.add("UnsafeTargetError", py.get_type::<UnsafeTargetError>())?;
+    errors::add_classes(m)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("Spec", m.py().import("blockwise._spec")?.getattr("Spec")?)?;
     m.add(
         "__all__",
         [
+            "BlockwiseWarning",
+            "CancelledError",
             "CorruptImageError",
+            "Error",
+            "Spec",
             "SpecError",
             "UnsafeTargetError",
             "UnsupportedError",

@@ -208,8 +208,13 @@ def test_os_errors_carry_errno_and_filename(tmp_path: pathlib.Path) -> None:
     out = tmp_path / "no" / "dir" / "out.img"
     with pytest.raises(OSError) as e:
         blockwise.build(SMALL, out)
-    assert e.value.errno == errno.ENOENT
+    assert e.value.errno == errno.ENOENT and isinstance(e.value, FileNotFoundError)
     assert e.value.filename is not None and str(tmp_path / "no" / "dir") in e.value.filename
+    # A file where the output's directory should be.
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(NotADirectoryError) as e:
+        blockwise.build(SMALL, tmp_path / "file" / "out.img")
+    assert e.value.filename == str(tmp_path / "file" / "out.img")
     # A directory is not an image.
     with pytest.raises(OSError) as e:
         blockwise.verify(tmp_path)

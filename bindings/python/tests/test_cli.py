@@ -50,6 +50,14 @@ def test_errors_exit_2(tmp_path: pathlib.Path) -> None:
     assert r.returncode == 2 and "missing.img" in r.stderr
     r = run("plan")
     assert r.returncode == 2
+    # An OSError names the path and the reason, in one line, without Python's "[Errno N]".
+    spec = tmp_path / "ok.toml"
+    spec.write_text('[image]\nsize = "64MiB"\n[[partition]]\nfs = "fat32"\nsize = "fill"\n')
+    r = run("build", str(spec), "-o", str(tmp_path))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith(f"blockwise build: error: {tmp_path}: "), r.stderr
+    assert "directory" in r.stderr and "[Errno" not in r.stderr and "None" not in r.stderr
+    assert r.stderr.count("\n") == 1, r.stderr
 
 
 def test_write(tmp_path: pathlib.Path) -> None:

@@ -83,8 +83,10 @@ def test_write_decodes_and_raw_is_explicit(image: pathlib.Path, tmp_path: pathli
     assert target.read_bytes()[: image.stat().st_size] == image.read_bytes()
     blob = tmp_path / "firmware.bin"
     blob.write_bytes(os.urandom(1 << 20))
-    with pytest.raises(blockwise.UnsupportedError, match="not a disk image"):
+    with pytest.raises(blockwise.UnsupportedError, match="not a disk image") as e:
         blockwise.write(blob, tmp_path / "fw.img", verify=False)
+    # The hint in Python's words.
+    assert "pass raw=True" in str(e.value) and "--raw" not in str(e.value), e.value
     r = blockwise.write(blob, tmp_path / "fw.img", verify=True, raw=True)
     assert r["verified"] is True
     assert (tmp_path / "fw.img").read_bytes() == blob.read_bytes()

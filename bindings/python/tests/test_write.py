@@ -45,6 +45,8 @@ KEYS = {
     "interrupted_verifying",
     "verified_bytes",
     "notes",
+    # Python's addition to the CLI's JSON: what was also issued as BlockwiseWarning.
+    "warnings",
 }
 
 
@@ -444,8 +446,9 @@ def test_spec_sector_size_other_than_the_devices_warns(tmp_path: pathlib.Path) -
         "partition": [{"fs": "fat", "size": "fill"}],
     }
     with loop(backing(tmp_path, 32 << 20), "-b", "4096") as dev:
-        with pytest.warns(RuntimeWarning, match="4096-byte logical blocks"):
+        with pytest.warns(blockwise.BlockwiseWarning, match="4096-byte logical blocks"):
             r = blockwise.write(spec, dev, yes=True, verify=False)
+    assert any("4096-byte logical blocks" in w for w in r["warnings"]), r["warnings"]
     assert r["notes"][0].startswith("erase block 1 MiB: from image.erase-block"), r["notes"]
     assert "sector size 512: from image.sector-size" in r["notes"]
     assert r["image_bytes"] == 16 << 20
@@ -462,7 +465,7 @@ def test_a_file_target_inside_the_contents_is_left_out(tmp_path: pathlib.Path) -
     target = tmp_path / "w.img"
     blockwise.write(spec, target, verify=False)
     first = target.read_bytes()
-    with pytest.warns(RuntimeWarning, match="w.img: left out of the image"):
+    with pytest.warns(blockwise.BlockwiseWarning, match="w.img: left out of the image"):
         blockwise.write(spec, target, verify=False)
     assert target.read_bytes() == first
 

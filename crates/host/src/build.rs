@@ -114,7 +114,14 @@ pub fn resolve_inputs(sf: &mut SpecFile) -> Result<(), Error> {
         }
         if let Some(c) = &p.contents {
             let path = base.join(c);
-            if !path.is_dir() {
+            // An unreadable directory says why (permission denied), not "is not a directory".
+            let md = fs::metadata(&path).map_err(|e| {
+                SpecError::new(
+                    key("contents"),
+                    format!("{c:?} cannot be read ({}): {e}", path.display()),
+                )
+            })?;
+            if !md.is_dir() {
                 return Err(SpecError::new(
                     key("contents"),
                     format!("{c:?} is not a directory ({})", path.display()),
@@ -226,7 +233,6 @@ fn load_trees(
         if p.contents.is_none() {
             tree.nodes.iter_mut().for_each(|n| n.meta.mtime = timestamp);
         }
-        progress.advance(tree.nodes.len() as u64);
         Error::check(progress)?;
         trees.push(Some(tree));
     }

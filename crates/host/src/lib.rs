@@ -61,13 +61,13 @@ pub use output::{
     check_output_path, check_outputs, remove_stale_temps, write_image_file, WriteStats,
 };
 pub use probe::{
-    estimate_budget, layout, probe_device, probe_report, DeviceNotes, LayoutError, ProbeOptions,
-    ProbeReport, Probed, MAX_ESTIMATE_SECONDS,
+    estimate_budget, layout, probe_device, probe_report, probe_report_cancellable, DeviceNotes,
+    LayoutError, ProbeOptions, ProbeReport, Probed, MAX_ESTIMATE_SECONDS,
 };
 pub use progress::{Phase, Progress};
 pub use source::FileSource;
 pub use spec_file::{
-    explain_auto, explain_auto_toml, resolve_timestamp, take_device_values, DeviceValues, SpecFile,
-    Taken,
+    explain_auto, explain_auto_toml, is_spec_file, resolve_timestamp, take_device_values,
+    DeviceValues, SpecFile, Taken,
 };
 pub use tree::tree_from_dir;

@@ -23,6 +23,8 @@ use crate::Error;
 pub(crate) const BMAP_BLOCK: u64 = 4096;
 /// Chunk of the read/write fallback copy and of the bmap hasher.
 const CHUNK: u64 = 1 << 20;
+/// Most bytes one `copy_file_range` call copies.
+const COPY_CALL: u64 = 64 << 20;
 
 /// What [`write_image_file`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -82,19 +84,35 @@ pub fn write_image_file(
             Some(_) => {
                 let ranges = bmap_ranges(img);
                 let stop = AtomicBool::new(false);
+                let hashed = AtomicU64::new(0);
                 let (stats, hashes) = std::thread::scope(|s| {
                     let (tx, rx) = mpsc::channel();
                     let (file, list, size, stop) = (&f, &ranges, img.size(), &stop);
-                    let hasher = s.spawn(move || hash_ranges(file, size, list, rx, stop));
+                    let hashed = &hashed;
+                    let hasher = s.spawn(move || hash_ranges(file, size, list, rx, stop, hashed));
                     let stats = write_pieces(img, content, &f, &tmp, progress, Some(&tx));
                     // A failed or cancelled write stops the hasher now instead of letting it
                     // hash the rest of the file.
                     if stats.is_err() {
                         stop.store(true, Ordering::Relaxed);
+                    } else {
+                        progress.phase(Phase::Hashing {
+                            bytes: bmap_bytes(&ranges, img.size()),
+                        });
                     }
                     drop(tx);
-                    // The hasher may lag behind the writer: keep answering a cancel.
-                    while !hasher.is_finished() {
+                    // The hasher may lag behind the writer: keep answering a cancel, and
+                    // report what it hashed since.
+                    let mut reported = 0;
+                    loop {
+                        if stats.is_ok() {
+                            let now = hashed.load(Ordering::Relaxed);
+                            progress.advance(now.saturating_sub(reported));
+                            reported = now;
+                        }
+                        if hasher.is_finished() {
+                            break;
+                        }
                         if !stop.load(Ordering::Relaxed) && progress.cancelled() {
                             stop.store(true, Ordering::Relaxed);
                         }
@@ -136,7 +154,39 @@ pub fn write_image_file(
             let _ = fs::remove_file(t);
         }
     }
-    result
+    // The temp files are this call's business: a failure writing one is a failure writing
+    // the output the caller named.
+    let mut temps = vec![(tmp.as_path(), path)];
+    if let (Some(bt), Some(b)) = (&bmap_tmp, bmap) {
+        temps.push((bt.as_path(), b));
+    }
+    result.map_err(|e| name_outputs(e, &temps))
+}
+
+/// `e` with a temp file's path replaced by the output it stands for (`(temp, output)` pairs).
+fn name_outputs(e: Error, temps: &[(&Path, &Path)]) -> Error {
+    match e {
+        Error::Write { path, source, note } => {
+            let path = temps
+                .iter()
+                .find(|(t, _)| *t == path)
+                .map_or(path, |(_, out)| out.to_path_buf());
+            Error::Write { path, source, note }
+        }
+        other => other,
+    }
+}
+
+/// The bytes a `.bmap` hashes: its ranges of 4 KiB blocks, the last one cut at the image's
+/// end.
+fn bmap_bytes(ranges: &[(u64, u64)], size: u64) -> u64 {
+    ranges
+        .iter()
+        .map(|&(b0, b1)| {
+            let end = (b1 + 1).saturating_mul(BMAP_BLOCK).min(size);
+            end.saturating_sub(b0 * BMAP_BLOCK)
+        })
+        .sum()
 }
 
 /// Creates `path` as a new file (O_EXCL, read and write), noting it in `created`.
@@ -415,7 +465,9 @@ impl Copier {
         while done < r.len && !slow {
             let mut soff = r.offset + done;
             let mut doff = at + done;
-            let want = usize::try_from((r.len - done).min(1 << 30)).unwrap_or(1 << 30);
+            // At most 64 MiB per call: a cancel is seen between calls (about 50 ms apart at
+            // page-cache speed), where one call of 1 GiB took a second.
+            let want = usize::try_from((r.len - done).min(COPY_CALL)).unwrap_or(1 << 26);
             match rustix::fs::copy_file_range(src, Some(&mut soff), out, Some(&mut doff), want) {
                 Ok(0) => return Err(content.shrunk(r.content)),
                 Ok(n) => {
@@ -483,6 +535,7 @@ fn hash_ranges(
     ranges: &[(u64, u64)],
     written: mpsc::Receiver<u64>,
     stop: &AtomicBool,
+    hashed: &AtomicU64,
 ) -> std::io::Result<Vec<[u8; 32]>> {
     let stopped = || std::io::Error::from(std::io::ErrorKind::Interrupted);
     let mut mark = 0u64;
@@ -507,6 +560,7 @@ fn hash_ranges(
             f.read_exact_at(chunk, off)?;
             h.update(&*chunk);
             off += n;
+            hashed.fetch_add(n, Ordering::Relaxed);
         }
         out.push(h.finalize().into());
     }
@@ -622,6 +676,70 @@ mod tests {
 
     /// r25: the `.bmap` hasher stops when told to (a failed or cancelled write) instead of
     /// hashing the rest of the file.
+    /// Records phases and the bytes advanced in each.
+    #[derive(Default)]
+    struct Phases(Vec<(Phase, u64)>);
+
+    impl Progress for Phases {
+        fn phase(&mut self, phase: Phase) {
+            self.0.push((phase, 0));
+        }
+        fn advance(&mut self, n: u64) {
+            if let Some(last) = self.0.last_mut() {
+                last.1 += n;
+            }
+        }
+    }
+
+    /// r31: the `.bmap` hashing is a phase of its own that ends with every mapped byte
+    /// hashed.
+    #[test]
+    fn r31_hashing_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut img = ImageMap::new(1 << 20);
+        img.write_at(0, &[1; 512]).unwrap();
+        img.write_at(1 << 19, &[2; 5000]).unwrap();
+        let out = dir.path().join("out.img");
+        let bmap = dir.path().join("out.img.bmap");
+        let mut p = Phases::default();
+        write_image_file(&img, &HostContent::default(), &out, Some(&bmap), &mut p).unwrap();
+        let hashing: Vec<_> =
+            p.0.iter()
+                .filter(|(ph, _)| matches!(ph, Phase::Hashing { .. }))
+                .collect();
+        // Blocks 0 and 128-129: 3 blocks of 4 KiB.
+        assert_eq!(
+            hashing,
+            [&(Phase::Hashing { bytes: 3 * 4096 }, 3 * 4096)],
+            "{:?}",
+            p.0
+        );
+    }
+
+    /// r31: a failure writing a temp file names the output the caller gave, not the temp
+    /// file; other paths stay.
+    #[test]
+    fn r31_write_errors_name_the_output() {
+        let (tmp, out) = (Path::new("d/.o.img.tmp-1-2-3-4"), Path::new("d/o.img"));
+        let (btmp, bmap) = (Path::new("d/.o.bmap.tmp-1-2-3-5"), Path::new("d/o.bmap"));
+        let temps = [(tmp, out), (btmp, bmap)];
+        let enospc = || std::io::Error::from_raw_os_error(Errno::NOSPC.raw_os_error());
+        for (written, named) in [
+            (tmp, out),
+            (btmp, bmap),
+            (Path::new("d/x"), Path::new("d/x")),
+        ] {
+            match name_outputs(Error::write(written, enospc()), &temps) {
+                Error::Write { path, .. } => assert_eq!(path, named),
+                e => panic!("{e}"),
+            }
+        }
+        assert!(matches!(
+            name_outputs(Error::io(tmp, enospc()), &temps),
+            Error::Io { path, .. } if path == tmp
+        ));
+    }
+
     #[test]
     fn r25_the_bmap_hasher_stops_when_told() {
         let dir = tempfile::tempdir().unwrap();
@@ -633,7 +751,7 @@ mod tests {
         drop(tx);
         let stop = AtomicBool::new(true);
         let ranges = [(0u64, (1u64 << 40) / BMAP_BLOCK - 1)];
-        let err = hash_ranges(&f, 1 << 40, &ranges, rx, &stop).unwrap_err();
+        let err = hash_ranges(&f, 1 << 40, &ranges, rx, &stop, &AtomicU64::new(0)).unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::Interrupted);
     }
 

@@ -6,10 +6,11 @@
 //! JSON is [`crate::json::probe_json`].
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use blockwise_flash::{
-    estimate_erase_block, DirectReader, Estimate, EstimateOptions, Probe, ProbeError,
+    estimate_erase_block, DirectReader, Estimate, EstimateOptions, Probe, ProbeError, ReadTimer,
     Recommendation, Transport, ValueSource,
 };
 use blockwise_geometry::{format_size, ImageSpec, SectorSize};
@@ -101,11 +102,42 @@ pub fn probe_device(device: &Path, opts: &ProbeOptions) -> Result<Probed, ProbeE
     Ok(Probed::new(device, probe, opts))
 }
 
+/// A [`ReadTimer`] whose reads fail with `Interrupted` once `cancel` is set, so that the
+/// estimate stops within one read (a front end's cancel button or Ctrl-C).
+struct Stoppable<'a> {
+    inner: &'a mut dyn ReadTimer,
+    cancel: &'a AtomicBool,
+}
+
+impl ReadTimer for Stoppable<'_> {
+    fn time_read(&mut self, offset: u64, len: usize) -> std::io::Result<Duration> {
+        if self.cancel.load(Ordering::Relaxed) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Interrupted,
+                "cancelled",
+            ));
+        }
+        self.inner.time_read(offset, len)
+    }
+}
+
 impl Probed {
     /// Derives the estimate, the recommendation and the notes from `probe`, a probe of
     /// `device` (made by [`blockwise_flash::probe`], or by `probe_in` over another sysfs root).
     #[must_use]
     pub fn new(device: &Path, probe: Probe, opts: &ProbeOptions) -> Probed {
+        Probed::new_cancellable(device, probe, opts, &AtomicBool::new(false))
+    }
+
+    /// [`Probed::new`], stopping the read-timing estimate within one read once `cancel` is
+    /// set (the estimate is then skipped, saying so); the caller checks `cancel` after.
+    #[must_use]
+    pub fn new_cancellable(
+        device: &Path,
+        probe: Probe,
+        opts: &ProbeOptions,
+        cancel: &AtomicBool,
+    ) -> Probed {
         let mut notes = Vec::new();
         let known = probe
             .preferred_erase_bytes
@@ -136,6 +168,10 @@ impl Probed {
                     }
                     let mut eopts = EstimateOptions::new(probe.size_bytes, lbs);
                     eopts.budget = opts.budget;
+                    let mut reader = Stoppable {
+                        inner: &mut reader,
+                        cancel,
+                    };
                     match estimate_erase_block(&mut reader, &eopts) {
                         Ok(e) => (Some(e), None),
                         Err(e) => (None, Some(format!("reading {}: {e}", device.display()))),
@@ -302,7 +338,18 @@ pub struct ProbeReport {
 
 /// [`probe_device`], then the [`layout`] of the device against the recommended erase block.
 pub fn probe_report(device: &Path, opts: &ProbeOptions) -> Result<ProbeReport, ProbeError> {
-    let probed = probe_device(device, opts)?;
+    probe_report_cancellable(device, opts, &AtomicBool::new(false))
+}
+
+/// [`probe_report`], stopping the read-timing estimate within one read once `cancel` is set
+/// (see [`Probed::new_cancellable`]); the caller checks `cancel` after.
+pub fn probe_report_cancellable(
+    device: &Path,
+    opts: &ProbeOptions,
+    cancel: &AtomicBool,
+) -> Result<ProbeReport, ProbeError> {
+    let probe = blockwise_flash::probe(device)?;
+    let probed = Probed::new_cancellable(device, probe, opts, cancel);
     Ok(ProbeReport::new(probed))
 }
 

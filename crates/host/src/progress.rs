@@ -4,7 +4,8 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Phase {
-    /// Walking the content directories; [`Progress::advance`] counts files.
+    /// Walking the content directories; [`Progress::advance`] counts entries (files,
+    /// directories, links) as each is reached.
     Scanning,
     /// Planning the layout and the filesystems.
     Planning,
@@ -13,6 +14,12 @@ pub enum Phase {
     /// Writing the output; [`Progress::advance`] counts bytes out of `bytes`.
     Writing {
         /// Bytes to write (metadata plus content).
+        bytes: u64,
+    },
+    /// Hashing the `.bmap` ranges, after the writing (the hasher reads behind the writer and
+    /// may lag); [`Progress::advance`] counts bytes hashed since, out of `bytes` in all.
+    Hashing {
+        /// Bytes the `.bmap` hashes.
         bytes: u64,
     },
     /// Making the output durable (fsync).

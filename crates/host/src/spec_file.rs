@@ -8,6 +8,45 @@ use blockwise_image::{Spec, SpecError};
 
 use crate::Error;
 
+/// The largest file [`is_spec_file`] reads: a spec is a page of text, an image is not.
+const MAX_SPEC_BYTES: u64 = 1 << 20;
+
+/// Whether `path` holds a spec rather than an image, by its name and its bytes: a name
+/// ending in `.toml` (any case), or a file of at most 1 MiB of UTF-8 text (no NUL byte) that
+/// parses as a TOML table with at least one key. No disk image is such text (its first
+/// sector alone has NUL bytes), so a spec named `sd.conf` or `SD.TOML` is built, never written
+/// to a target as raw bytes; a spec with a mistake in it is still a spec (its parse error
+/// names the key). Errors are the OS's, reading `path`.
+pub fn is_spec_file(path: &Path) -> std::io::Result<bool> {
+    use std::io::Read as _;
+    let named = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("toml"));
+    if named {
+        return Ok(true);
+    }
+    // stat before open: opening a FIFO would take (and, closed, break) the stream the image
+    // is read from, and a device needs no look.
+    if !fs::metadata(path)?.is_file() {
+        return Ok(false);
+    }
+    let f = fs::File::open(path)?;
+    let md = f.metadata()?;
+    if !md.is_file() || md.len() == 0 || md.len() > MAX_SPEC_BYTES {
+        return Ok(false);
+    }
+    let mut bytes = Vec::new();
+    f.take(MAX_SPEC_BYTES).read_to_end(&mut bytes)?;
+    if bytes.contains(&0) {
+        return Ok(false);
+    }
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        return Ok(false);
+    };
+    Ok(text.parse::<toml::Table>().is_ok_and(|t| !t.is_empty()))
+}
+
 /// A spec read from a file, with the directory its relative paths are resolved against.
 #[derive(Clone, Debug)]
 pub struct SpecFile {
@@ -273,6 +312,35 @@ pub fn resolve_timestamp(spec: &Spec) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// r31: a spec is recognised by its bytes whatever its name; images, empty files and
+    /// text that is not TOML are not specs.
+    #[test]
+    fn r31_specs_are_recognised_by_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = "[image]\nsize = \"64MiB\"\n[[partition]]\nfs = \"fat32\"\nsize = \"fill\"\n";
+        let cases: [(&str, &[u8], bool); 9] = [
+            ("sd.conf", spec.as_bytes(), true),
+            ("SD.TOML", b"not toml at all", true),
+            ("sd", b"[imgae]\nsise = 1\n", true),
+            ("disk.img", b"\x00\x00\xeb\x3c\x90mkfs.fat", false),
+            ("mbr.img", &[0u8; 512], false),
+            ("empty.img", b"", false),
+            ("notes.txt", b"hello world\n", false),
+            ("latin1.img", b"[image]\nlabel = \"\xe9\"\n", false),
+            ("x.toml.img", b"\x7fELF\x02\x01", false),
+        ];
+        for (name, bytes, want) in cases {
+            let p = dir.path().join(name);
+            fs::write(&p, bytes).unwrap();
+            assert_eq!(is_spec_file(&p).unwrap(), want, "{name}");
+        }
+        // A large file is an image, whatever it holds.
+        let big = dir.path().join("big.img");
+        fs::write(&big, spec.repeat(20_000)).unwrap();
+        assert!(!is_spec_file(&big).unwrap());
+        assert!(is_spec_file(&dir.path().join("missing")).is_err());
+    }
 
     fn spec_at(dir: &Path, text: &str) -> PathBuf {
         let p = dir.join("s.toml");

@@ -383,8 +383,9 @@ pub(crate) fn scan_dir(
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
             // Checked per entry, not only per directory: one flat directory of 200,000 files
-            // takes seconds to stat.
+            // takes seconds to stat. Each entry is counted as it is reached.
             Error::check(progress)?;
+            progress.advance(1);
             let p = e.path();
             let name = e.file_name();
             if own.holds(dir_id, name.as_bytes()) {
