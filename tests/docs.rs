@@ -80,6 +80,7 @@ fn concrete(word: &str, repo: &Path, work: &Path) -> Option<String> {
         "F" => path(work.join("rpi.img.bmap")),
         "FILE" => path(work.join("docs-target.img")),
         "N" => "3".to_string(),
+        "SIZE" => "4MiB".to_string(),
         "DEVICE" => return None,
         w if w.starts_with("/dev/") => return None,
         // A board's own files (docs/import.md's genimage.cfg, kickstarts).
