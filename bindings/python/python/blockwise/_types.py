@@ -239,13 +239,15 @@ class Partition(_Partition, total=False):
     (``0x0c``) or the GPT type GUID; ``alignment_bytes`` the largest power of two dividing
     the start. ``in_table`` is present (``False``) only for a partition outside the table;
     ``attributes`` (GPT attribute bits by name, ``"read-only"``, or number) only when some
-    are set; ``slot`` (``"a"``) only for an A/B slot."""
+    are set; ``slot`` (``"a"``) only for an A/B slot; ``checked`` (``False``) only for
+    contents whose layout is not checked (swap, raw bytes, formats verify only names)."""
 
     guid: str
     ebr_bytes: int
     in_table: bool
     attributes: List[Union[str, int]]
     slot: str
+    checked: bool
 
 
 class Finding(TypedDict):
@@ -377,6 +379,8 @@ class Report(_Report, total=False):
     container: ContainerRead
     device: DeviceHints
     erase_block_source: EraseBlockSource
+    extended: Extended
+    gpt: GptLocations
     regions: List[Region]
     slots: List[SlotGroup]
 
