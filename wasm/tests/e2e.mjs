@@ -310,11 +310,13 @@ await step('Check: a `blockwise build` image is safe to flash; copy as text/JSON
   // Copy as JSON / as text: exactly what `blockwise verify [--json]` prints.
   await page.click('#check-out button.copy-json');
   const json = await page.evaluate(() => navigator.clipboard.readText());
-  const want = run(cli, ['verify', '--json', 'aligned.img'], { cwd: work });
+  // The page checks against the erase block of its menu (4 MiB); the CLI without
+  // --erase-block would infer the image's own and say so (erase_block_source).
+  const want = run(cli, ['verify', '--json', '--erase-block', '4MiB', 'aligned.img'], { cwd: work });
   assert(JSON.stringify(JSON.parse(json)) === JSON.stringify(JSON.parse(want)), `JSON differs:\n${json}\nvs\n${want}`);
   await page.click('#check-out button.copy-text');
   const text = await page.evaluate(() => navigator.clipboard.readText());
-  const human = run(cli, ['verify', 'aligned.img'], { cwd: work });
+  const human = run(cli, ['verify', '--erase-block', '4MiB', 'aligned.img'], { cwd: work });
   assert(text.trim() === human.trim(), `text differs:\n${text}\nvs\n${human}`);
   await page.screenshot({ path: join(shots, 'check-aligned.png'), fullPage: true });
 });
@@ -584,7 +586,10 @@ await step('Build: the default Raspberry Pi plan from two folders, in a worker: 
   await download(page, '#build-download', img);
   await download(page, '#build-download-bmap', `${img}.bmap`);
   const usedToml = await page.textContent('#build-toml');
-  assert(usedToml === toml, 'the spec used is not the plan\'s TOML');
+  // The plan's TOML plus the seed the build derived from the dropped files (the page's trees
+  // have no owners or sub-second times, so the CLI would derive another from the folders).
+  assert(/^seed = "0x[0-9a-f]+"$/m.test(usedToml), `no seed in the spec used:\n${usedToml}`);
+  assert(usedToml.replace(/^seed = "0x[0-9a-f]+"\n/m, '') === toml, 'the spec used is not the plan\'s TOML plus its seed');
   // The CLI, on the copied TOML beside the same folders.
   writeFileSync(join(work, 'sd.toml'), usedToml);
   run(cli, ['build', '--quiet', join(work, 'sd.toml'), '-o', join(work, 'cli.img'), '--bmap', join(work, 'cli.img.bmap')]);
@@ -634,7 +639,7 @@ await step('Build: the default plan at its 8 GiB builds; its .bmap equals `block
   const { build } = await buildAndWatch(page, () => page.click('#plan-build'));
   assert(!build.error && build.size === 8 * 2 ** 30 && build.check.safe === 'yes', JSON.stringify(build));
   await download(page, '#build-download-bmap', join(work, 'page8.img.bmap'));
-  writeFileSync(join(work, 'sd8.toml'), toml);
+  writeFileSync(join(work, 'sd8.toml'), await page.textContent('#build-toml'));
   run(cli, ['build', '--quiet', join(work, 'sd8.toml'), '-o', join(work, 'cli8.img'), '--bmap', join(work, 'cli8.img.bmap')]);
   run('cmp', [join(work, 'page8.img.bmap'), join(work, 'cli8.img.bmap')]);
   rmSync(join(work, 'cli8.img'));

@@ -640,17 +640,19 @@ function startBuild() {
   if (!$('#build').contains(document.activeElement)) $('#build-cancel').focus();
   setProgress('Starting…', 0, 0);
   const timeline = [];
+  let seed = null;
   worker.onmessage = async (ev) => {
     const m = ev.data;
     timeline.push([m.type, Math.round(performance.now() - t0)]);
     if (m.type === 'phase') setProgress(`${m.phase[0].toUpperCase()}${m.phase.slice(1)}…`, 0, 0);
     else if (m.type === 'planned') {
+      seed = m.plan && typeof m.plan.seed === 'string' ? m.plan.seed : null;
       put($('#build-out'), el('p', { class: 'small' }, `Planned ${fmtSize(m.size)}: ${fmtSize(m.metadataBytes)} of metadata made, ${fmtSize(m.contentBytes)} of files to read.`));
     } else if (m.type === 'progress') {
       setProgress(`Reading the files for the .bmap: ${fmtSize(m.done)} of ${fmtSize(m.total)}`, m.done, m.total);
     } else if (m.type === 'done') {
       finishWorker();
-      await built(m, name, toml, entries.filter((e) => !e.dir).length, t0, timeline);
+      await built(m, name, withSeed(toml, seed), entries.filter((e) => !e.dir).length, t0, timeline);
     } else if (m.type === 'error') {
       finishWorker();
       const err = Object.assign(new Error(m.message), { name: m.name, key: m.key });
@@ -682,6 +684,14 @@ $('#build-cancel').addEventListener('click', () => {
   put($('#build-out'), el('p', { class: 'verdict warn', id: 'build-cancelled' }, 'Cancelled: nothing was saved.'));
   window.__lastBuild = { cancelled: true };
 });
+
+/** `toml` with the seed the build used in its [image] table (unless it names one): the IDs
+ * derive from it, and the page's trees (no owners, millisecond times) would make the CLI
+ * derive another from the same folders. With it, `blockwise build` gives the same bytes. */
+function withSeed(toml, seed) {
+  if (!seed || /^seed\s*=/m.test(toml)) return toml;
+  return toml.replace(/^\[image\]\n/m, `[image]\nseed = "${seed}"\n`);
+}
 
 async function built(m, name, toml, fileCount, t0, timeline) {
   const image = m.image;
