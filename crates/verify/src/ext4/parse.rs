@@ -421,6 +421,14 @@ pub fn has_magic(sb: &[u8]) -> bool {
     read_zero_extended::<SuperblockRaw>(sb).s_magic.get() == MAGIC
 }
 
+/// Whether `sb` (the 1024 bytes at volume offset 1024) is a primary ext2/3/4 superblock:
+/// the magic, and `s_block_group_nr` 0 (a backup names its group).
+#[must_use]
+pub fn is_primary_superblock(sb: &[u8]) -> bool {
+    let raw = read_zero_extended::<SuperblockRaw>(sb);
+    raw.s_magic.get() == MAGIC && raw.s_block_group_nr.get() == 0
+}
+
 /// Parses the superblock (the 1024 bytes at volume offset 1024).
 pub fn parse_superblock(sb: &[u8]) -> Result<Superblock, Ext4Error> {
     let (raw, _) =

@@ -9,7 +9,7 @@ use blockwise_ptable::{read_gpt, Corrupt, Mbr};
 
 use crate::bytes::has;
 use crate::magic::Content;
-use crate::{FindingCode, Severity, Verifier};
+use crate::{read_clamped, FindingCode, Severity, Verifier};
 
 impl<S: BlockSource + ?Sized> Verifier<'_, S> {
     /// Reads the table that starts in `head` (the first 8 KiB): GPT where an `EFI PART`
@@ -110,9 +110,13 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
     }
 
     /// For an MBR without a device hint: 512 unless 4096-byte LBAs land on more
-    /// recognisable filesystems.
+    /// recognisable filesystems and the partitions still fit the source in 4096-byte
+    /// sectors when they do in 512-byte ones. A backup ext4 superblock (its
+    /// `s_block_group_nr` is not 0: 1 KiB-block filesystems have one 1 KiB into every
+    /// 8 MiB group) is no filesystem start.
     fn guess_mbr_sector(&mut self, m: &Mbr) -> Result<SectorSize, S::Error> {
         let mut score = [0usize; 2];
+        let mut fits = [true; 2];
         for (i, s) in [SectorSize::S512, SectorSize::S4096]
             .into_iter()
             .enumerate()
@@ -122,20 +126,33 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 .filter(|(_, e)| !e.is_extended() && e.type_ != 0xee)
             {
                 let off = u64::from(e.start_lba).saturating_mul(s.bytes_u64());
+                let end = u64::from(e.start_lba)
+                    .saturating_add(u64::from(e.sectors))
+                    .saturating_mul(s.bytes_u64());
+                if end > self.src.len() {
+                    if let Some(f) = fits.get_mut(i) {
+                        *f = false;
+                    }
+                }
                 if off == 0 || off >= self.src.len() {
                     continue;
                 }
-                if matches!(
-                    self.classify(off)?,
-                    Content::Fat | Content::Ext | Content::Other(_)
-                ) {
+                let starts = match self.classify(off)? {
+                    Content::Fat | Content::Other(_) => true,
+                    Content::Ext => {
+                        let sb = read_clamped(self.src, off.saturating_add(1024), 1024)?;
+                        crate::ext4::is_primary_superblock(&sb)
+                    }
+                    _ => false,
+                };
+                if starts {
                     if let Some(sc) = score.get_mut(i) {
                         *sc = sc.saturating_add(1);
                     }
                 }
             }
         }
-        if score[1] > score[0] {
+        if score[1] > score[0] && (fits[1] || !fits[0]) {
             self.r.findings.push(crate::align::sector_size_guessed());
             return Ok(SectorSize::S4096);
         }
