@@ -111,7 +111,9 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
 
     /// For an MBR without a device hint: 512 unless 4096-byte LBAs land on more
     /// recognisable filesystems and the partitions still fit the source in 4096-byte
-    /// sectors when they do in 512-byte ones. A backup ext4 superblock (its
+    /// sectors when they do in 512-byte ones. A filesystem counts only where it fits its
+    /// partition in that reading (a 4Kn disk read in 512-byte sectors puts a later
+    /// partition's start on an earlier filesystem's first bytes). A backup ext4 superblock (its
     /// `s_block_group_nr` is not 0: 1 KiB-block filesystems have one 1 KiB into every
     /// 8 MiB group) is no filesystem start.
     fn guess_mbr_sector(&mut self, m: &Mbr) -> Result<SectorSize, S::Error> {
@@ -137,11 +139,26 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 if off == 0 || off >= self.src.len() {
                     continue;
                 }
+                let len = end.saturating_sub(off);
                 let starts = match self.classify(off)? {
-                    Content::Fat | Content::Other(_) => true,
+                    Content::Other(_) => true,
+                    Content::Fat => {
+                        let bpb = read_clamped(self.src, off, 64)?;
+                        let sector = u64::from(crate::bytes::le16(&bpb, 11));
+                        let small = u64::from(crate::bytes::le16(&bpb, 19));
+                        let total = if small == 0 {
+                            u64::from(crate::bytes::le32(&bpb, 32))
+                        } else {
+                            small
+                        };
+                        total.saturating_mul(sector) <= len
+                    }
                     Content::Ext => {
                         let sb = read_clamped(self.src, off.saturating_add(1024), 1024)?;
                         crate::ext4::is_primary_superblock(&sb)
+                            && crate::ext4::parse_superblock(&sb).is_ok_and(|p| {
+                                p.blocks_count.saturating_mul(u64::from(p.block_bytes)) <= len
+                            })
                     }
                     _ => false,
                 };
