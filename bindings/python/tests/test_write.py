@@ -13,6 +13,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -295,6 +296,25 @@ def test_write_to_a_loop_device(image: pathlib.Path, tmp_path: pathlib.Path) -> 
         assert calls and calls[-1][0] == calls[-1][1]
         assert_same_where_mapped(image, pathlib.Path(dev))
         assert blockwise.verify(dev)["aligned"] is True
+
+
+def test_the_command_line_names_its_own_flags(image: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """`python -m blockwise write` refuses a non-removable disk naming `--yes`, not the
+    library's `yes=True`; `--raw` writes a blob no recogniser knows."""
+    need_root_losetup()
+    with loop(backing(tmp_path, 96 << 20)) as dev:
+        cli = [sys.executable, "-m", "blockwise", "write"]
+        r = subprocess.run([*cli, str(image), dev, "--no-verify"], capture_output=True, text=True)
+        assert r.returncode == 2, r.stderr
+        assert "--yes" in r.stderr and "yes=True" not in r.stderr, r.stderr
+        assert read_at(dev, 0, 512) == b"\xee" * 512
+        blob = tmp_path / "firmware.bin"
+        blob.write_bytes(bytes(range(1, 256)) * 4096)
+        r = subprocess.run([*cli, str(blob), dev, "--yes", "--verify", "-q"], capture_output=True, text=True)
+        assert r.returncode == 2 and "--raw" in r.stderr and "raw=True" not in r.stderr, r.stderr
+        r = subprocess.run([*cli, str(blob), dev, "--yes", "--verify", "--raw", "-q"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert read_at(dev, 0, len(blob.read_bytes())) == blob.read_bytes()
 
 
 def test_too_small_loop_device_is_refused(image: pathlib.Path, tmp_path: pathlib.Path) -> None:

@@ -182,6 +182,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     w.add_argument("--yes", action="store_true", help="needed for a non-removable disk")
     w.add_argument("--partition-ok", action="store_true", help="allow a partition as target")
+    w.add_argument(
+        "--raw",
+        action="store_true",
+        help="write a source that is no known disk image (a firmware blob) byte for byte",
+    )
     w.add_argument("--json", action="store_true")
     w.add_argument("-q", "--quiet", action="store_true", help="no progress")
 
@@ -236,6 +241,7 @@ def _run(a: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
             zero_holes=a.zero_holes,
             discard=a.discard,
             direct=a.direct,
+            raw=a.raw,
         )
         if not a.quiet and not a.json:
             for n in written["notes"]:
@@ -269,6 +275,24 @@ def _warning(
     print(f"blockwise: warning: {message}", file=sys.stderr)
 
 
+# The library's messages name its keyword arguments; on the command line they are flags.
+_FLAGS = (
+    ("raw=True", "--raw"),
+    ("partition_ok=True", "--partition-ok"),
+    ("zero_holes=True", "--zero-holes"),
+    ("direct=True", "--direct"),
+    ("estimate=False", "--no-estimate"),
+    ("yes=True", "--yes"),
+)
+
+
+def _flag_words(message: str) -> str:
+    """A library message in the command line's words: `yes=True` is `--yes` here."""
+    for kw, flag in _FLAGS:
+        message = message.replace(kw, flag)
+    return message
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the command line; returns the exit code."""
     import warnings
@@ -288,7 +312,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if isinstance(e, blockwise.CancelledError):
             print(f"blockwise {a.cmd}: {e}", file=sys.stderr)
             return EXIT_INTERRUPTED
-        print(f"blockwise {a.cmd}: error: {e}", file=sys.stderr)
+        print(f"blockwise {a.cmd}: error: {_flag_words(str(e))}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as e:
         if e.errno == errno.EPIPE:
