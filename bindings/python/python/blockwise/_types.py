@@ -26,6 +26,7 @@ __all__ = [
     "ContainerRead",
     "ContainerSummary",
     "DeviceHints",
+    "EraseBlockSource",
     "Estimate",
     "EstimateSize",
     "ExfatFilesystem",
