@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::features::Features;
-use crate::{Error, Ext4Request, Field, Invalid};
+use crate::{Error, Ext4Options, Ext4Request, Field, Invalid};
 
 /// Where one group's metadata lives (absolute block numbers within the filesystem).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -230,6 +230,36 @@ fn lcm(a: u64, b: u64) -> u64 {
     a / x * b
 }
 
+/// What planning fixes first: the request, the block and inode sizes, the per-group
+/// constants.
+#[derive(Clone, Copy)]
+struct Base<'a> {
+    req: &'a Ext4Request,
+    bs: u64,
+    inode_size: u64,
+    fdb: u64,
+    bpg: u64,
+    desc_size: u64,
+}
+
+/// The group count and per-group sizes, and the blocks they cover.
+#[derive(Clone, Copy)]
+struct Groups {
+    blocks: u64,
+    groups: u64,
+    ipg: u64,
+    itb: u64,
+    gdt_blocks: u64,
+}
+
+/// The RAID hints and the erase block (in blocks) they come from.
+struct Raid {
+    e_blocks: u64,
+    default_stride: u64,
+    stride: u64,
+    stripe_width: u32,
+}
+
 impl Geometry {
     /// Group `g`'s first block.
     pub fn group_start(&self, g: u64) -> u64 {
@@ -297,7 +327,98 @@ impl Geometry {
         let bs = u64::from(opts.block_size);
         let inode_size = u64::from(opts.inode_size);
         let size = req.partition_size_bytes;
-        let mut blocks = size / bs;
+        let blocks = Self::block_count(&feat, size, bs)?;
+        let fdb = u64::from(bs == 1024);
+        let bpg = 8 * bs;
+        let desc_size = if feat.bit64 { 64 } else { 32 };
+        let base = Base {
+            req,
+            bs,
+            inode_size,
+            fdb,
+            bpg,
+            desc_size,
+        };
+        // Resolve the journal size first (it depends only on the block count).
+        let journal_blocks = Self::journal_size(opts, &mut feat, blocks, bs, &mut notes)?;
+        let sizes = Self::size_groups(&base, &feat, blocks, inodes_min, inodes_exact, &mut notes)?;
+        let Groups {
+            blocks,
+            groups,
+            ipg,
+            itb,
+            gdt_blocks,
+        } = sizes;
+        let (mut used, loc, tables_aligned) = Self::place_tables(&base, &feat, &sizes)?;
+        let journal = Self::place_journal(&base, &feat, &sizes, &mut used, journal_blocks)?;
+        let data_start = used.next_free(loc[0].inode_table + itb).unwrap_or(fdb);
+        let Raid {
+            e_blocks,
+            default_stride,
+            stride,
+            stripe_width,
+        } = Self::raid_hints(req, bs)?;
+        if req.partition_start_bytes % bs == 0 && !tables_aligned {
+            notes.push(format!(
+                "There is no room to start the first inode table on an erase-block boundary (it starts at block {} of {blocks}); that costs little and does not count against alignment.",
+                loc[0].inode_table
+            ));
+        }
+        if req.partition_start_bytes % bs != 0 {
+            notes.push(format!(
+                "The partition start {} is not a multiple of the {bs}-byte block: nothing inside can be aligned.",
+                req.partition_start_bytes
+            ));
+        }
+        if req.erase_block_bytes > bs && req.erase_block_bytes % bs == 0 {
+            if default_stride == e_blocks {
+                notes.push(format!(
+                    "stride = stripe_width = erase block / block size = {e_blocks} unless set, so the allocator writes whole erase blocks."
+                ));
+            } else {
+                notes.push(format!(
+                    "stripe_width = erase block / block size = {e_blocks} and stride = {default_stride} unless set: ext4's stride field holds at most 65535, and {default_stride} divides the erase block."
+                ));
+            }
+        }
+        if feat.flex_bg {
+            notes.push(
+                "flex_bg packs the bitmaps and inode tables of 16 groups together; each pack of inode tables starts on an erase-block boundary."
+                    .to_string(),
+            );
+        }
+        if feat.has_journal {
+            notes.push(format!(
+                "The {journal_blocks}-block journal (sized like mke2fs) sits in the middle group, starting on an erase-block boundary."
+            ));
+        }
+        Ok(Geometry {
+            bs,
+            blocks,
+            fdb,
+            bpg,
+            groups,
+            ipg,
+            itb,
+            inode_size,
+            desc_size,
+            gdt_blocks,
+            feat,
+            loc,
+            journal,
+            journal_blocks,
+            stride: stride as u32,
+            stripe_width,
+            reserved_blocks: blocks * u64::from(opts.reserved_percent) / 100,
+            used,
+            data_start,
+            notes,
+        })
+    }
+
+    /// The block count of the partition, checked against ext4's limits and blockwise's.
+    fn block_count(feat: &Features, size: u64, bs: u64) -> Result<u64, Error> {
+        let blocks = size / bs;
         if !feat.bit64 && blocks > u64::from(u32::MAX) {
             return Err(Error::Invalid(Invalid::new(
                 Field::Size,
@@ -322,20 +443,18 @@ impl Geometry {
                 block_bytes: bs,
             });
         }
-        let fdb = u64::from(bs == 1024);
-        let bpg = 8 * bs;
-        let desc_size = if feat.bit64 { 64 } else { 32 };
-        let ipb = bs / inode_size;
-        let ipg_unit = lcm(8, ipb);
-        let ipg_max = (8 * bs) / ipg_unit * ipg_unit;
-        let ratio = match size {
-            0..0x30_0000 => 8192,
-            0x30_0000..0x2000_0000 => 4096,
-            0x2000_0000..0x400_0000_0000 => 16384,
-            0x400_0000_0000..0x1000_0000_0000 => 32768,
-            _ => 65536,
-        };
-        // Resolve the journal size first (it depends only on the block count).
+        Ok(blocks)
+    }
+
+    /// The journal size in blocks: the one asked for, or mke2fs's default; none (and the
+    /// feature off) when the filesystem is too small for one.
+    fn journal_size(
+        opts: &Ext4Options,
+        feat: &mut Features,
+        blocks: u64,
+        bs: u64,
+        notes: &mut Vec<String>,
+    ) -> Result<u64, Error> {
         let mut journal_blocks = 0;
         if feat.has_journal {
             journal_blocks = match opts.journal_size {
@@ -364,6 +483,40 @@ impl Geometry {
                 },
             };
         }
+        Ok(journal_blocks)
+    }
+
+    /// The group count and inodes per group. A last group too small for its own metadata is
+    /// left out (as mke2fs does), which shrinks `blocks`.
+    fn size_groups(
+        base: &Base<'_>,
+        feat: &Features,
+        blocks: u64,
+        inodes_min: u64,
+        inodes_exact: Option<u64>,
+        notes: &mut Vec<String>,
+    ) -> Result<Groups, Error> {
+        let Base {
+            req,
+            bs,
+            inode_size,
+            fdb,
+            bpg,
+            desc_size,
+        } = *base;
+        let opts = &req.options;
+        let size = req.partition_size_bytes;
+        let mut blocks = blocks;
+        let ipb = bs / inode_size;
+        let ipg_unit = lcm(8, ipb);
+        let ipg_max = (8 * bs) / ipg_unit * ipg_unit;
+        let ratio = match size {
+            0..0x30_0000 => 8192,
+            0x30_0000..0x2000_0000 => 4096,
+            0x2000_0000..0x400_0000_0000 => 16384,
+            0x400_0000_0000..0x1000_0000_0000 => 32768,
+            _ => 65536,
+        };
         let mut groups;
         let mut ipg;
         let mut itb;
@@ -392,7 +545,7 @@ impl Geometry {
             itb = (ipg * inode_size).div_ceil(bs);
             gdt_blocks = (groups * desc_size).div_ceil(bs);
             let last_len = blocks - fdb - (groups - 1) * bpg;
-            let overhead = if has_super(&feat, groups - 1) {
+            let overhead = if has_super(feat, groups - 1) {
                 1 + gdt_blocks
             } else {
                 0
@@ -407,12 +560,39 @@ impl Geometry {
             }
             break;
         }
+        Ok(Groups {
+            blocks,
+            groups,
+            ipg,
+            itb,
+            gdt_blocks,
+        })
+    }
+
+    /// Marks the superblocks and group descriptors used and places each group's bitmaps
+    /// and inode table (packed by flex_bg); says whether the first inode table starts on
+    /// an erase-block boundary.
+    fn place_tables(
+        base: &Base<'_>,
+        feat: &Features,
+        sizes: &Groups,
+    ) -> Result<(Bitmap, Vec<GroupLoc>, bool), Error> {
+        let Base {
+            req, bs, fdb, bpg, ..
+        } = *base;
+        let Groups {
+            blocks,
+            groups,
+            itb,
+            gdt_blocks,
+            ..
+        } = *sizes;
         let mut used = Bitmap::new(blocks);
         if fdb == 1 {
             used.set(0);
         }
         for g in 0..groups {
-            if has_super(&feat, g) {
+            if has_super(feat, g) {
                 used.set_range(fdb + g * bpg, 1 + gdt_blocks);
             }
         }
@@ -491,6 +671,22 @@ impl Geometry {
                 };
             }
         }
+        Ok((used, loc, tables_aligned))
+    }
+
+    /// Places the journal: in the middle group (as mke2fs), on an erase-block boundary, in
+    /// free runs when no contiguous one is left. Empty without a journal.
+    fn place_journal(
+        base: &Base<'_>,
+        feat: &Features,
+        sizes: &Groups,
+        used: &mut Bitmap,
+        journal_blocks: u64,
+    ) -> Result<Vec<(u64, u64)>, Error> {
+        let Base {
+            req, bs, fdb, bpg, ..
+        } = *base;
+        let Groups { blocks, groups, .. } = *sizes;
         // The journal: in the middle group (as mke2fs), on an erase-block boundary.
         let mut journal = Vec::new();
         if feat.has_journal {
@@ -508,7 +704,7 @@ impl Geometry {
                 fdb
             };
             let first_free = used.next_free(mid).unwrap_or(fdb);
-            let start = Self::find_aligned_run(req, bs, &used, first_free, journal_blocks, blocks)
+            let start = Self::find_aligned_run(req, bs, used, first_free, journal_blocks, blocks)
                 .or_else(|| used.find_run(first_free, journal_blocks, blocks))
                 .or_else(|| used.find_run(fdb, journal_blocks, blocks));
             if let Some(s) = start {
@@ -537,7 +733,12 @@ impl Geometry {
                 }
             }
         }
-        let data_start = used.next_free(loc[0].inode_table + itb).unwrap_or(fdb);
+        Ok(journal)
+    }
+
+    /// The RAID hints (stride, stripe width) from the erase block unless set.
+    fn raid_hints(req: &Ext4Request, bs: u64) -> Result<Raid, Error> {
+        let opts = &req.options;
         // RAID hints.
         let e_blocks = (req.erase_block_bytes / bs).max(1);
         // The default stride is one erase block, capped to the largest power of two that
@@ -560,61 +761,11 @@ impl Geometry {
                 "stripe width does not fit 32 bits",
             ))
         })?;
-        if req.partition_start_bytes % bs == 0 && !tables_aligned {
-            notes.push(format!(
-                "There is no room to start the first inode table on an erase-block boundary (it starts at block {} of {blocks}); that costs little and does not count against alignment.",
-                loc[0].inode_table
-            ));
-        }
-        if req.partition_start_bytes % bs != 0 {
-            notes.push(format!(
-                "The partition start {} is not a multiple of the {bs}-byte block: nothing inside can be aligned.",
-                req.partition_start_bytes
-            ));
-        }
-        if req.erase_block_bytes > bs && req.erase_block_bytes % bs == 0 {
-            if default_stride == e_blocks {
-                notes.push(format!(
-                    "stride = stripe_width = erase block / block size = {e_blocks} unless set, so the allocator writes whole erase blocks."
-                ));
-            } else {
-                notes.push(format!(
-                    "stripe_width = erase block / block size = {e_blocks} and stride = {default_stride} unless set: ext4's stride field holds at most 65535, and {default_stride} divides the erase block."
-                ));
-            }
-        }
-        if feat.flex_bg {
-            notes.push(
-                "flex_bg packs the bitmaps and inode tables of 16 groups together; each pack of inode tables starts on an erase-block boundary."
-                    .to_string(),
-            );
-        }
-        if feat.has_journal {
-            notes.push(format!(
-                "The {journal_blocks}-block journal (sized like mke2fs) sits in the middle group, starting on an erase-block boundary."
-            ));
-        }
-        Ok(Geometry {
-            bs,
-            blocks,
-            fdb,
-            bpg,
-            groups,
-            ipg,
-            itb,
-            inode_size,
-            desc_size,
-            gdt_blocks,
-            feat,
-            loc,
-            journal,
-            journal_blocks,
-            stride: stride as u32,
+        Ok(Raid {
+            e_blocks,
+            default_stride,
+            stride,
             stripe_width,
-            reserved_blocks: blocks * u64::from(opts.reserved_percent) / 100,
-            used,
-            data_start,
-            notes,
         })
     }
 }

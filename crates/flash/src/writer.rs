@@ -352,46 +352,8 @@ pub fn write(
     cancel: &AtomicBool,
     progress: &mut dyn FnMut(Event),
 ) -> Result<Outcome, Error> {
-    let block = u64::from(dev.block_size().max(512));
-    if opts.chunk > MAX_CHUNK {
-        return Err(Error::Options(format!(
-            "chunk size {}: at most {} (64 MiB); erase blocks are 4 to 16 MiB and larger chunks only cost memory",
-            opts.chunk,
-            MAX_CHUNK
-        )));
-    }
-    if opts.chunk == 0 || opts.chunk % block != 0 {
-        return Err(Error::Options(format!(
-            "chunk size {} must be a non-zero multiple of the block size {block}",
-            opts.chunk
-        )));
-    }
-    let align = dev.mem_align();
-    let size = src.size();
-    let padded = size.map(|s| s.checked_next_multiple_of(block).unwrap_or(u64::MAX));
-    // Buffers no larger than the image (a 1 MiB image with 64 MiB chunks needs 1 MiB ones).
-    let buf_len = padded.map_or(opts.chunk, |p| p.clamp(block, opts.chunk));
-    let chunk_len = usize::try_from(buf_len).map_err(|_| Error::Alloc { bytes: usize::MAX })?;
-    if let (Some(p), Some(len)) = (padded, dev.size()) {
-        if p > len {
-            return Err(Refusal::TooSmall {
-                dev: "the target".into(),
-                dev_bytes: len,
-                image_bytes: size.unwrap_or(p),
-            }
-            .into());
-        }
-    }
-    let ranges = match (opts.zero_holes, size, src.ranges()) {
-        (true, Some(s), _) => vec![(0, s)],
-        (_, _, Some(r)) => r,
-        (_, _, None) => vec![(0, u64::MAX)],
-    };
-    let tail = padded
-        .and_then(|p| p.checked_sub(block))
-        .filter(|&t| t >= block * 2);
-    let mut pieces = Pieces::new(&ranges, block, opts.chunk, tail);
-    let mapped_total = size.map(|_| pieces.mapped());
+    // Checks and plan: the options, the device's size against the image, the pieces.
+    let mut plan = Plan::new(dev, src, opts)?;
     let mut notes = Vec::new();
     // A regular file is emptied now (not when opened: the caller checks first that it is not
     // an input), so the holes read as zeros afterwards.
@@ -400,20 +362,195 @@ pub fn write(
         written: 0,
         source,
     })?;
+    let mut old = OldGpt::read(dev, plan.block, plan.align)?;
+    discard_first(dev, opts, &mut notes);
 
-    // What the device held at LBA 1 and its last LBA, before anything is written.
-    let mut probe = alloc(usize::try_from(block).unwrap_or(4096), align)?;
-    let old_gpt_primary =
-        dev.read_at(block, &mut probe).is_ok_and(|n| n > 0) && is_gpt_header(&probe);
-    let dev_last = dev
-        .size()
-        .and_then(|l| l.checked_sub(block))
-        .filter(|&l| l > block);
-    let old_gpt_backup = dev_last.is_some_and(|l| {
-        probe.fill(0);
-        dev.read_at(l, &mut probe).is_ok_and(|n| n > 0) && is_gpt_header(&probe)
+    // The body: every piece but the held-back head and backup header, checked by the
+    // source's verifier when it has one.
+    progress(Event::Writing {
+        total: plan.mapped_total,
     });
+    let started = Instant::now();
+    let mut body = write_body(dev, src, opts, &mut plan, cancel, progress)?;
+    progress(Event::Written(body.written));
+    let image_size = plan.size.unwrap_or(body.image_end);
 
+    // Flush the body before anything that makes the device look like it holds a table.
+    let mut fsync = Fsync::default();
+    progress(Event::Syncing);
+    fsync.sync(dev, body.written)?;
+    // A cancel that came during the last pieces still keeps block 0 unwritten.
+    let mut interrupted = body.interrupted | cancel.load(Ordering::Relaxed);
+
+    // Stale GPT headers cleared, then the held pieces with block 0 last, then flushed again.
+    if !interrupted {
+        clear_stale_gpt(dev, &plan, &mut old, opts.verify, &mut body, &mut notes)?;
+        write_held(dev, &plan, &mut body)?;
+        fsync.sync(dev, body.written)?;
+        dev.finish(image_size).map_err(|source| Error::Sync {
+            written: body.written,
+            source,
+        })?;
+        reread_partitions(dev, &mut notes);
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    if let Some(note) = kept_holes(dev, opts, &plan, image_size, interrupted) {
+        notes.push(note);
+    }
+    let written = body.written;
+    let mut stats = Stats {
+        bytes_written: written,
+        seconds,
+        mb_per_s: if seconds > 0.0 {
+            written as f64 / 1e6 / seconds
+        } else {
+            0.0
+        },
+        chunk_mb_per_s: median(body.rates),
+        fsync_seconds: fsync.seconds,
+        verified: false,
+        verify_mb_per_s: None,
+    };
+
+    // Read back and compare what was written.
+    let mut verified_bytes = 0u64;
+    let mut interrupted_verifying = false;
+    if opts.verify && !interrupted {
+        let back = read_back(dev, &plan, &mut body.records, cancel, progress)?;
+        verified_bytes = back.bytes;
+        if back.interrupted {
+            interrupted_verifying = true;
+            interrupted = true;
+        } else {
+            stats.verified = true;
+            stats.verify_mb_per_s = Some(back.mb_per_s);
+        }
+    }
+
+    // Report.
+    Ok(Outcome {
+        stats,
+        interrupted,
+        interrupted_verifying,
+        verified_bytes,
+        offset_reached: body.reached,
+        image_size,
+        mapped_bytes: plan.mapped_total.unwrap_or(body.image_end),
+        notes,
+    })
+}
+
+/// What [`write`] decides before touching the device.
+struct Plan {
+    /// The device's block size (at least 512).
+    block: u64,
+    /// The device's memory alignment for buffers.
+    align: usize,
+    /// The image size, when the source knows it.
+    size: Option<u64>,
+    /// `size` rounded up to the block size.
+    padded: Option<u64>,
+    /// Length of each buffer of the body.
+    chunk_len: usize,
+    /// The ranges to write: the source's mapped ones, or all of the image.
+    ranges: Vec<(u64, u64)>,
+    pieces: Pieces,
+    /// Bytes the pieces cover, when the image size is known.
+    mapped_total: Option<u64>,
+}
+
+impl Plan {
+    /// Checks the chunk size and that the image fits the device, and cuts the ranges into
+    /// pieces. Reads only sizes; the device is not touched.
+    fn new(dev: &dyn Device, src: &dyn Source, opts: &Options) -> Result<Plan, Error> {
+        let block = u64::from(dev.block_size().max(512));
+        if opts.chunk > MAX_CHUNK {
+            return Err(Error::Options(format!(
+                "chunk size {}: at most {} (64 MiB); erase blocks are 4 to 16 MiB and larger chunks only cost memory",
+                opts.chunk,
+                MAX_CHUNK
+            )));
+        }
+        if opts.chunk == 0 || opts.chunk % block != 0 {
+            return Err(Error::Options(format!(
+                "chunk size {} must be a non-zero multiple of the block size {block}",
+                opts.chunk
+            )));
+        }
+        let align = dev.mem_align();
+        let size = src.size();
+        let padded = size.map(|s| s.checked_next_multiple_of(block).unwrap_or(u64::MAX));
+        // Buffers no larger than the image (a 1 MiB image with 64 MiB chunks needs 1 MiB ones).
+        let buf_len = padded.map_or(opts.chunk, |p| p.clamp(block, opts.chunk));
+        let chunk_len = usize::try_from(buf_len).map_err(|_| Error::Alloc { bytes: usize::MAX })?;
+        if let (Some(p), Some(len)) = (padded, dev.size()) {
+            if p > len {
+                return Err(Refusal::TooSmall {
+                    dev: "the target".into(),
+                    dev_bytes: len,
+                    image_bytes: size.unwrap_or(p),
+                }
+                .into());
+            }
+        }
+        let ranges = match (opts.zero_holes, size, src.ranges()) {
+            (true, Some(s), _) => vec![(0, s)],
+            (_, _, Some(r)) => r,
+            (_, _, None) => vec![(0, u64::MAX)],
+        };
+        let tail = padded
+            .and_then(|p| p.checked_sub(block))
+            .filter(|&t| t >= block * 2);
+        let pieces = Pieces::new(&ranges, block, opts.chunk, tail);
+        let mapped_total = size.map(|_| pieces.mapped());
+        Ok(Plan {
+            block,
+            align,
+            size,
+            padded,
+            chunk_len,
+            ranges,
+            pieces,
+            mapped_total,
+        })
+    }
+}
+
+/// What the device held at LBA 1 and its last LBA, read before anything is written.
+struct OldGpt {
+    /// A GPT header at LBA 1.
+    primary: bool,
+    /// A GPT header at `dev_last`.
+    backup: bool,
+    /// The device's last block, when it has one past LBA 1.
+    dev_last: Option<u64>,
+    /// One block of memory, reused to write zeros over a stale header.
+    probe: AlignedBuf,
+}
+
+impl OldGpt {
+    fn read(dev: &mut dyn Device, block: u64, align: usize) -> Result<OldGpt, Error> {
+        let mut probe = alloc(usize::try_from(block).unwrap_or(4096), align)?;
+        let primary = dev.read_at(block, &mut probe).is_ok_and(|n| n > 0) && is_gpt_header(&probe);
+        let dev_last = dev
+            .size()
+            .and_then(|l| l.checked_sub(block))
+            .filter(|&l| l > block);
+        let backup = dev_last.is_some_and(|l| {
+            probe.fill(0);
+            dev.read_at(l, &mut probe).is_ok_and(|n| n > 0) && is_gpt_header(&probe)
+        });
+        Ok(OldGpt {
+            primary,
+            backup,
+            dev_last,
+            probe,
+        })
+    }
+}
+
+/// Discards the whole device first when `opts.discard`; the notes say whether it was done.
+fn discard_first(dev: &mut dyn Device, opts: &Options, notes: &mut Vec<String>) {
     if opts.discard {
         match dev.size() {
             Some(len) => match dev.discard(0, len) {
@@ -423,11 +560,39 @@ pub fn write(
             None => notes.push("discard not done: the target is a file".into()),
         }
     }
+}
 
-    progress(Event::Writing {
-        total: mapped_total,
-    });
-    let started = Instant::now();
+/// What the body of a write left behind.
+struct Body {
+    /// Per-chunk write rates.
+    rates: Vec<f64>,
+    /// Bytes the device acknowledged.
+    written: u64,
+    /// End of the last range written.
+    reached: u64,
+    /// End of the image data read.
+    image_end: u64,
+    /// Pieces held back for the end: the head (blocks 0 and 1) and the backup GPT header.
+    held: Vec<(u64, Arc<AlignedBuf>, usize)>,
+    /// What was written, for the read-back (`opts.verify`).
+    records: Vec<Written>,
+    /// The cancel flag stopped the reading.
+    interrupted: bool,
+}
+
+/// Writes every piece that is not held back: this thread reads the source while a second
+/// one writes the previous piece to the device (and a third runs the source's check, when it
+/// has one). Fails on a write error, a source error or a failed check; nothing is synced.
+fn write_body(
+    dev: &mut dyn Device,
+    src: &mut dyn Source,
+    opts: &Options,
+    plan: &mut Plan,
+    cancel: &AtomicBool,
+    progress: &mut dyn FnMut(Event),
+) -> Result<Body, Error> {
+    let (block, align, chunk_len) = (plan.block, plan.align, plan.chunk_len);
+    let pieces = &mut plan.pieces;
     let written = AtomicU64::new(0);
     let mut held: Vec<(u64, Arc<AlignedBuf>, usize)> = Vec::new();
     let mut records: Vec<Written> = Vec::new();
@@ -466,32 +631,7 @@ pub fn write(
             }
             None => (None, None),
         };
-        let handle = scope.spawn(move || -> Result<(Vec<f64>, u64), Error> {
-            let mut rates = Vec::new();
-            let mut end = 0u64;
-            for job in job_rx {
-                // Once cancelled, queued chunks are dropped: only the one being written
-                // delays the stop.
-                if cancel.load(Ordering::Relaxed) {
-                    break;
-                }
-                let t = Instant::now();
-                let data = job.buf.get(..job.len).unwrap_or_default();
-                write_all(dev_ref, job.offset, data, written.load(Ordering::Relaxed))?;
-                let secs = t.elapsed().as_secs_f64();
-                if secs > 0.0 {
-                    rates.push(job.len as f64 / 1e6 / secs);
-                }
-                written.fetch_add(job.len as u64, Ordering::Relaxed);
-                end = end.max(job.offset + job.len as u64);
-                if let Some(b) = Arc::into_inner(job.buf) {
-                    if ret_tx.send(b).is_err() {
-                        break;
-                    }
-                }
-            }
-            Ok((rates, end))
-        });
+        let handle = scope.spawn(move || write_jobs(dev_ref, job_rx, ret_tx, written, cancel));
         for piece in pieces.by_ref() {
             if cancel.load(Ordering::Relaxed) {
                 interrupted = true;
@@ -608,191 +748,268 @@ pub fn write(
             });
         }
     }
-    let mut written = written.into_inner();
-    progress(Event::Written(written));
-    let image_size = size.unwrap_or(image_end);
+    Ok(Body {
+        rates,
+        written: written.into_inner(),
+        reached,
+        image_end,
+        held,
+        records,
+        interrupted,
+    })
+}
 
-    let mut fsync_seconds = 0.0;
-    let mut sync = |dev: &mut dyn Device, written: u64| -> Result<(), Error> {
+/// The device writer's thread: writes each job's buffer and returns it to the pool;
+/// gives the per-chunk rates and the end of what it wrote.
+fn write_jobs(
+    dev: &mut dyn Device,
+    jobs: mpsc::Receiver<Job>,
+    ret_tx: mpsc::Sender<AlignedBuf>,
+    written: &AtomicU64,
+    cancel: &AtomicBool,
+) -> Result<(Vec<f64>, u64), Error> {
+    let mut rates = Vec::new();
+    let mut end = 0u64;
+    for job in jobs {
+        // Once cancelled, queued chunks are dropped: only the one being written
+        // delays the stop.
+        if cancel.load(Ordering::Relaxed) {
+            break;
+        }
         let t = Instant::now();
-        dev.sync()
-            .map_err(|source| Error::Sync { written, source })?;
-        fsync_seconds += t.elapsed().as_secs_f64();
-        Ok(())
-    };
-    progress(Event::Syncing);
-    sync(dev, written)?;
-    // A cancel that came during the last pieces still keeps block 0 unwritten.
-    interrupted |= cancel.load(Ordering::Relaxed);
-
-    if !interrupted {
-        // Stale GPT headers the image does not overwrite.
-        let image_gpt = held
-            .iter()
-            .find(|(o, _, len)| *o <= block && o + *len as u64 >= block * 2)
-            .and_then(|(o, b, _)| b.get(usize::try_from(block - o).ok()?..))
-            .is_some_and(is_gpt_header);
-        let covers = |at: u64| ranges.iter().any(|&(s, e)| s <= at && at < e);
-        let mut clear = Vec::new();
-        if old_gpt_primary && !image_gpt && !covers(block) {
-            clear.push(block);
+        let data = job.buf.get(..job.len).unwrap_or_default();
+        write_all(dev, job.offset, data, written.load(Ordering::Relaxed))?;
+        let secs = t.elapsed().as_secs_f64();
+        if secs > 0.0 {
+            rates.push(job.len as f64 / 1e6 / secs);
         }
-        if let Some(l) = dev_last.filter(|_| old_gpt_backup) {
-            if !(covers(l) || image_gpt && l + block == padded.unwrap_or(0)) {
-                clear.push(l);
-            }
-        }
-        for at in clear {
-            probe.fill(0);
-            write_all(dev, at, &probe, written)?;
-            written += block;
-            notes.push(format!("cleared a stale GPT header at byte {at}"));
-            if opts.verify {
-                records.push(Written {
-                    offset: at,
-                    len: block,
-                    crcs: crcs(&probe),
-                });
-            }
-        }
-        // Held pieces: the backup header first, then from the end of the head to block 0.
-        held.sort_by_key(|(o, _, _)| std::cmp::Reverse(*o));
-        for (offset, buf, len) in &held {
-            let mut blocks: Vec<u64> = (0..(*len as u64 / block)).collect();
-            if *offset < block * 2 {
-                blocks.reverse(); // LBA 1 before LBA 0
-            } else {
-                blocks = vec![0];
-            }
-            if *offset >= block * 2 {
-                write_all(dev, *offset, buf.get(..*len).unwrap_or_default(), written)?;
-                written += *len as u64;
-                continue;
-            }
-            for i in blocks {
-                let mut one = alloc(usize::try_from(block).unwrap_or(4096), align)?;
-                let from = usize::try_from(i * block).unwrap_or(0);
-                let to = from + one.len();
-                one.copy_from_slice(buf.get(from..to).unwrap_or_default());
-                write_all(dev, offset + i * block, &one, written)?;
-                written += block;
-            }
-            reached = reached.max(offset + *len as u64);
-        }
-        sync(dev, written)?;
-        dev.finish(image_size)
-            .map_err(|source| Error::Sync { written, source })?;
-        if dev.is_disk() {
-            match dev.reread_partitions() {
-                Ok(()) => notes.push("the kernel re-read the partition table".into()),
-                // A loop device without partition scanning: nothing to re-read, nothing to say.
-                Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {}
-                Err(e) => notes.push(format!(
-                    "the kernel did not re-read the partition table ({e}); replug the device or run partprobe"
-                )),
+        written.fetch_add(job.len as u64, Ordering::Relaxed);
+        end = end.max(job.offset + job.len as u64);
+        if let Some(b) = Arc::into_inner(job.buf) {
+            if ret_tx.send(b).is_err() {
+                break;
             }
         }
     }
-    let seconds = started.elapsed().as_secs_f64();
-    if !opts.zero_holes && size.is_some() && !dev.holes_read_zero() {
-        let holes = image_size.saturating_sub(mapped_total.unwrap_or(0));
+    Ok((rates, end))
+}
+
+/// Time spent in fdatasync.
+#[derive(Default)]
+struct Fsync {
+    seconds: f64,
+}
+
+impl Fsync {
+    fn sync(&mut self, dev: &mut dyn Device, written: u64) -> Result<(), Error> {
+        let t = Instant::now();
+        dev.sync()
+            .map_err(|source| Error::Sync { written, source })?;
+        self.seconds += t.elapsed().as_secs_f64();
+        Ok(())
+    }
+}
+
+/// Zeroes the GPT headers the device held (LBA 1, its last LBA) that the image does not
+/// overwrite.
+fn clear_stale_gpt(
+    dev: &mut dyn Device,
+    plan: &Plan,
+    old: &mut OldGpt,
+    verify: bool,
+    body: &mut Body,
+    notes: &mut Vec<String>,
+) -> Result<(), Error> {
+    let block = plan.block;
+    let image_gpt = body
+        .held
+        .iter()
+        .find(|(o, _, len)| *o <= block && o + *len as u64 >= block * 2)
+        .and_then(|(o, b, _)| b.get(usize::try_from(block - o).ok()?..))
+        .is_some_and(is_gpt_header);
+    let covers = |at: u64| plan.ranges.iter().any(|&(s, e)| s <= at && at < e);
+    let mut clear = Vec::new();
+    if old.primary && !image_gpt && !covers(block) {
+        clear.push(block);
+    }
+    if let Some(l) = old.dev_last.filter(|_| old.backup) {
+        if !(covers(l) || image_gpt && l + block == plan.padded.unwrap_or(0)) {
+            clear.push(l);
+        }
+    }
+    for at in clear {
+        old.probe.fill(0);
+        write_all(dev, at, &old.probe, body.written)?;
+        body.written += block;
+        notes.push(format!("cleared a stale GPT header at byte {at}"));
+        if verify {
+            body.records.push(Written {
+                offset: at,
+                len: block,
+                crcs: crcs(&old.probe),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Writes the held pieces: the backup header first, then from the end of the head to
+/// block 0, one block at a time (LBA 1 before LBA 0).
+fn write_held(dev: &mut dyn Device, plan: &Plan, body: &mut Body) -> Result<(), Error> {
+    let (block, align) = (plan.block, plan.align);
+    body.held.sort_by_key(|(o, _, _)| std::cmp::Reverse(*o));
+    for (offset, buf, len) in &body.held {
+        let mut blocks: Vec<u64> = (0..(*len as u64 / block)).collect();
+        if *offset < block * 2 {
+            blocks.reverse(); // LBA 1 before LBA 0
+        } else {
+            blocks = vec![0];
+        }
+        if *offset >= block * 2 {
+            write_all(
+                dev,
+                *offset,
+                buf.get(..*len).unwrap_or_default(),
+                body.written,
+            )?;
+            body.written += *len as u64;
+            continue;
+        }
+        for i in blocks {
+            let mut one = alloc(usize::try_from(block).unwrap_or(4096), align)?;
+            let from = usize::try_from(i * block).unwrap_or(0);
+            let to = from + one.len();
+            one.copy_from_slice(buf.get(from..to).unwrap_or_default());
+            write_all(dev, offset + i * block, &one, body.written)?;
+            body.written += block;
+        }
+        body.reached = body.reached.max(offset + *len as u64);
+    }
+    Ok(())
+}
+
+/// Asks the kernel to re-read the partition table of a whole disk; the notes say how it went.
+fn reread_partitions(dev: &mut dyn Device, notes: &mut Vec<String>) {
+    if dev.is_disk() {
+        match dev.reread_partitions() {
+            Ok(()) => notes.push("the kernel re-read the partition table".into()),
+            // A loop device without partition scanning: nothing to re-read, nothing to say.
+            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {}
+            Err(e) => notes.push(format!(
+                "the kernel did not re-read the partition table ({e}); replug the device or run partprobe"
+            )),
+        }
+    }
+}
+
+/// The note for holes that were not written and keep the device's old bytes.
+fn kept_holes(
+    dev: &dyn Device,
+    opts: &Options,
+    plan: &Plan,
+    image_size: u64,
+    interrupted: bool,
+) -> Option<String> {
+    if !opts.zero_holes && plan.size.is_some() && !dev.holes_read_zero() {
+        let holes = image_size.saturating_sub(plan.mapped_total.unwrap_or(0));
         if holes > 0 && !interrupted {
-            notes.push(format!(
+            return Some(format!(
                 "{holes} bytes of holes in the image were not written and keep their old contents (--zero-holes writes zeros)"
             ));
         }
     }
-    let mut stats = Stats {
-        bytes_written: written,
-        seconds,
-        mb_per_s: if seconds > 0.0 {
-            written as f64 / 1e6 / seconds
-        } else {
-            0.0
-        },
-        chunk_mb_per_s: median(rates),
-        fsync_seconds,
-        verified: false,
-        verify_mb_per_s: None,
-    };
+    None
+}
+
+/// What the read-back found.
+struct ReadBack {
+    /// Bytes read back and matched.
+    bytes: u64,
+    /// The cancel flag stopped it.
+    interrupted: bool,
+    /// Its rate, when it was not interrupted.
+    mb_per_s: f64,
+}
+
+/// Reads back every written record past the page cache and compares its checksums; a
+/// mismatch or a failed read is an error.
+fn read_back(
+    dev: &mut dyn Device,
+    plan: &Plan,
+    records: &mut [Written],
+    cancel: &AtomicBool,
+    progress: &mut dyn FnMut(Event),
+) -> Result<ReadBack, Error> {
+    let (align, chunk_len) = (plan.align, plan.chunk_len);
     let mut verified_bytes = 0u64;
     let mut interrupted_verifying = false;
-    if opts.verify && !interrupted {
-        let t = Instant::now();
-        let total: u64 = records.iter().map(|r| r.len).sum();
-        progress(Event::Verifying { total });
-        dev.drop_cache()
-            .map_err(|source| Error::VerifyRead { offset: 0, source })?;
-        let mut buf = alloc(chunk_len, align)?;
-        records.sort_by_key(|r| r.offset);
-        // Reads of at most VERIFY_READ bytes (whole 4 KiB checksum blocks), the cancel flag
-        // checked before each: a Ctrl-C stops a long read-back within one read.
-        let step = VERIFY_READ.min(chunk_len).max(VERIFY_BLOCK);
-        'records: for r in &records {
-            let len = usize::try_from(r.len).unwrap_or(0);
-            let mut checked = 0usize;
-            while checked < len {
-                if cancel.load(Ordering::Relaxed) {
-                    interrupted_verifying = true;
-                    break 'records;
-                }
-                let part = (len - checked).min(step);
-                let at = r.offset + checked as u64;
-                let mut got = 0usize;
-                while got < part {
-                    let off = at + got as u64;
-                    match dev.read_at(off, buf.get_mut(got..part).unwrap_or_default()) {
-                        Ok(0) => {
-                            return Err(Error::VerifyRead {
-                                offset: off,
-                                source: std::io::ErrorKind::UnexpectedEof.into(),
-                            })
-                        }
-                        Ok(n) => got += n,
-                        Err(source) => {
-                            return Err(Error::VerifyRead {
-                                offset: off,
-                                source,
-                            })
-                        }
-                    }
-                }
-                let data = buf.get(..part).unwrap_or_default();
-                let first = checked / VERIFY_BLOCK;
-                let crcs = r.crcs.get(first..).unwrap_or_default();
-                for (i, (block_data, want)) in data.chunks(VERIFY_BLOCK).zip(crcs).enumerate() {
-                    if crc32c::crc32c(block_data) != *want {
-                        return Err(Error::VerifyMismatch {
-                            offset: at + (i * VERIFY_BLOCK) as u64,
-                        });
-                    }
-                }
-                checked += part;
-                verified_bytes += part as u64;
-                progress(Event::Verified(verified_bytes));
+    let t = Instant::now();
+    let total: u64 = records.iter().map(|r| r.len).sum();
+    progress(Event::Verifying { total });
+    dev.drop_cache()
+        .map_err(|source| Error::VerifyRead { offset: 0, source })?;
+    let mut buf = alloc(chunk_len, align)?;
+    records.sort_by_key(|r| r.offset);
+    // Reads of at most VERIFY_READ bytes (whole 4 KiB checksum blocks), the cancel flag
+    // checked before each: a Ctrl-C stops a long read-back within one read.
+    let step = VERIFY_READ.min(chunk_len).max(VERIFY_BLOCK);
+    'records: for r in records.iter() {
+        let len = usize::try_from(r.len).unwrap_or(0);
+        let mut checked = 0usize;
+        while checked < len {
+            if cancel.load(Ordering::Relaxed) {
+                interrupted_verifying = true;
+                break 'records;
             }
-        }
-        if interrupted_verifying {
-            interrupted = true;
-        } else {
-            let secs = t.elapsed().as_secs_f64();
-            stats.verified = true;
-            stats.verify_mb_per_s = Some(if secs > 0.0 {
-                total as f64 / 1e6 / secs
-            } else {
-                0.0
-            });
+            let part = (len - checked).min(step);
+            let at = r.offset + checked as u64;
+            let mut got = 0usize;
+            while got < part {
+                let off = at + got as u64;
+                match dev.read_at(off, buf.get_mut(got..part).unwrap_or_default()) {
+                    Ok(0) => {
+                        return Err(Error::VerifyRead {
+                            offset: off,
+                            source: std::io::ErrorKind::UnexpectedEof.into(),
+                        })
+                    }
+                    Ok(n) => got += n,
+                    Err(source) => {
+                        return Err(Error::VerifyRead {
+                            offset: off,
+                            source,
+                        })
+                    }
+                }
+            }
+            let data = buf.get(..part).unwrap_or_default();
+            let first = checked / VERIFY_BLOCK;
+            let crcs = r.crcs.get(first..).unwrap_or_default();
+            for (i, (block_data, want)) in data.chunks(VERIFY_BLOCK).zip(crcs).enumerate() {
+                if crc32c::crc32c(block_data) != *want {
+                    return Err(Error::VerifyMismatch {
+                        offset: at + (i * VERIFY_BLOCK) as u64,
+                    });
+                }
+            }
+            checked += part;
+            verified_bytes += part as u64;
+            progress(Event::Verified(verified_bytes));
         }
     }
-    Ok(Outcome {
-        stats,
-        interrupted,
-        interrupted_verifying,
-        verified_bytes,
-        offset_reached: reached,
-        image_size,
-        mapped_bytes: mapped_total.unwrap_or(image_end),
-        notes,
+    let mut mb_per_s = 0.0;
+    if !interrupted_verifying {
+        let secs = t.elapsed().as_secs_f64();
+        mb_per_s = if secs > 0.0 {
+            total as f64 / 1e6 / secs
+        } else {
+            0.0
+        };
+    }
+    Ok(ReadBack {
+        bytes: verified_bytes,
+        interrupted: interrupted_verifying,
+        mb_per_s,
     })
 }
 

@@ -244,24 +244,24 @@ fn table<S: BlockSink + ?Sized>(w: &mut Writer<'_, S>, entries: &[u8]) -> Result
     w.append(&index)
 }
 
-pub(crate) fn write<S: BlockSink + ?Sized>(
-    sink: &mut S,
-    req: &SquashfsRequest,
-    tree: &Tree,
-    content: &dyn ContentSource,
-) -> Result<Written, Error> {
-    let o = &req.options;
-    o.validate().map_err(Error::Invalid)?;
-    let limit = req.partition_size_bytes.min(sink.len());
-    let order = post_order(tree)?;
+/// Inode numbers (post-order; hard links share the first one's), link counts and owner ids.
+struct Numbers {
+    number: Vec<u32>,
+    /// The first node of each hard-link group.
+    link_first: BTreeMap<u64, NodeId>,
+    link_count: BTreeMap<u64, u32>,
+    ids: BTreeSet<u32>,
+    inode_count: u32,
+}
 
-    // Inode numbers (hard links share the first one's), link counts, ids.
+/// Numbers the inodes in `order`, counting hard links and collecting the owner ids.
+fn number_inodes(tree: &Tree, order: &[NodeId]) -> Result<Numbers, Error> {
     let mut number = vec![0u32; tree.nodes.len()];
     let mut link_first: BTreeMap<u64, NodeId> = BTreeMap::new();
     let mut link_count: BTreeMap<u64, u32> = BTreeMap::new();
     let mut next = 0u32;
     let mut ids = BTreeSet::new();
-    for &n in &order {
+    for &n in order {
         let node = tree
             .nodes
             .get(n)
@@ -295,6 +295,279 @@ pub(crate) fn write<S: BlockSink + ?Sized>(
         });
     }
     let inode_count = next;
+    Ok(Numbers {
+        number,
+        link_first,
+        link_count,
+        ids,
+        inode_count,
+    })
+}
+
+/// Encodes node `n`'s inode (a directory's listing goes to the directory table); returns
+/// its basic type and the inode's bytes.
+fn inode<S: BlockSink + ?Sized>(
+    w: &mut Writer<'_, S>,
+    tree: &Tree,
+    n: NodeId,
+    nums: &Numbers,
+    written: &[Option<(u64, u16)>],
+    xattr: u32,
+) -> Result<(u16, Vec<u8>), Error> {
+    let Numbers {
+        number,
+        link_count,
+        inode_count,
+        ..
+    } = nums;
+    let node = &tree.nodes[n];
+    let m = &node.meta;
+    let (uid, gid) = (w.id(m.uid), w.id(m.gid));
+    let num = number[n];
+    let mut ino = Vec::with_capacity(64);
+    let basic = match &node.kind {
+        NodeKind::Dir { children } => {
+            // The listing: runs of entries sharing an inode block and a number base.
+            let (start_block, offset) = w.dirs.pos();
+            let mut listing = Vec::new();
+            let mut k = 0;
+            while k < children.len() {
+                let (r0, _) = written[children[k]].unwrap_or((0, 0));
+                let base = number[children[k]];
+                let mut end = k;
+                while end < children.len()
+                    && end - k < 256
+                    && written[children[end]].unwrap_or((0, 0)).0 >> 16 == r0 >> 16
+                    && (i64::from(number[children[end]]) - i64::from(base)).abs() <= 32767
+                {
+                    end += 1;
+                }
+                le32(&mut listing, u32::try_from(end - k - 1).unwrap_or(0));
+                le32(&mut listing, u32::try_from(r0 >> 16).unwrap_or(0));
+                le32(&mut listing, base);
+                for &c in &children[k..end] {
+                    let (r, t) = written[c].unwrap_or((0, 0));
+                    let name = &tree.nodes[c].name;
+                    listing
+                        .extend_from_slice(&u16::try_from(r & 0xffff).unwrap_or(0).to_le_bytes());
+                    let delta = i64::from(number[c]) - i64::from(base);
+                    listing.extend_from_slice(&i16::try_from(delta).unwrap_or(0).to_le_bytes());
+                    listing.extend_from_slice(&t.to_le_bytes());
+                    listing.extend_from_slice(
+                        &u16::try_from(name.len().saturating_sub(1))
+                            .unwrap_or(0)
+                            .to_le_bytes(),
+                    );
+                    listing.extend_from_slice(name);
+                }
+                k = end;
+            }
+            w.dirs.write(&listing);
+            let file_size = listing.len() as u64 + 3;
+            let subdirs = children
+                .iter()
+                .filter(|&&c| tree.children(c).is_some())
+                .count() as u32;
+            let nlink = 2 + subdirs;
+            let parent = if n == 0 {
+                inode_count + 1
+            } else {
+                number[node.parent]
+            };
+            let start = u32::try_from(start_block).map_err(|_| Error::TooLarge {
+                what: "a directory table beyond 4 GiB".into(),
+            })?;
+            if file_size <= 65535 && xattr == NO_XATTR {
+                header(&mut ino, itype::DIR, m.mode, uid, gid, m.mtime, num);
+                le32(&mut ino, start);
+                le32(&mut ino, nlink);
+                ino.extend_from_slice(&u16::try_from(file_size).unwrap_or(0).to_le_bytes());
+                ino.extend_from_slice(&offset.to_le_bytes());
+                le32(&mut ino, parent);
+            } else {
+                header(
+                    &mut ino,
+                    itype::DIR + itype::EXTENDED,
+                    m.mode,
+                    uid,
+                    gid,
+                    m.mtime,
+                    num,
+                );
+                le32(&mut ino, nlink);
+                le32(
+                    &mut ino,
+                    u32::try_from(file_size).map_err(|_| Error::TooLarge {
+                        what: format!("{}: a directory listing beyond 4 GiB", tree.path(n)),
+                    })?,
+                );
+                le32(&mut ino, start);
+                le32(&mut ino, parent);
+                ino.extend_from_slice(&0u16.to_le_bytes());
+                ino.extend_from_slice(&offset.to_le_bytes());
+                le32(&mut ino, xattr);
+            }
+            itype::DIR
+        }
+        NodeKind::File {
+            size,
+            content,
+            data_ranges,
+            link,
+        } => {
+            let nlink = link.and_then(|l| link_count.get(&l).copied()).unwrap_or(1);
+            let (start, sizes, frag, off, sparse) =
+                w.file_data((*content, data_ranges.as_deref()), *size)?;
+            let basic = *size <= u64::from(u32::MAX)
+                && start <= u64::from(u32::MAX)
+                && nlink == 1
+                && xattr == NO_XATTR;
+            if basic {
+                header(&mut ino, itype::FILE, m.mode, uid, gid, m.mtime, num);
+                le32(&mut ino, u32::try_from(start).unwrap_or(0));
+                le32(&mut ino, frag);
+                le32(&mut ino, off);
+                le32(&mut ino, u32::try_from(*size).unwrap_or(0));
+            } else {
+                header(
+                    &mut ino,
+                    itype::FILE + itype::EXTENDED,
+                    m.mode,
+                    uid,
+                    gid,
+                    m.mtime,
+                    num,
+                );
+                ino.extend_from_slice(&start.to_le_bytes());
+                ino.extend_from_slice(&size.to_le_bytes());
+                ino.extend_from_slice(&sparse.to_le_bytes());
+                le32(&mut ino, nlink);
+                le32(&mut ino, frag);
+                le32(&mut ino, off);
+                le32(&mut ino, xattr);
+            }
+            for s in sizes {
+                le32(&mut ino, s);
+            }
+            itype::FILE
+        }
+        NodeKind::Symlink { target } => {
+            let t = if xattr == NO_XATTR {
+                itype::SYMLINK
+            } else {
+                itype::SYMLINK + itype::EXTENDED
+            };
+            header(&mut ino, t, m.mode, uid, gid, m.mtime, num);
+            le32(&mut ino, 1);
+            le32(&mut ino, u32::try_from(target.len()).unwrap_or(0));
+            ino.extend_from_slice(target);
+            if xattr != NO_XATTR {
+                le32(&mut ino, xattr);
+            }
+            itype::SYMLINK
+        }
+        NodeKind::CharDev { major, minor } | NodeKind::BlockDev { major, minor } => {
+            let b = if matches!(node.kind, NodeKind::CharDev { .. }) {
+                itype::CHRDEV
+            } else {
+                itype::BLKDEV
+            };
+            let t = if xattr == NO_XATTR {
+                b
+            } else {
+                b + itype::EXTENDED
+            };
+            header(&mut ino, t, m.mode, uid, gid, m.mtime, num);
+            le32(&mut ino, 1);
+            let (ma, mi) = (*major, *minor);
+            le32(
+                &mut ino,
+                (mi & 0xff) | ((ma & 0xfff) << 8) | ((mi & !0xff) << 12),
+            );
+            if xattr != NO_XATTR {
+                le32(&mut ino, xattr);
+            }
+            b
+        }
+        NodeKind::Fifo | NodeKind::Socket => {
+            let b = if matches!(node.kind, NodeKind::Fifo) {
+                itype::FIFO
+            } else {
+                itype::SOCKET
+            };
+            let t = if xattr == NO_XATTR {
+                b
+            } else {
+                b + itype::EXTENDED
+            };
+            header(&mut ino, t, m.mode, uid, gid, m.mtime, num);
+            le32(&mut ino, 1);
+            if xattr != NO_XATTR {
+                le32(&mut ino, xattr);
+            }
+            b
+        }
+    };
+    Ok((basic, ino))
+}
+
+/// The xattr key/value table, then the id table of the sets: returns its position.
+fn xattr_table<S: BlockSink + ?Sized>(w: &mut Writer<'_, S>) -> Result<u64, Error> {
+    let o = &w.req.options;
+    let mut sets: Vec<(u32, XattrSet)> = core::mem::take(&mut w.xattr_sets)
+        .into_iter()
+        .map(|(s, i)| (i, s))
+        .collect();
+    sets.sort_by_key(|(i, _)| *i);
+    let mut kv = Meta::new(o.compression, o.level, o.block_size);
+    let mut id_entries = Vec::with_capacity(sets.len() * 16);
+    for (_, set) in &sets {
+        let r = kv.reference();
+        let mut size = 0u32;
+        for (t, name, value) in set {
+            let mut e = Vec::with_capacity(8 + name.len() + value.len());
+            e.extend_from_slice(&t.to_le_bytes());
+            e.extend_from_slice(&u16::try_from(name.len()).unwrap_or(0).to_le_bytes());
+            e.extend_from_slice(name);
+            e.extend_from_slice(&u32::try_from(value.len()).unwrap_or(0).to_le_bytes());
+            e.extend_from_slice(value);
+            size = size.saturating_add(u32::try_from(e.len()).unwrap_or(u32::MAX));
+            kv.write(&e);
+        }
+        id_entries.extend_from_slice(&r.to_le_bytes());
+        id_entries.extend_from_slice(&u32::try_from(set.len()).unwrap_or(0).to_le_bytes());
+        id_entries.extend_from_slice(&size.to_le_bytes());
+    }
+    let (kbytes, _) = kv.finish();
+    let xattr_table_start = w.append(&kbytes)?;
+    let mut m = Meta::new(o.compression, o.level, o.block_size);
+    m.write(&id_entries);
+    let (ibytes, starts) = m.finish();
+    let base = w.append(&ibytes)?;
+    let mut head = Vec::with_capacity(16 + starts.len() * 8);
+    head.extend_from_slice(&xattr_table_start.to_le_bytes());
+    head.extend_from_slice(&u32::try_from(sets.len()).unwrap_or(0).to_le_bytes());
+    head.extend_from_slice(&0u32.to_le_bytes());
+    for s in starts {
+        head.extend_from_slice(&(base + s).to_le_bytes());
+    }
+    w.append(&head)
+}
+
+pub(crate) fn write<S: BlockSink + ?Sized>(
+    sink: &mut S,
+    req: &SquashfsRequest,
+    tree: &Tree,
+    content: &dyn ContentSource,
+) -> Result<Written, Error> {
+    let o = &req.options;
+    o.validate().map_err(Error::Invalid)?;
+    let limit = req.partition_size_bytes.min(sink.len());
+    let order = post_order(tree)?;
+
+    // Inode numbers (hard links share the first one's), link counts, ids.
+    let nums = number_inodes(tree, &order)?;
+    let inode_count = nums.inode_count;
 
     let mut w = Writer {
         sink,
@@ -307,7 +580,8 @@ pub(crate) fn write<S: BlockSink + ?Sized>(
         dirs: Meta::new(o.compression, o.level, o.block_size),
         frag_buf: Vec::new(),
         frags: Vec::new(),
-        ids: ids
+        ids: nums
+            .ids
             .iter()
             .enumerate()
             .map(|(i, &v)| (v, u16::try_from(i).unwrap_or(0)))
@@ -328,11 +602,8 @@ pub(crate) fn write<S: BlockSink + ?Sized>(
     let mut written: Vec<Option<(u64, u16)>> = vec![None; tree.nodes.len()];
     for &n in &order {
         let node = &tree.nodes[n];
-        let m = &node.meta;
-        let (uid, gid) = (w.id(m.uid), w.id(m.gid));
-        let num = number[n];
         if let NodeKind::File { link: Some(l), .. } = node.kind {
-            if let Some(&first) = link_first.get(&l) {
+            if let Some(&first) = nums.link_first.get(&l) {
                 if first != n {
                     written[n] = written[first];
                     continue;
@@ -340,191 +611,7 @@ pub(crate) fn write<S: BlockSink + ?Sized>(
             }
         }
         let xattr = w.xattrs(tree, n);
-        let mut ino = Vec::with_capacity(64);
-        let basic = match &node.kind {
-            NodeKind::Dir { children } => {
-                // The listing: runs of entries sharing an inode block and a number base.
-                let (start_block, offset) = w.dirs.pos();
-                let mut listing = Vec::new();
-                let mut k = 0;
-                while k < children.len() {
-                    let (r0, _) = written[children[k]].unwrap_or((0, 0));
-                    let base = number[children[k]];
-                    let mut end = k;
-                    while end < children.len()
-                        && end - k < 256
-                        && written[children[end]].unwrap_or((0, 0)).0 >> 16 == r0 >> 16
-                        && (i64::from(number[children[end]]) - i64::from(base)).abs() <= 32767
-                    {
-                        end += 1;
-                    }
-                    le32(&mut listing, u32::try_from(end - k - 1).unwrap_or(0));
-                    le32(&mut listing, u32::try_from(r0 >> 16).unwrap_or(0));
-                    le32(&mut listing, base);
-                    for &c in &children[k..end] {
-                        let (r, t) = written[c].unwrap_or((0, 0));
-                        let name = &tree.nodes[c].name;
-                        listing.extend_from_slice(
-                            &u16::try_from(r & 0xffff).unwrap_or(0).to_le_bytes(),
-                        );
-                        let delta = i64::from(number[c]) - i64::from(base);
-                        listing.extend_from_slice(&i16::try_from(delta).unwrap_or(0).to_le_bytes());
-                        listing.extend_from_slice(&t.to_le_bytes());
-                        listing.extend_from_slice(
-                            &u16::try_from(name.len().saturating_sub(1))
-                                .unwrap_or(0)
-                                .to_le_bytes(),
-                        );
-                        listing.extend_from_slice(name);
-                    }
-                    k = end;
-                }
-                w.dirs.write(&listing);
-                let file_size = listing.len() as u64 + 3;
-                let subdirs = children
-                    .iter()
-                    .filter(|&&c| tree.children(c).is_some())
-                    .count() as u32;
-                let nlink = 2 + subdirs;
-                let parent = if n == 0 {
-                    inode_count + 1
-                } else {
-                    number[node.parent]
-                };
-                let start = u32::try_from(start_block).map_err(|_| Error::TooLarge {
-                    what: "a directory table beyond 4 GiB".into(),
-                })?;
-                if file_size <= 65535 && xattr == NO_XATTR {
-                    header(&mut ino, itype::DIR, m.mode, uid, gid, m.mtime, num);
-                    le32(&mut ino, start);
-                    le32(&mut ino, nlink);
-                    ino.extend_from_slice(&u16::try_from(file_size).unwrap_or(0).to_le_bytes());
-                    ino.extend_from_slice(&offset.to_le_bytes());
-                    le32(&mut ino, parent);
-                } else {
-                    header(
-                        &mut ino,
-                        itype::DIR + itype::EXTENDED,
-                        m.mode,
-                        uid,
-                        gid,
-                        m.mtime,
-                        num,
-                    );
-                    le32(&mut ino, nlink);
-                    le32(
-                        &mut ino,
-                        u32::try_from(file_size).map_err(|_| Error::TooLarge {
-                            what: format!("{}: a directory listing beyond 4 GiB", tree.path(n)),
-                        })?,
-                    );
-                    le32(&mut ino, start);
-                    le32(&mut ino, parent);
-                    ino.extend_from_slice(&0u16.to_le_bytes());
-                    ino.extend_from_slice(&offset.to_le_bytes());
-                    le32(&mut ino, xattr);
-                }
-                itype::DIR
-            }
-            NodeKind::File {
-                size,
-                content,
-                data_ranges,
-                link,
-            } => {
-                let nlink = link.and_then(|l| link_count.get(&l).copied()).unwrap_or(1);
-                let (start, sizes, frag, off, sparse) =
-                    w.file_data((*content, data_ranges.as_deref()), *size)?;
-                let basic = *size <= u64::from(u32::MAX)
-                    && start <= u64::from(u32::MAX)
-                    && nlink == 1
-                    && xattr == NO_XATTR;
-                if basic {
-                    header(&mut ino, itype::FILE, m.mode, uid, gid, m.mtime, num);
-                    le32(&mut ino, u32::try_from(start).unwrap_or(0));
-                    le32(&mut ino, frag);
-                    le32(&mut ino, off);
-                    le32(&mut ino, u32::try_from(*size).unwrap_or(0));
-                } else {
-                    header(
-                        &mut ino,
-                        itype::FILE + itype::EXTENDED,
-                        m.mode,
-                        uid,
-                        gid,
-                        m.mtime,
-                        num,
-                    );
-                    ino.extend_from_slice(&start.to_le_bytes());
-                    ino.extend_from_slice(&size.to_le_bytes());
-                    ino.extend_from_slice(&sparse.to_le_bytes());
-                    le32(&mut ino, nlink);
-                    le32(&mut ino, frag);
-                    le32(&mut ino, off);
-                    le32(&mut ino, xattr);
-                }
-                for s in sizes {
-                    le32(&mut ino, s);
-                }
-                itype::FILE
-            }
-            NodeKind::Symlink { target } => {
-                let t = if xattr == NO_XATTR {
-                    itype::SYMLINK
-                } else {
-                    itype::SYMLINK + itype::EXTENDED
-                };
-                header(&mut ino, t, m.mode, uid, gid, m.mtime, num);
-                le32(&mut ino, 1);
-                le32(&mut ino, u32::try_from(target.len()).unwrap_or(0));
-                ino.extend_from_slice(target);
-                if xattr != NO_XATTR {
-                    le32(&mut ino, xattr);
-                }
-                itype::SYMLINK
-            }
-            NodeKind::CharDev { major, minor } | NodeKind::BlockDev { major, minor } => {
-                let b = if matches!(node.kind, NodeKind::CharDev { .. }) {
-                    itype::CHRDEV
-                } else {
-                    itype::BLKDEV
-                };
-                let t = if xattr == NO_XATTR {
-                    b
-                } else {
-                    b + itype::EXTENDED
-                };
-                header(&mut ino, t, m.mode, uid, gid, m.mtime, num);
-                le32(&mut ino, 1);
-                let (ma, mi) = (*major, *minor);
-                le32(
-                    &mut ino,
-                    (mi & 0xff) | ((ma & 0xfff) << 8) | ((mi & !0xff) << 12),
-                );
-                if xattr != NO_XATTR {
-                    le32(&mut ino, xattr);
-                }
-                b
-            }
-            NodeKind::Fifo | NodeKind::Socket => {
-                let b = if matches!(node.kind, NodeKind::Fifo) {
-                    itype::FIFO
-                } else {
-                    itype::SOCKET
-                };
-                let t = if xattr == NO_XATTR {
-                    b
-                } else {
-                    b + itype::EXTENDED
-                };
-                header(&mut ino, t, m.mode, uid, gid, m.mtime, num);
-                le32(&mut ino, 1);
-                if xattr != NO_XATTR {
-                    le32(&mut ino, xattr);
-                }
-                b
-            }
-        };
+        let (basic, ino) = inode(&mut w, tree, n, &nums, &written, xattr)?;
         let r = w.inodes.reference();
         w.inodes.write(&ino);
         written[n] = Some((r, basic));
@@ -560,44 +647,7 @@ pub(crate) fn write<S: BlockSink + ?Sized>(
     let xattr_id_table_start = if w.xattr_sets.is_empty() {
         NOT_SET
     } else {
-        let mut sets: Vec<(u32, XattrSet)> = core::mem::take(&mut w.xattr_sets)
-            .into_iter()
-            .map(|(s, i)| (i, s))
-            .collect();
-        sets.sort_by_key(|(i, _)| *i);
-        let mut kv = Meta::new(o.compression, o.level, o.block_size);
-        let mut id_entries = Vec::with_capacity(sets.len() * 16);
-        for (_, set) in &sets {
-            let r = kv.reference();
-            let mut size = 0u32;
-            for (t, name, value) in set {
-                let mut e = Vec::with_capacity(8 + name.len() + value.len());
-                e.extend_from_slice(&t.to_le_bytes());
-                e.extend_from_slice(&u16::try_from(name.len()).unwrap_or(0).to_le_bytes());
-                e.extend_from_slice(name);
-                e.extend_from_slice(&u32::try_from(value.len()).unwrap_or(0).to_le_bytes());
-                e.extend_from_slice(value);
-                size = size.saturating_add(u32::try_from(e.len()).unwrap_or(u32::MAX));
-                kv.write(&e);
-            }
-            id_entries.extend_from_slice(&r.to_le_bytes());
-            id_entries.extend_from_slice(&u32::try_from(set.len()).unwrap_or(0).to_le_bytes());
-            id_entries.extend_from_slice(&size.to_le_bytes());
-        }
-        let (kbytes, _) = kv.finish();
-        let xattr_table_start = w.append(&kbytes)?;
-        let mut m = Meta::new(o.compression, o.level, o.block_size);
-        m.write(&id_entries);
-        let (ibytes, starts) = m.finish();
-        let base = w.append(&ibytes)?;
-        let mut head = Vec::with_capacity(16 + starts.len() * 8);
-        head.extend_from_slice(&xattr_table_start.to_le_bytes());
-        head.extend_from_slice(&u32::try_from(sets.len()).unwrap_or(0).to_le_bytes());
-        head.extend_from_slice(&0u32.to_le_bytes());
-        for s in starts {
-            head.extend_from_slice(&(base + s).to_le_bytes());
-        }
-        w.append(&head)?
+        xattr_table(&mut w)?
     };
     let bytes_used = w.cursor;
 
