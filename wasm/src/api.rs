@@ -160,12 +160,16 @@ pub(crate) fn dir_meta(mtime: i64) -> Meta {
     }
 }
 
-/// Plans a spec as `blockwise plan` does for a spec whose partitions have no `contents`.
+/// Plans a spec as `blockwise plan` does for a spec whose partitions have no `contents`
+/// (squashfs compressed from an empty tree).
 pub fn plan(spec: &Spec) -> Result<Plan, Failure> {
     let ts = timestamp(spec);
     let trees = empty_trees(spec, ts)?;
     let mut seeded = spec.clone();
     resolve_seed(&mut seeded, &trees);
+    // squashfs as the build makes it (compressed first), here from the empty tree: its size
+    // and an appended hash tree's place are then known; a build replans with the files.
+    crate::build::make_squashfs(&mut seeded, &trees, &crate::build::Unread, ts)?;
     Ok(plan_full(&seeded, &trees, ts)?)
 }
 

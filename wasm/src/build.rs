@@ -63,7 +63,7 @@ pub struct Job {
 }
 
 /// A squashfs image made before the layout.
-struct Made {
+pub(crate) struct Made {
     si: usize,
     bytes: Vec<u8>,
     warnings: Vec<String>,
@@ -94,7 +94,7 @@ impl BlockSink for VecSink {
 /// Compresses every squashfs partition of `spec` from its tree (reading the files through
 /// `content`) and records its size and plan in `spec` (`prebuilt`), as the CLI does before
 /// planning.
-fn make_squashfs(
+pub(crate) fn make_squashfs(
     spec: &mut Spec,
     trees: &[Option<Tree>],
     content: &dyn ContentSource,
@@ -142,7 +142,7 @@ fn make_squashfs(
 }
 
 /// A [`ContentSource`] that is never read: an [`ImageMap`] keeps references.
-struct Unread;
+pub(crate) struct Unread;
 
 impl ContentSource for Unread {
     fn read_at(&self, content: u64, _offset: u64, _buf: &mut [u8]) -> Result<(), ContentError> {

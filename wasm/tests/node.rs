@@ -100,7 +100,7 @@ async fn builds_from_blobs_by_reference_verifies_and_hashes_the_bmap() {
     let files: Array =
         eval(r#"[new Blob(["hello"]), null, new Blob([new Uint8Array(70000).fill(7)])]"#)
             .unchecked_into();
-    let job = prepare_build(JsValue::from_str(SPEC), entries).unwrap();
+    let job = prepare_build(JsValue::from_str(SPEC), entries, None).unwrap();
     assert_eq!(job.size(), 64.0 * 1024.0 * 1024.0);
     assert_eq!(job.content_bytes(), 70005.0);
     let img = job.image_blob(&files).unwrap();
