@@ -133,10 +133,15 @@ function fixtures() {
   writeFileSync(f.renamed, execFileSync('xz', ['-c', '-0', '-T1'], { input: readFileSync(f.aligned), maxBuffer: 1 << 30 }));
   f.zst = join(work, 'aligned.img.zst');
   run(cli, ['build', '--quiet', join(work, 'aligned.toml'), '-o', f.zst]);
+  // A zip holding the image (deflated), as images are often downloaded.
+  f.zip = join(work, 'os.zip');
+  run('python3', ['-c', 'import sys, zipfile; zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED).write(sys.argv[2], "os.img")', f.zip, f.aligned]);
   f.simg = join(work, 'aligned.simg');
   run(cli, ['build', '--quiet', join(work, 'aligned.toml'), '-o', f.simg]);
   f.bigzst = join(work, 'big32g.img.zst');
   run(cli, ['build', '--quiet', join(work, 'big32g.toml'), '-o', f.bigzst]);
+  f.bigsimg = join(work, 'big32g.simg');
+  run(cli, ['build', '--quiet', join(work, 'big32g.toml'), '-o', f.bigsimg]);
   // A qcow2 header: named and refused.
   f.qcow2 = join(work, 'vm.qcow2');
   writeFileSync(f.qcow2, Buffer.concat([Buffer.from('QFI\xfb', 'latin1'), Buffer.from([0, 0, 0, 3]), Buffer.alloc(4088)]));
@@ -397,13 +402,13 @@ await step('Check: a 32 GiB sparse image is verified reading < 1 MiB', async () 
   await page.screenshot({ path: join(shots, 'check-32gib.png'), fullPage: true });
 });
 
-await step('Check: an image in a container (gzip, xz, seekable zstd, Android sparse) gets the raw image\'s report, read in a worker by the CLI\'s decoders', async () => {
+await step('Check: an image in a container (gzip, xz, seekable zstd, Android sparse, zip) gets the raw image\'s report, read in a worker by the CLI\'s decoders', async () => {
   const strip = (json, drop) => { const v = JSON.parse(json); for (const k of drop) delete v[k]; return v; };
   const raw = await checkFile(f.aligned);
   const want = strip(raw.json, ['source']);
   const wantLine = await safeLine();
   measurements.containers = {};
-  for (const [name, path, kind] of [['gzip', f.gz, 'gzip'], ['xz', f.renamed, 'xz'], ['zstd', f.zst, 'zstd'], ['sparse', f.simg, 'Android sparse']]) {
+  for (const [name, path, kind] of [['gzip', f.gz, 'gzip'], ['xz', f.renamed, 'xz'], ['zstd', f.zst, 'zstd'], ['sparse', f.simg, 'Android sparse'], ['zip', f.zip, 'zip']]) {
     const r = await checkFile(path);
     assert(!r.error, `${name}: ${JSON.stringify(r)}`);
     assert(r.container === kind, `${name}: container ${r.container}`);
@@ -421,6 +426,15 @@ await step('Check: an image in a container (gzip, xz, seekable zstd, Android spa
   assert(!r.error && r.container === 'zstd', JSON.stringify(r));
   assert(r.bytesRead < 4 * 2 ** 20, `read ${r.bytesRead} bytes of the 32 GiB .img.zst`);
   measurements.containers.big32gZstd = { bytesRead: r.bytesRead, containerBytes: r.containerBytes, ms: Math.round(r.ms) };
+  // …and in an Android sparse file: its chunk map, not the image.
+  const rawBig = strip((await checkFile(f.big)).json, ['source']);
+  for (const [name, path, kind] of [['big32gZstd', f.bigzst, 'zstd'], ['big32gSimg', f.bigsimg, 'Android sparse']]) {
+    const b = await checkFile(path);
+    assert(!b.error && b.container === kind, JSON.stringify(b));
+    assert(b.bytesRead < 4 * 2 ** 20, `read ${b.bytesRead} bytes of the 32 GiB ${name}`);
+    assert(JSON.stringify(strip(b.json, ['source', 'container'])) === JSON.stringify(rawBig), `${name}: not the raw image's report`);
+    measurements.containers[name] = { bytesRead: b.bytesRead, containerBytes: b.containerBytes, ms: Math.round(b.ms) };
+  }
   // A VM disk is named and refused with the command that converts it.
   const q = await checkFile(f.qcow2);
   const text = await page.textContent('#check-out .error-box');

@@ -79,7 +79,9 @@ function fsOf(p) {
   if (!f) return p.content === 'none' ? '—' : p.content;
   const label = f.label ? ` "${f.label}"` : '';
   if (f.fat_start_bytes !== undefined) return `${f.kind}${label}, ${fmtSize(f.cluster_bytes)} clusters`;
-  if (f.block_bytes !== undefined) return `${f.kind}${label}, ${f.block_bytes} B blocks, stride ${f.stride}`;
+  const verity = f.verity ? ', dm-verity tree after it' : '';
+  if (f.block_bytes !== undefined && f.stride !== undefined) return `${f.kind}${label}, ${f.block_bytes} B blocks, stride ${f.stride}`;
+  if (f.block_bytes !== undefined) return `${f.kind}${label}, ${f.block_bytes} B blocks${f.compression && f.compression !== 'none' ? `, ${f.compression}` : ''}${verity}`;
   return `${f.kind}${f.aligned === null ? ' (not checked)' : ''}`;
 }
 
@@ -471,7 +473,10 @@ function planView(p) {
     if (f.fat_start_bytes !== undefined) {
       head = `Partition ${part.index}, ${f.kind}: ${thousands(f.cluster_count)} clusters of ${fmtSize(f.cluster_bytes)}, ${f.reserved_sectors} reserved sectors, ${f.fat_count} FATs of ${f.fat_sectors} sectors; FAT at ${fmtSize(f.fat_start_bytes)}, data at ${fmtSize(f.data_start_bytes)} from the start of the disk.`;
     } else {
-      head = `Partition ${part.index}, ${f.kind}: ${thousands(f.blocks)} blocks of ${f.block_bytes} B, ${thousands(f.inodes)} inodes, stride ${f.stride}, stripe width ${f.stripe_width}${f.journal_start_bytes != null ? `, journal at ${fmtSize(f.journal_start_bytes)}` : ''}.`;
+      const raid = f.stride !== undefined ? `, stride ${f.stride}, stripe width ${f.stripe_width}` : '';
+      const blocks = f.blocks !== undefined ? `${thousands(f.blocks)} blocks of ${f.block_bytes} B` : `${f.block_bytes} B blocks`;
+      const inodes = f.inodes != null ? `, ${thousands(f.inodes)} inodes` : '';
+      head = `Partition ${part.index}, ${f.kind}: ${blocks}${inodes}${raid}${f.journal_start_bytes != null ? `, journal at ${fmtSize(f.journal_start_bytes)}` : ''}${f.verity ? `; dm-verity hash tree at ${fmtSize(f.verity.hash_start_bytes)}` : ''}.`;
     }
     notes.push(el('p', {}, head), f.notes ? el('ul', { class: 'notes' }, f.notes.map((n) => el('li', {}, n))) : null);
   }

@@ -44,7 +44,7 @@ async function outputs(job, image, progress) {
     // libzstd's bytes, so this says why (the encoder's own message).
     job.encoder('zst').free();
   } catch (e) {
-    notes.push(`.img.zst not offered: ${e.message}`);
+    notes.push(`.img.zst not offered: the page has no zstd compressor that writes the same bytes as the command line's (libzstd is C; ${e.message}). blockwise build of the spec used, with -o sd.img.zst, makes it.`);
   }
   try {
     let last = 0;
