@@ -22,8 +22,8 @@
 
 use blockwise_erofs::ErofsBackend;
 use blockwise_geometry::{
-    BlockSink, ContentError, ContentSource, FsKind, FsPlan, ImageMap, Meta, NodeKind, Piece,
-    Plan, Tree,
+    BlockSink, ContentError, ContentSource, FsKind, FsPlan, ImageMap, Meta, NodeKind, Piece, Plan,
+    Tree,
 };
 use blockwise_image::{apply_entries, assemble, plan_full, Fill, Spec};
 use blockwise_squashfs::SquashfsBackend;

@@ -96,7 +96,12 @@ impl ImageEncoder {
     /// Bytes of the image in mapped windows (what will be read), and of those done.
     #[must_use]
     pub fn progress(&self) -> (u64, u64) {
-        let total = self.windows.iter().filter(|w| !w.is_unmapped()).map(|w| w.len).sum();
+        let total = self
+            .windows
+            .iter()
+            .filter(|w| !w.is_unmapped())
+            .map(|w| w.len)
+            .sum();
         let done = self
             .windows
             .iter()
@@ -146,18 +151,23 @@ impl ImageEncoder {
 }
 
 fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at.checked_add(2)?)?.try_into().ok()?))
+    Some(u16::from_le_bytes(
+        b.get(at..at.checked_add(2)?)?.try_into().ok()?,
+    ))
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
+    Some(u32::from_le_bytes(
+        b.get(at..at.checked_add(4)?)?.try_into().ok()?,
+    ))
 }
 
 /// Android sparse chunks of the window at `offset`: each RAW chunk's data becomes a range of
 /// the image; headers and fill values stay bytes.
 fn split_raw(bytes: &[u8], offset: u64, block: u64) -> Result<Vec<OutPiece>, Failure> {
     const RAW: u16 = 0xCAC1;
-    let bad = || Failure::internal("the Android sparse packer wrote a chunk this page cannot split");
+    let bad =
+        || Failure::internal("the Android sparse packer wrote a chunk this page cannot split");
     let mut out = Vec::new();
     let mut at = 0usize;
     let mut pos = offset;
@@ -166,7 +176,9 @@ fn split_raw(bytes: &[u8], offset: u64, block: u64) -> Result<Vec<OutPiece>, Fai
         let kind = u16_at(bytes, at).ok_or_else(bad)?;
         let blocks = u64::from(u32_at(bytes, at + 4).ok_or_else(bad)?);
         let total = usize::try_from(u32_at(bytes, at + 8).ok_or_else(bad)?).map_err(|_| bad())?;
-        let chunk = bytes.get(at..at.checked_add(total).ok_or_else(bad)?).ok_or_else(bad)?;
+        let chunk = bytes
+            .get(at..at.checked_add(total).ok_or_else(bad)?)
+            .ok_or_else(bad)?;
         let len = blocks.checked_mul(block).ok_or_else(bad)?;
         if kind == RAW {
             let (head, data) = chunk.split_at_checked(12).ok_or_else(bad)?;

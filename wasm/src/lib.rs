@@ -27,8 +27,8 @@
 
 pub mod api;
 pub mod bmap;
-pub mod encode;
 pub mod build;
+pub mod encode;
 pub mod source;
 pub mod worker;
 
@@ -436,10 +436,19 @@ impl ImageEncoder {
         let (header, trailer, summary) = self.e.finish().map_err(|f| js_error(&f))?;
         let o = js_sys::Object::new();
         let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&o, &JsValue::from_str(k), v);
-        set("header", &js_sys::Uint8Array::from(header.as_slice()).into())?;
-        set("trailer", &js_sys::Uint8Array::from(trailer.as_slice()).into())?;
+        set(
+            "header",
+            &js_sys::Uint8Array::from(header.as_slice()).into(),
+        )?;
+        set(
+            "trailer",
+            &js_sys::Uint8Array::from(trailer.as_slice()).into(),
+        )?;
         set("units", &JsValue::from_f64(f64_of(summary.units)))?;
-        set("outputBytes", &JsValue::from_f64(f64_of(summary.output_bytes)))?;
+        set(
+            "outputBytes",
+            &JsValue::from_f64(f64_of(summary.output_bytes)),
+        )?;
         Ok(o.into())
     }
 }

@@ -187,34 +187,6 @@ impl BlockSource for Counted {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::is_container;
-
-    #[test]
-    fn containers_by_their_first_bytes() {
-        for head in [
-            &[0xfd, b'7', b'z', b'X', b'Z', 0][..],
-            &[0x1f, 0x8b, 8, 0],
-            &[0x28, 0xb5, 0x2f, 0xfd, 0],
-            b"BZh91AY&SY",
-            &[0x04, 0x22, 0x4d, 0x18],
-            b"PK\x03\x04",
-            &[
-                0x3a, 0xff, 0x26, 0xed, 1, 0, 0, 0, 28, 0, 12, 0, 0, 0x10, 0, 0,
-            ],
-        ] {
-            assert!(is_container(head), "{head:02x?}");
-        }
-        let mut mbr = vec![0u8; 512];
-        mbr[510] = 0x55;
-        mbr[511] = 0xaa;
-        for head in [&b"QFI\xfb\0\0\0\x03"[..], &[0xeb, 0x3c, 0x90], &[], &mbr] {
-            assert!(!is_container(head), "{head:02x?}");
-        }
-    }
-}
-
 /// The dropped files as a [`ContentSource`] (content id `i` = `files[i]`), read
 /// synchronously with `FileReaderSync`: the build's squashfs, EROFS and dm-verity writers
 /// read file bytes while the image is made. Only in a Web Worker; elsewhere a read fails
@@ -276,5 +248,33 @@ impl blockwise_geometry::ContentSource for SyncFiles {
         }
         bytes.copy_to(buf);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_container;
+
+    #[test]
+    fn containers_by_their_first_bytes() {
+        for head in [
+            &[0xfd, b'7', b'z', b'X', b'Z', 0][..],
+            &[0x1f, 0x8b, 8, 0],
+            &[0x28, 0xb5, 0x2f, 0xfd, 0],
+            b"BZh91AY&SY",
+            &[0x04, 0x22, 0x4d, 0x18],
+            b"PK\x03\x04",
+            &[
+                0x3a, 0xff, 0x26, 0xed, 1, 0, 0, 0, 28, 0, 12, 0, 0, 0x10, 0, 0,
+            ],
+        ] {
+            assert!(is_container(head), "{head:02x?}");
+        }
+        let mut mbr = vec![0u8; 512];
+        mbr[510] = 0x55;
+        mbr[511] = 0xaa;
+        for head in [&b"QFI\xfb\0\0\0\x03"[..], &[0xeb, 0x3c, 0x90], &[], &mbr] {
+            assert!(!is_container(head), "{head:02x?}");
+        }
     }
 }

@@ -533,7 +533,10 @@ squashfs = { compression = "xz" }
         ),
         ("sys/usr/share/tail", vec![5; 4096 + 77]),
         ("apps/a/b/c.txt", b"hello\n".to_vec()),
-        ("apps/data.bin", (0..200_000u32).map(|i| (i * 7 % 256) as u8).collect()),
+        (
+            "apps/data.bin",
+            (0..200_000u32).map(|i| (i * 7 % 256) as u8).collect(),
+        ),
         ("more/x.txt", vec![b'x'; 70_000]),
     ];
     equals_the_cli(toml, &files);
