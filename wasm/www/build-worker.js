@@ -44,7 +44,8 @@ async function outputs(job, image, progress) {
     // libzstd's bytes, so this says why (the encoder's own message).
     job.encoder('zst').free();
   } catch (e) {
-    notes.push(`.img.zst not offered: the page has no zstd compressor that writes the same bytes as the command line's (libzstd is C; ${e.message}). blockwise build of the spec used, with -o sd.img.zst, makes it.`);
+    // (e.message names the missing compressor; the note says it in the user's words.)
+    notes.push(`.img.zst not offered: the command line compresses with libzstd, which the page cannot run, and no other zstd encoder writes the same bytes. blockwise build of the spec used, with -o sd.img.zst, makes it (${e.name}).`);
   }
   try {
     let last = 0;
