@@ -167,9 +167,9 @@ pub fn plan(spec: &Spec) -> Result<Plan, Failure> {
     let trees = empty_trees(spec, ts)?;
     let mut seeded = spec.clone();
     resolve_seed(&mut seeded, &trees);
-    // squashfs as the build makes it (compressed first), here from the empty tree: its size
-    // and an appended hash tree's place are then known; a build replans with the files.
-    crate::build::make_squashfs(&mut seeded, &trees, &crate::build::Unread, ts)?;
+    // squashfs without a size or with an appended hash tree is compressed first, as
+    // `blockwise plan` does, here from the empty tree; a build replans with the files.
+    crate::build::make_squashfs(&mut seeded, &trees, &crate::build::Unread, ts, true)?;
     Ok(plan_full(&seeded, &trees, ts)?)
 }
 

@@ -94,15 +94,23 @@ impl BlockSink for VecSink {
 /// Compresses every squashfs partition of `spec` from its tree (reading the files through
 /// `content`) and records its size and plan in `spec` (`prebuilt`), as the CLI does before
 /// planning.
+///
+/// `for_plan`: only those whose plan needs the image (no size given, or an appended hash
+/// tree), as `blockwise plan` compresses only those.
 pub(crate) fn make_squashfs(
     spec: &mut Spec,
     trees: &[Option<Tree>],
     content: &dyn ContentSource,
     ts: i64,
+    for_plan: bool,
 ) -> Result<Vec<Made>, Failure> {
     let mut made = Vec::new();
     for si in 0..spec.partitions.len() {
-        if spec.partitions.get(si).map(|p| p.fs) != Some(FsKind::Squashfs) {
+        let Some(p) = spec.partitions.get(si) else {
+            continue;
+        };
+        let needed_by_plan = p.size == blockwise_geometry::SizeSpec::Source || p.verity.is_some();
+        if p.fs != FsKind::Squashfs || (for_plan && !needed_by_plan) {
             continue;
         }
         let req = blockwise_image::rofs::squashfs_request(spec, si, u64::MAX, ts)
@@ -431,7 +439,7 @@ pub fn prepare_with(
     crate::api::resolve_seed(&mut seeded, &trees);
     // squashfs is compressed before the layout, as the CLI does (`make_first`): its size and
     // plan go into the spec, its bytes are placed at each of its partitions' starts.
-    let made = make_squashfs(&mut seeded, &trees, content, ts)?;
+    let made = make_squashfs(&mut seeded, &trees, content, ts, false)?;
     let spec = &seeded;
     let mut warnings: Vec<String> = made.iter().flat_map(|m| m.warnings.clone()).collect();
     let mut plan = plan_full(spec, &trees, ts)?;

@@ -569,3 +569,17 @@ fn tool_backends_are_refused_naming_their_key_and_planned() {
         assert!(err.message.contains("blockwise build"), "{}", err.message);
     }
 }
+
+/// The page's plan of squashfs partitions is `blockwise plan`'s: compressed first (from the
+/// empty tree) only when its size is left out or it carries an appended hash tree.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn squashfs_plans_as_the_cli_plans_it() {
+    let toml = "[image]\ntable = \"gpt\"\nsize = \"64MiB\"\ntimestamp = 1700000000\nseed = 3\n[[partition]]\nfs = \"squashfs\"\nsize = \"8MiB\"\n[[partition]]\nfs = \"squashfs\"\nverity = \"appended\"\n[[partition]]\nfs = \"squashfs\"\n";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s.toml"), toml).unwrap();
+    let mut sf = blockwise_host::SpecFile::load(&dir.path().join("s.toml")).unwrap();
+    let cli = blockwise_host::plan_file(&mut sf).unwrap();
+    let page = plan(&spec_from_toml(toml).unwrap()).unwrap();
+    assert_eq!(page, cli);
+}
