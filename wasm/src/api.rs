@@ -160,12 +160,16 @@ pub(crate) fn dir_meta(mtime: i64) -> Meta {
     }
 }
 
-/// Plans a spec as `blockwise plan` does for a spec whose partitions have no `contents`.
+/// Plans a spec as `blockwise plan` does for a spec whose partitions have no `contents`
+/// (squashfs compressed from an empty tree).
 pub fn plan(spec: &Spec) -> Result<Plan, Failure> {
     let ts = timestamp(spec);
     let trees = empty_trees(spec, ts)?;
     let mut seeded = spec.clone();
     resolve_seed(&mut seeded, &trees);
+    // squashfs without a size or with an appended hash tree is compressed first, as
+    // `blockwise plan` does, here from the empty tree; a build replans with the files.
+    crate::build::make_squashfs(&mut seeded, &trees, &crate::build::Unread, ts, true)?;
     Ok(plan_full(&seeded, &trees, ts)?)
 }
 

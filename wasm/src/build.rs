@@ -20,11 +20,13 @@
 //! With the same files, modes and a `timestamp` not older than the directories, the bytes
 //! equal `blockwise build` of the same spec (wasm/tests/e2e.mjs compares them).
 
+use blockwise_erofs::ErofsBackend;
 use blockwise_geometry::{
-    BlockSink as _, ContentError, ContentSource, FsKind, ImageMap, Meta, NodeKind, Piece, Plan,
+    BlockSink, ContentError, ContentSource, FsKind, FsPlan, ImageMap, Meta, NodeKind, Piece, Plan,
     Tree,
 };
 use blockwise_image::{apply_entries, assemble, plan_full, Fill, Spec};
+use blockwise_squashfs::SquashfsBackend;
 
 use crate::api::{dir_meta, timestamp, Failure};
 
@@ -55,10 +57,100 @@ pub struct Job {
     pub warnings: Vec<String>,
     /// Size of each entry, by content id (to check what the front end reads).
     pub sizes: Vec<u64>,
+    /// The dm-verity root hashes: `(name, hex)`, as `blockwise build` writes them to
+    /// `OUT.roothash` / `OUT.NAME.roothash`.
+    pub root_hashes: Vec<(String, String)>,
+}
+
+/// A squashfs image made before the layout.
+pub(crate) struct Made {
+    si: usize,
+    bytes: Vec<u8>,
+    warnings: Vec<String>,
+}
+
+/// Bytes written by the squashfs writer, kept in memory (the compressed filesystem).
+#[derive(Default)]
+struct VecSink(Vec<u8>);
+
+impl BlockSink for VecSink {
+    type Error = core::convert::Infallible;
+    fn len(&self) -> u64 {
+        u64::MAX
+    }
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), Self::Error> {
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        let end = start.saturating_add(data.len());
+        if self.0.len() < end {
+            self.0.resize(end, 0);
+        }
+        if let Some(dst) = self.0.get_mut(start..end) {
+            dst.copy_from_slice(data);
+        }
+        Ok(())
+    }
+}
+
+/// Compresses every squashfs partition of `spec` from its tree (reading the files through
+/// `content`) and records its size and plan in `spec` (`prebuilt`), as the CLI does before
+/// planning.
+///
+/// `for_plan`: only those whose plan needs the image (no size given, or an appended hash
+/// tree), as `blockwise plan` compresses only those.
+pub(crate) fn make_squashfs(
+    spec: &mut Spec,
+    trees: &[Option<Tree>],
+    content: &dyn ContentSource,
+    ts: i64,
+    for_plan: bool,
+) -> Result<Vec<Made>, Failure> {
+    let mut made = Vec::new();
+    for si in 0..spec.partitions.len() {
+        let Some(p) = spec.partitions.get(si) else {
+            continue;
+        };
+        let needed_by_plan = p.size == blockwise_geometry::SizeSpec::Source || p.verity.is_some();
+        if p.fs != FsKind::Squashfs || (for_plan && !needed_by_plan) {
+            continue;
+        }
+        let req = blockwise_image::rofs::squashfs_request(spec, si, u64::MAX, ts)
+            .ok_or_else(|| Failure::internal(format!("partition[{}]: no request", si + 1)))?;
+        let empty = Tree::default();
+        let tree = trees.get(si).and_then(Option::as_ref).unwrap_or(&empty);
+        let mut sink = VecSink::default();
+        let w = blockwise_squashfs::write(&mut sink, &req, tree, content)
+            .map_err(|e| blockwise_image::rofs::squashfs_failure(si, e))?;
+        let mut warnings: Vec<String> =
+            blockwise_image::rofs::dropped_xattrs_warning(si + 1, &w.dropped_xattrs)
+                .into_iter()
+                .collect();
+        let Some(ps) = spec.partitions.get_mut(si) else {
+            continue;
+        };
+        if cfg!(target_arch = "wasm32")
+            && ps.squashfs.compression == blockwise_squashfs::Compression::Zstd
+        {
+            warnings.push(format!(
+                "partition[{}].squashfs.compression: zstd is compressed by ruzstd in the page (one level, about zstd -1), so this squashfs differs from the one `blockwise build` makes with libzstd; gzip, xz and lz4 give the same bytes",
+                si + 1
+            ));
+        }
+        let fs = blockwise_squashfs::plan_of(&ps.squashfs, Some(w.bytes_used), Some(w.inodes));
+        ps.prebuilt = Some(blockwise_image::rofs::Prebuilt {
+            len: w.padded_bytes,
+            fs: Some(FsPlan::Squashfs(fs)),
+        });
+        made.push(Made {
+            si,
+            bytes: sink.0,
+            warnings,
+        });
+    }
+    Ok(made)
 }
 
 /// A [`ContentSource`] that is never read: an [`ImageMap`] keeps references.
-struct Unread;
+pub(crate) struct Unread;
 
 impl ContentSource for Unread {
     fn read_at(&self, content: u64, _offset: u64, _buf: &mut [u8]) -> Result<(), ContentError> {
@@ -105,14 +197,14 @@ fn route<'a>(spec: &Spec, e: &'a FileEntry, key: &str) -> Result<(usize, &'a str
     } else {
         spec.partitions
             .iter()
-            .position(|p| p.fs.is_fat() || p.fs == FsKind::Ext4)
+            .position(|p| blockwise_image::takes_tree(p.fs))
             .map(|i| (i, path))
     };
     found.ok_or_else(|| {
         Failure::spec(
             key,
             format!(
-                "{:?} belongs to no partition: give it a partition, or a FAT or ext4 partition with contents = \"{}\"",
+                "{:?} belongs to no partition: give it a partition, or a partition with a filesystem and contents = \"{}\"",
                 e.path,
                 path.split('/').next().unwrap_or_default()
             ),
@@ -157,8 +249,21 @@ fn ensure_dir(
     Ok(parent)
 }
 
-/// Plans and assembles `spec` with `entries` into an [`ImageMap`]. Nothing is read.
+/// Plans and assembles `spec` with `entries` into an [`ImageMap`] without reading any file:
+/// FAT, exFAT and ext4 only need names, sizes and times; squashfs, EROFS (file tails beside
+/// their inodes) and dm-verity need the bytes, see [`prepare_with`].
 pub fn prepare(spec: &Spec, entries: &[FileEntry]) -> Result<Job, Failure> {
+    prepare_with(spec, entries, &Unread)
+}
+
+/// [`prepare`], reading file bytes through `content` (content id `i` = entry `i`) where the
+/// writers need them: squashfs compresses the files, EROFS packs their tails beside their
+/// inodes, dm-verity hashes the partitions it covers. Everything else stays a reference.
+pub fn prepare_with(
+    spec: &Spec,
+    entries: &[FileEntry],
+    content: &dyn ContentSource,
+) -> Result<Job, Failure> {
     for (i, p) in spec.partitions.iter().enumerate() {
         if p.source.is_some() {
             return Err(Failure::unsupported(format!(
@@ -173,19 +278,20 @@ pub fn prepare(spec: &Spec, entries: &[FileEntry]) -> Result<Job, Failure> {
                 .to_string(),
         ));
     }
-    // squashfs compresses, EROFS packs the last bytes of files next to their inodes and
-    // dm-verity hashes the data, all while the image is made; the page reads the dropped
-    // files only when it streams the image out.
+    // The tool backends read a directory on disk; the page has the pure writers only.
     for (i, p) in spec.partitions.iter().enumerate() {
-        let refused = match p.fs {
-            FsKind::Verity => Some(("fs", "a dm-verity hash tree")),
-            FsKind::Squashfs => Some(("fs", "squashfs")),
-            FsKind::Erofs => Some(("fs", "EROFS")),
+        let tool = match p.fs {
+            FsKind::Squashfs if p.squashfs.backend == SquashfsBackend::Mksquashfs => {
+                Some(("squashfs.backend", "mksquashfs"))
+            }
+            FsKind::Erofs if p.erofs.backend == ErofsBackend::MkfsErofs => {
+                Some(("erofs.backend", "mkfs.erofs"))
+            }
             _ => None,
         };
-        if let Some((key, what)) = refused {
+        if let Some((key, what)) = tool {
             return Err(Failure::unsupported(format!(
-                "partition[{}].{key}: {what} is not built in the page yet (plan and check work); use `blockwise build`",
+                "partition[{}].{key}: {what} is a program the page cannot run; use the native writer (leave the backend out) or `blockwise build`",
                 i + 1
             )));
         }
@@ -198,11 +304,11 @@ pub fn prepare(spec: &Spec, entries: &[FileEntry]) -> Result<Job, Failure> {
         let key = format!("files[{i}].path");
         let (si, inner) = route(spec, e, &key)?;
         let fs = spec.partitions.get(si).map(|p| p.fs);
-        if !fs.is_some_and(|fs| fs.is_fat() || fs == FsKind::Ext4) {
+        if !fs.is_some_and(blockwise_image::takes_tree) {
             return Err(Failure::spec(
                 key,
                 format!(
-                    "{:?} goes to partition {}, which is not a FAT or ext4 filesystem",
+                    "{:?} goes to partition {}, which holds no files (not a filesystem that takes a folder)",
                     e.path,
                     si + 1
                 ),
@@ -237,7 +343,7 @@ pub fn prepare(spec: &Spec, entries: &[FileEntry]) -> Result<Job, Failure> {
         .iter()
         .enumerate()
         .map(|(si, p)| {
-            (p.fs.is_fat() || p.fs == FsKind::Ext4).then(|| {
+            blockwise_image::takes_tree(p.fs).then(|| {
                 let (mtime, mtime_nsec) = dir_time(si);
                 Tree::new(Meta {
                     mtime_nsec,
@@ -331,19 +437,50 @@ pub fn prepare(spec: &Spec, entries: &[FileEntry]) -> Result<Job, Failure> {
     // image.seed as the CLI resolves it (the page builds no raw sources).
     let mut seeded = spec.clone();
     crate::api::resolve_seed(&mut seeded, &trees);
+    // squashfs is compressed before the layout, as the CLI does (`make_first`): its size and
+    // plan go into the spec, its bytes are placed at each of its partitions' starts.
+    let made = make_squashfs(&mut seeded, &trees, content, ts, false)?;
     let spec = &seeded;
-    let plan = plan_full(spec, &trees, ts)?;
+    let mut warnings: Vec<String> = made.iter().flat_map(|m| m.warnings.clone()).collect();
+    let mut plan = plan_full(spec, &trees, ts)?;
     let fills: Vec<Fill<'_>> = trees
         .iter()
-        .map(|t| t.as_ref().map_or(Fill::Nothing, Fill::Tree))
+        .zip(&spec.partitions)
+        .map(|(t, p)| match t {
+            _ if p.fs == FsKind::Squashfs => Fill::External,
+            Some(t) => Fill::Tree(t),
+            None => Fill::Nothing,
+        })
         .collect();
     let mut map = ImageMap::new(plan.size_bytes);
-    let warnings = assemble(&mut map, spec, &plan, &fills, &Unread, ts)?;
+    warnings.extend(assemble(&mut map, spec, &plan, &fills, content, ts)?);
+    for m in &made {
+        for p in plan.partitions.iter().filter(|p| p.spec_index == m.si) {
+            map.write_at(p.start_bytes, &m.bytes).map_err(|e| {
+                Failure::internal(format!(
+                    "partition[{}]: placing the squashfs image: {e}",
+                    m.si + 1
+                ))
+            })?;
+        }
+    }
+    drop(made);
+    // dm-verity trees last: they hash what every partition above holds (the files are read
+    // through `content`), as the CLI's `finish_verity`.
+    let regions = blockwise_image::verity_data_regions(&plan);
+    if !regions.is_empty() {
+        let mapped = map.mapped_ranges();
+        blockwise_image::fill_unmapped(&mut map, &mapped, &regions)?;
+        let vt = blockwise_image::verity_trees(&plan, &map.reader(content))?;
+        blockwise_image::write_verity(&mut map, &mut plan, &vt)?;
+    }
+    let root_hashes = blockwise_image::root_hashes(&plan, spec);
     Ok(Job {
         plan,
         map,
         warnings,
         sizes,
+        root_hashes,
     })
 }
 

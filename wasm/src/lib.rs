@@ -28,6 +28,7 @@
 pub mod api;
 pub mod bmap;
 pub mod build;
+pub mod encode;
 pub mod source;
 pub mod worker;
 
@@ -286,8 +287,42 @@ impl BuildJob {
         Ok(JsBlob::new_with_parts(&parts, &opts))
     }
 
+    /// The dm-verity root hashes: `[[name, hex], …]`, what `blockwise build` writes to
+    /// `OUT.roothash` (one tree) or `OUT.NAME.roothash` (several).
+    #[wasm_bindgen(getter, js_name = rootHashes)]
+    pub fn root_hashes(&self) -> Result<JsValue, JsValue> {
+        to_js(&self.job.root_hashes)
+    }
+
+    /// An encoder of the image as `"simg"` (Android sparse) or `"zst"` (seekable zstd), the
+    /// CLI's `-o x.simg` / `-o x.img.zst` byte for byte: see [`ImageEncoder`]. A format this
+    /// build cannot write is an `UnsupportedError` (seekable zstd needs libzstd, which the
+    /// page does not have).
+    pub fn encoder(&self, format: &str) -> Result<ImageEncoder, JsValue> {
+        let f = match format {
+            "simg" => blockwise_container::encode::Format::AndroidSparse,
+            "zst" => blockwise_container::encode::Format::SeekableZstd,
+            other => {
+                return Err(js_error(&Failure::spec(
+                    "format",
+                    format!("{other:?}: \"simg\" or \"zst\""),
+                )))
+            }
+        };
+        let plan = &self.job.plan;
+        let e = encode::ImageEncoder::new(
+            &self.job.map,
+            f,
+            plan.erase_block_bytes,
+            plan.sector_bytes.bytes_u64(),
+        )
+        .map_err(|f| js_error(&f))?;
+        Ok(ImageEncoder { e })
+    }
+
     /// A hasher for the image's `.bmap`: read `next()` from the image `Blob`, `feed()` it,
-    /// until `next()` is `undefined`; then `text()`.
+    /// until `next()` is `undefined`; then `text()`. Or feed it spans in order with
+    /// `feedSpan(offset, bytes)` (each mapped window an encoder reads).
     #[wasm_bindgen(js_name = bmapHasher)]
     pub fn bmap_hasher(&self) -> BmapHasher {
         BmapHasher {
@@ -316,6 +351,16 @@ impl BmapHasher {
             .map_err(|m| js_error(&Failure::internal(m)))
     }
 
+    /// Hashes what the ranges still to hash have in `bytes`, the image's bytes at `offset`
+    /// (spans in order, covering every mapped byte).
+    #[wasm_bindgen(js_name = feedSpan)]
+    pub fn feed_span(&mut self, offset: f64, bytes: &[u8]) -> Result<(), JsValue> {
+        let offset = u64_of(offset, "offset").map_err(|f| js_error(&f))?;
+        self.h
+            .feed_span(offset, bytes)
+            .map_err(|m| js_error(&Failure::internal(m)))
+    }
+
     /// Bytes hashed so far.
     #[wasm_bindgen(getter, js_name = doneBytes)]
     pub fn done_bytes(&self) -> f64 {
@@ -334,6 +379,80 @@ impl BmapHasher {
     }
 }
 
+/// Encodes a built image window by window (one erase block each):
+/// `header()`; then while `next()` gives `[start, end, mapped]`, read those bytes of the
+/// image (`mapped` false: none) and `pack(bytes)`, which gives the output's next pieces —
+/// `Uint8Array`s and `[start, end]` ranges of the image itself (the data of Android sparse
+/// RAW chunks, so the page composes the `.simg` from slices of the image `Blob`); then
+/// `finish()` → `{ header, trailer }`: write `header` over the start and append `trailer`.
+#[wasm_bindgen]
+pub struct ImageEncoder {
+    e: encode::ImageEncoder,
+}
+
+#[wasm_bindgen]
+impl ImageEncoder {
+    /// The bytes the output starts with (rewritten by `finish().header`).
+    pub fn header(&self) -> Vec<u8> {
+        self.e.header()
+    }
+
+    /// The next window: `[start, end, mapped]`, or `undefined` when every window is packed.
+    pub fn next(&self) -> Option<Vec<f64>> {
+        self.e
+            .next_window()
+            .map(|(s, e, m)| vec![f64_of(s), f64_of(e), if m { 1.0 } else { 0.0 }])
+    }
+
+    /// Image bytes of the mapped windows packed so far.
+    #[wasm_bindgen(getter, js_name = doneBytes)]
+    pub fn done_bytes(&self) -> f64 {
+        f64_of(self.e.progress().0)
+    }
+
+    /// Image bytes of all mapped windows.
+    #[wasm_bindgen(getter, js_name = totalBytes)]
+    pub fn total_bytes(&self) -> f64 {
+        f64_of(self.e.progress().1)
+    }
+
+    /// Packs the window `next()` named: the output's next pieces.
+    pub fn pack(&mut self, bytes: &[u8]) -> Result<js_sys::Array, JsValue> {
+        let out = js_sys::Array::new();
+        for p in self.e.pack(bytes).map_err(|f| js_error(&f))? {
+            match p {
+                encode::OutPiece::Bytes(b) => out.push(&js_sys::Uint8Array::from(b.as_slice())),
+                encode::OutPiece::Image(s, e) => out.push(&js_sys::Array::of2(
+                    &JsValue::from_f64(f64_of(s)),
+                    &JsValue::from_f64(f64_of(e)),
+                )),
+            };
+        }
+        Ok(out)
+    }
+
+    /// Ends the encoding: `{ header, trailer, units, outputBytes }`.
+    pub fn finish(&mut self) -> Result<JsValue, JsValue> {
+        let (header, trailer, summary) = self.e.finish().map_err(|f| js_error(&f))?;
+        let o = js_sys::Object::new();
+        let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&o, &JsValue::from_str(k), v);
+        set(
+            "header",
+            &js_sys::Uint8Array::from(header.as_slice()).into(),
+        )?;
+        set(
+            "trailer",
+            &js_sys::Uint8Array::from(trailer.as_slice()).into(),
+        )?;
+        set("units", &JsValue::from_f64(f64_of(summary.units)))?;
+        set(
+            "outputBytes",
+            &JsValue::from_f64(f64_of(summary.output_bytes)),
+        )?;
+        Ok(o.into())
+    }
+}
+
 /// One entry of [`prepare_build`], from JS.
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -349,13 +468,19 @@ struct EntryIn {
     dir: bool,
 }
 
-/// Plans and assembles an image without reading any file. `spec`: TOML text or an object.
+/// Plans and assembles an image. `spec`: TOML text or an object.
 /// `entries`: `[{ path, size, mtime?, partition?, dir? }]` — `mtime` in ms
 /// (`File.lastModified`), `partition` 1-based (else the path starts with a partition's
 /// `contents`), `dir: true` for a directory. Entry `i`'s file is `files[i]` of
-/// [`BuildJob::image_blob`].
+/// [`BuildJob::image_blob`]. FAT, exFAT and ext4 partitions are made from the names, sizes
+/// and times alone; squashfs, EROFS and dm-verity need the files' bytes: pass `files` (the
+/// same array) and call this in a Web Worker, which reads them with `FileReaderSync`.
 #[wasm_bindgen(js_name = prepareBuild)]
-pub fn prepare_build(spec: JsValue, entries: JsValue) -> Result<BuildJob, JsValue> {
+pub fn prepare_build(
+    spec: JsValue,
+    entries: JsValue,
+    files: Option<js_sys::Array>,
+) -> Result<BuildJob, JsValue> {
     let spec = spec_of(spec).map_err(|f| js_error(&f))?;
     let raw: Vec<EntryIn> = serde_wasm_bindgen::from_value(entries)
         .map_err(|e| js_error(&Failure::spec("files", e.to_string())))?;
@@ -374,7 +499,11 @@ pub fn prepare_build(spec: JsValue, entries: JsValue) -> Result<BuildJob, JsValu
             dir: e.dir,
         });
     }
-    let job = build::prepare(&spec, &list).map_err(|f| js_error(&f))?;
+    let job = match files {
+        Some(files) => build::prepare_with(&spec, &list, &worker::SyncFiles::new(files)),
+        None => build::prepare(&spec, &list),
+    }
+    .map_err(|f| js_error(&f))?;
     Ok(BuildJob { job })
 }
 

@@ -187,6 +187,70 @@ impl BlockSource for Counted {
     }
 }
 
+/// The dropped files as a [`ContentSource`] (content id `i` = `files[i]`), read
+/// synchronously with `FileReaderSync`: the build's squashfs, EROFS and dm-verity writers
+/// read file bytes while the image is made. Only in a Web Worker; elsewhere a read fails
+/// with a message saying so (FAT, exFAT and ext4 builds read nothing).
+pub(crate) struct SyncFiles {
+    files: js_sys::Array,
+    reader: Option<FileReaderSync>,
+}
+
+impl SyncFiles {
+    pub(crate) fn new(files: js_sys::Array) -> Self {
+        SyncFiles {
+            files,
+            reader: FileReaderSync::new().ok(),
+        }
+    }
+}
+
+impl blockwise_geometry::ContentSource for SyncFiles {
+    fn read_at(
+        &self,
+        content: u64,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<(), blockwise_geometry::ContentError> {
+        let err = |message: String| blockwise_geometry::ContentError { content, message };
+        let reader = self.reader.as_ref().ok_or_else(|| {
+            err("reading the files' bytes (squashfs, EROFS, dm-verity) needs a Web Worker (FileReaderSync): build in the page's worker".into())
+        })?;
+        let i = u32::try_from(content).map_err(|_| err("no such file".into()))?;
+        let file: JsBlob = self
+            .files
+            .get(i)
+            .dyn_into::<JsBlob>()
+            .map_err(|_| err(format!("files[{i}] is not a File or Blob")))?;
+        let size = crate::u64_of(file.size(), "size").map_err(|f| err(f.message))?;
+        let end = offset
+            .checked_add(buf.len() as u64)
+            .filter(|&e| e <= size)
+            .ok_or_else(|| {
+                err(format!(
+                    "reading bytes {offset}..+{} of files[{i}], a {size}-byte file (the file changed?)",
+                    buf.len()
+                ))
+            })?;
+        let part = file.slice(crate::f64_of(offset), crate::f64_of(end));
+        let ab = reader.read_as_array_buffer(&part).map_err(|e| {
+            let why = e
+                .dyn_ref::<js_sys::Error>()
+                .map_or_else(|| format!("{e:?}"), |e| String::from(e.message()));
+            err(format!("reading files[{i}] failed: {why}: a file changed or was removed after it was chosen; choose the folder again"))
+        })?;
+        let bytes = js_sys::Uint8Array::new(&ab);
+        if bytes.length() as usize != buf.len() {
+            return Err(err(format!(
+                "reading bytes {offset}..{end} of files[{i}] returned {} bytes (the file changed?)",
+                bytes.length()
+            )));
+        }
+        bytes.copy_to(buf);
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::is_container;

@@ -133,10 +133,15 @@ function fixtures() {
   writeFileSync(f.renamed, execFileSync('xz', ['-c', '-0', '-T1'], { input: readFileSync(f.aligned), maxBuffer: 1 << 30 }));
   f.zst = join(work, 'aligned.img.zst');
   run(cli, ['build', '--quiet', join(work, 'aligned.toml'), '-o', f.zst]);
+  // A zip holding the image (deflated), as images are often downloaded.
+  f.zip = join(work, 'os.zip');
+  run('python3', ['-c', 'import sys, zipfile; zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED).write(sys.argv[2], "os.img")', f.zip, f.aligned]);
   f.simg = join(work, 'aligned.simg');
   run(cli, ['build', '--quiet', join(work, 'aligned.toml'), '-o', f.simg]);
   f.bigzst = join(work, 'big32g.img.zst');
   run(cli, ['build', '--quiet', join(work, 'big32g.toml'), '-o', f.bigzst]);
+  f.bigsimg = join(work, 'big32g.simg');
+  run(cli, ['build', '--quiet', join(work, 'big32g.toml'), '-o', f.bigsimg]);
   // A qcow2 header: named and refused.
   f.qcow2 = join(work, 'vm.qcow2');
   writeFileSync(f.qcow2, Buffer.concat([Buffer.from('QFI\xfb', 'latin1'), Buffer.from([0, 0, 0, 3]), Buffer.alloc(4088)]));
@@ -397,13 +402,13 @@ await step('Check: a 32 GiB sparse image is verified reading < 1 MiB', async () 
   await page.screenshot({ path: join(shots, 'check-32gib.png'), fullPage: true });
 });
 
-await step('Check: an image in a container (gzip, xz, seekable zstd, Android sparse) gets the raw image\'s report, read in a worker by the CLI\'s decoders', async () => {
+await step('Check: an image in a container (gzip, xz, seekable zstd, Android sparse, zip) gets the raw image\'s report, read in a worker by the CLI\'s decoders', async () => {
   const strip = (json, drop) => { const v = JSON.parse(json); for (const k of drop) delete v[k]; return v; };
   const raw = await checkFile(f.aligned);
   const want = strip(raw.json, ['source']);
   const wantLine = await safeLine();
   measurements.containers = {};
-  for (const [name, path, kind] of [['gzip', f.gz, 'gzip'], ['xz', f.renamed, 'xz'], ['zstd', f.zst, 'zstd'], ['sparse', f.simg, 'Android sparse']]) {
+  for (const [name, path, kind] of [['gzip', f.gz, 'gzip'], ['xz', f.renamed, 'xz'], ['zstd', f.zst, 'zstd'], ['sparse', f.simg, 'Android sparse'], ['zip', f.zip, 'zip']]) {
     const r = await checkFile(path);
     assert(!r.error, `${name}: ${JSON.stringify(r)}`);
     assert(r.container === kind, `${name}: container ${r.container}`);
@@ -421,6 +426,15 @@ await step('Check: an image in a container (gzip, xz, seekable zstd, Android spa
   assert(!r.error && r.container === 'zstd', JSON.stringify(r));
   assert(r.bytesRead < 4 * 2 ** 20, `read ${r.bytesRead} bytes of the 32 GiB .img.zst`);
   measurements.containers.big32gZstd = { bytesRead: r.bytesRead, containerBytes: r.containerBytes, ms: Math.round(r.ms) };
+  // …and in an Android sparse file: its chunk map, not the image.
+  const rawBig = strip((await checkFile(f.big)).json, ['source']);
+  for (const [name, path, kind] of [['big32gZstd', f.bigzst, 'zstd'], ['big32gSimg', f.bigsimg, 'Android sparse']]) {
+    const b = await checkFile(path);
+    assert(!b.error && b.container === kind, JSON.stringify(b));
+    assert(b.bytesRead < 4 * 2 ** 20, `read ${b.bytesRead} bytes of the 32 GiB ${name}`);
+    assert(JSON.stringify(strip(b.json, ['source', 'container'])) === JSON.stringify(rawBig), `${name}: not the raw image's report`);
+    measurements.containers[name] = { bytesRead: b.bytesRead, containerBytes: b.containerBytes, ms: Math.round(b.ms) };
+  }
   // A VM disk is named and refused with the command that converts it.
   const q = await checkFile(f.qcow2);
   const text = await page.textContent('#check-out .error-box');
@@ -595,6 +609,17 @@ await step('Build: the default Raspberry Pi plan from two folders, in a worker: 
   run(cli, ['build', '--quiet', join(work, 'sd.toml'), '-o', join(work, 'cli.img'), '--bmap', join(work, 'cli.img.bmap')]);
   run('cmp', [img, join(work, 'cli.img')]);
   run('cmp', [`${img}.bmap`, join(work, 'cli.img.bmap')]);
+  // The .simg beside it: the CLI's `-o x.simg` byte for byte, and simg2img gives the image.
+  const simg = join(work, 'page.simg');
+  await download(page, '#build-download-simg', simg);
+  run(cli, ['build', '--quiet', join(work, 'sd.toml'), '-o', join(work, 'cli.simg')]);
+  run('cmp', [simg, join(work, 'cli.simg')]);
+  run('simg2img', [simg, join(work, 'unsparsed.img')]);
+  run('cmp', [join(work, 'unsparsed.img'), img]);
+  rmSync(join(work, 'unsparsed.img'));
+  // Seekable zstd is not offered, and the page says why.
+  const notes = await page.$$eval('.build-note', (ns) => ns.map((n) => n.textContent));
+  assert(notes.some((n) => n.startsWith('.img.zst not offered')), JSON.stringify(notes));
   const table = JSON.parse(run('sfdisk', ['--json', img])).partitiontable;
   assert(table.label === 'dos' && table.partitions.length === 2, JSON.stringify(table));
   // sfdisk --verify exits 0 even when it finds problems: read what it says.
@@ -621,6 +646,64 @@ await step('Build: the default Raspberry Pi plan from two folders, in a worker: 
     assert(/mtime: 0x6553f100/.test(stat), `directory time is not the timestamp: ${stat}`);
   });
   await page.screenshot({ path: join(shots, 'build.png'), fullPage: true });
+});
+
+await step('Build: squashfs and EROFS with dm-verity trees from two folders: the CLI\'s image, .simg and root hashes; unsquashfs, fsck.erofs, veritysetup verify', async () => {
+  await ready(page);
+  await page.click('#tab-plan');
+  await page.fill('#plan-size', '64MiB');
+  await page.selectOption('#plan-table', 'gpt');
+  await page.fill('#plan-timestamp', '1700000000');
+  const row = (n) => `#plan-parts .part:nth-child(${n})`;
+  // squashfs needs a size in the page's plan (its size is known only once compressed, and the
+  // plan is made before the files are read); EROFS's left out is its image's own size.
+  for (const [n, fs, size, label, dir] of [[1, 'squashfs', '16MiB', 'apps', f.rootfs], [2, 'erofs', '', 'system', f.boot]]) {
+    await page.selectOption(`${row(n)} [name=fs]`, fs);
+    await page.fill(`${row(n)} [name=psize]`, size);
+    await page.fill(`${row(n)} [name=label]`, label);
+    await page.check(`${row(n)} [name=verity]`);
+    await page.setInputFiles(`${row(n)} [name=folder]`, dir);
+  }
+  await page.waitForFunction(() => window.__folders && window.__folders[0] && window.__folders[1] && window.__folders[0].count === 5);
+  await page.waitForFunction(() => document.querySelector('#plan-toml').textContent.includes('contents = "boot"'));
+  if (await page.isDisabled('#plan-build')) throw new Error(`the plan has an error: ${await page.textContent('#plan-out')}\n${await page.textContent('#plan-toml')}`);
+  const { build } = await buildAndWatch(page, () => page.click('#plan-build'));
+  assert(!build.error && build.check.safe === 'yes', JSON.stringify(build));
+  const img = join(work, 'ro.img');
+  await download(page, '#build-download', img);
+  await download(page, '#build-download-simg', join(work, 'ro.simg'));
+  await download(page, '#build-download-apps-roothash', join(work, 'ro.img.apps.roothash'));
+  await download(page, '#build-download-system-roothash', join(work, 'ro.img.system.roothash'));
+  writeFileSync(join(work, 'ro.toml'), await page.textContent('#build-toml'));
+  run(cli, ['build', '--quiet', join(work, 'ro.toml'), '-o', join(work, 'cli-ro.img')]);
+  run(cli, ['build', '--quiet', join(work, 'ro.toml'), '-o', join(work, 'cli-ro.simg')]);
+  run('cmp', [img, join(work, 'cli-ro.img')]);
+  run('cmp', [join(work, 'ro.simg'), join(work, 'cli-ro.simg')]);
+  for (const n of ['apps', 'system']) run('cmp', [join(work, `ro.img.${n}.roothash`), join(work, `cli-ro.img.${n}.roothash`)]);
+  const shown = await page.$$eval('#build-roothashes code', (cs) => cs.map((c) => c.textContent));
+  assert(shown.length === 2 && shown[0] === readFileSync(join(work, 'ro.img.apps.roothash'), 'utf8').trim(), JSON.stringify(shown));
+  const planned = JSON.parse(run(cli, ['plan', '--json', join(work, 'ro.toml')])).partitions;
+  const [sq, er] = planned;
+  // squashfs: every file listed and extracted equal.
+  const out = join(work, 'unsq');
+  run('unsquashfs', ['-q', '-n', '-o', String(sq.start_bytes), '-d', out, img]);
+  for (const [p, data] of Object.entries(f.files).filter(([k]) => k.startsWith('rootfs/'))) {
+    assert(Buffer.compare(readFileSync(join(out, p.slice(7))), data) === 0, `${p} differs after unsquashfs`);
+  }
+  losetupOrCopy(img, er.start_bytes, er.size_bytes, (dev) => {
+    const ex = join(work, 'erofs-out');
+    run('fsck.erofs', [`--extract=${ex}`, dev]);
+    for (const [p, data] of Object.entries(f.files).filter(([k]) => k.startsWith('boot/'))) {
+      assert(Buffer.compare(readFileSync(join(ex, p.slice(5))), data) === 0, `${p} differs after fsck.erofs --extract`);
+    }
+  });
+  for (const [p, name] of [[sq, 'apps'], [er, 'system']]) {
+    const v = p.filesystem.verity;
+    losetupOrCopy(img, v.data_start_bytes, v.data_blocks * 4096, (dev) => {
+      run('veritysetup', ['verify', dev, img, readFileSync(join(work, `ro.img.${name}.roothash`), 'utf8').trim(), `--hash-offset=${v.hash_start_bytes}`]);
+    });
+  }
+  await page.screenshot({ path: join(shots, 'build-readonly.png'), fullPage: true });
 });
 
 await step('Build: the default plan at its 8 GiB builds; its .bmap equals `blockwise build --bmap`', async () => {

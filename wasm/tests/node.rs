@@ -100,7 +100,7 @@ async fn builds_from_blobs_by_reference_verifies_and_hashes_the_bmap() {
     let files: Array =
         eval(r#"[new Blob(["hello"]), null, new Blob([new Uint8Array(70000).fill(7)])]"#)
             .unchecked_into();
-    let job = prepare_build(JsValue::from_str(SPEC), entries).unwrap();
+    let job = prepare_build(JsValue::from_str(SPEC), entries, None).unwrap();
     assert_eq!(job.size(), 64.0 * 1024.0 * 1024.0);
     assert_eq!(job.content_bytes(), 70005.0);
     let img = job.image_blob(&files).unwrap();
@@ -140,6 +140,59 @@ async fn builds_from_blobs_by_reference_verifies_and_hashes_the_bmap() {
     let (name, message) = name_and_message(&e);
     assert_eq!(name, "IoError");
     assert!(message.starts_with("files[0] is 6 bytes now"), "{message}");
+    // The .simg, window by window: header, pieces (bytes, or ranges of the image), trailer;
+    // with the ranges filled from the image it is what simg2img reads back to the image
+    // (here: the sparse header's counts and the image's bytes at each RAW range).
+    let mut enc = job.encoder("simg").unwrap();
+    let head = enc.header();
+    assert_eq!(&head[..4], &0xED26_FF3Au32.to_le_bytes());
+    let mut raw_bytes = 0.0;
+    let mut saw_hello = false;
+    while let Some(w) = enc.next() {
+        let bytes = if w[2] == 1.0 {
+            read(&img, w[0], w[1]).await
+        } else {
+            Vec::new()
+        };
+        for p in enc.pack(&bytes).unwrap().iter() {
+            if let Some(r) = p.dyn_ref::<Array>() {
+                let (a, b) = (r.get(0).as_f64().unwrap(), r.get(1).as_f64().unwrap());
+                raw_bytes += b - a;
+                saw_hello |= read(&img, a, b).await.windows(5).any(|w| w == b"hello");
+            }
+        }
+    }
+    assert_eq!(enc.done_bytes(), enc.total_bytes());
+    let fin = enc.finish().unwrap();
+    let header: Uint8Array = get(&fin, "header").unchecked_into();
+    assert_eq!(header.length() as usize, head.len());
+    // (the 70,000 bytes of 7s are FILL chunks: only blocks with "hello" and metadata are RAW)
+    assert!(saw_hello && raw_bytes > 0.0, "{raw_bytes}");
+    // Seekable zstd needs libzstd, which the page does not have: refused, saying so.
+    let Err(e) = job.encoder("zst") else {
+        panic!("a zstd encoder without a compressor")
+    };
+    let (name, message) = name_and_message(&e);
+    assert_eq!(name, "UnsupportedError");
+    assert!(message.contains("libzstd"), "{message}");
+}
+
+/// squashfs needs the files' bytes while the image is made: outside a Web Worker (no
+/// FileReaderSync, as here under node) a build with files says so; an empty one builds.
+#[wasm_bindgen_test]
+fn squashfs_reads_files_only_in_a_worker() {
+    let spec = JsValue::from_str(
+        "[image]\ntable = \"gpt\"\ntimestamp = 1700000000\n[[partition]]\nfs = \"squashfs\"\nsize = \"8MiB\"\n",
+    );
+    let entries = eval(r#"[{ path: "a.txt", size: 5, partition: 1 }]"#);
+    let files: Array = eval(r#"[new Blob(["hello"])]"#).unchecked_into();
+    let Err(e) = prepare_build(spec.clone(), entries, Some(files)) else {
+        panic!("read files without FileReaderSync")
+    };
+    let (_, message) = name_and_message(&e);
+    assert!(message.contains("Web Worker"), "{message}");
+    let job = prepare_build(spec, eval("[]"), None).unwrap();
+    assert!(job.size() > 0.0);
 }
 
 #[wasm_bindgen_test]

@@ -79,7 +79,9 @@ function fsOf(p) {
   if (!f) return p.content === 'none' ? '—' : p.content;
   const label = f.label ? ` "${f.label}"` : '';
   if (f.fat_start_bytes !== undefined) return `${f.kind}${label}, ${fmtSize(f.cluster_bytes)} clusters`;
-  if (f.block_bytes !== undefined) return `${f.kind}${label}, ${f.block_bytes} B blocks, stride ${f.stride}`;
+  const verity = f.verity ? ', dm-verity tree after it' : '';
+  if (f.block_bytes !== undefined && f.stride !== undefined) return `${f.kind}${label}, ${f.block_bytes} B blocks, stride ${f.stride}`;
+  if (f.block_bytes !== undefined) return `${f.kind}${label}, ${f.block_bytes} B blocks${f.compression && f.compression !== 'none' ? `, ${f.compression}` : ''}${verity}`;
   return `${f.kind}${f.aligned === null ? ' (not checked)' : ''}`;
 }
 
@@ -330,8 +332,11 @@ function folderText(folder) {
 }
 
 // ---------------------------------------------------------------- Plan
-const FS = ['fat32', 'fat16', 'fat12', 'ext4', 'swap', 'none'];
-const hasFiles = (fs) => fs.startsWith('fat') || fs === 'ext4';
+const FS = ['fat32', 'fat16', 'fat12', 'ext4', 'exfat', 'squashfs', 'erofs', 'swap', 'none'];
+const hasFiles = (fs) => fs.startsWith('fat') || ['ext4', 'exfat', 'squashfs', 'erofs'].includes(fs);
+/** Read-only filesystems: their size may be left out (the image's own), and they may carry
+ * a dm-verity hash tree after them. */
+const readOnly = (fs) => fs === 'squashfs' || fs === 'erofs';
 let rowSerial = 0;
 
 function partRow(fs = 'fat32', size = '256MiB', label = '') {
@@ -346,14 +351,18 @@ function partRow(fs = 'fat32', size = '256MiB', label = '') {
   const dirIn = el('input', { type: 'file', name: 'folder', id: `${id}-dir`, webkitdirectory: true, multiple: true, 'aria-describedby': `${id}-dir-text ${id}-dir-err` });
   const dirText = el('span', { class: 'hint', id: `${id}-dir-text` }, folderText(null));
   const folder = el('div', { class: 'folder' }, el('label', { for: dirIn.id }, 'folder'), dirIn, dirText, el('span', { class: 'field-error', id: `${id}-dir-err` }));
+  const verityIn = el('input', { type: 'checkbox', name: 'verity', id: `${id}-verity` });
+  const verity = el('div', { class: 'field verity' }, verityIn, el('label', { for: verityIn.id }, 'dm-verity hash tree after it'));
+  verityIn.addEventListener('change', () => updatePlan());
   const rm = el('button', { type: 'button', class: 'remove' }, 'Remove');
   const head = el('span', { class: 'pn' });
   rm.addEventListener('click', () => { row.remove(); renumber(); updatePlan(); });
   dirIn.addEventListener('change', () => { setFolder(row, folderFromInput(dirIn.files)); });
-  sel.addEventListener('change', () => { folder.hidden = !hasFiles(sel.value); });
+  sel.addEventListener('change', () => { folder.hidden = !hasFiles(sel.value); verity.hidden = !readOnly(sel.value); });
   folder.hidden = !hasFiles(fs);
+  verity.hidden = !readOnly(fs);
   dropZone(row, async (dt) => { if (hasFiles(sel.value)) setFolder(row, await folderFromDrop(dt)); });
-  row.append(head, field('filesystem', sel, `${id}-fs-err`), field('size (or fill)', sizeIn, `${id}-size-err`), field('label', labelIn, `${id}-label-err`), folder, rm);
+  row.append(head, field('filesystem', sel, `${id}-fs-err`), field('size (or fill)', sizeIn, `${id}-size-err`), field('label', labelIn, `${id}-label-err`), folder, verity, rm);
   row.renumber = (n) => {
     head.textContent = `#${n}`;
     rm.setAttribute('aria-label', `Remove partition ${n}`);
@@ -406,8 +415,11 @@ export function formToml() {
     const fs = row.querySelector('[name=fs]').value;
     const size = row.querySelector('[name=psize]').value.trim();
     const label = row.querySelector('[name=label]').value.trim();
-    lines.push('', '[[partition]]', `fs = ${q(fs)}`, `size = ${q(size)}`);
+    lines.push('', '[[partition]]', `fs = ${q(fs)}`);
+    // A read-only filesystem without a size is the image's own size.
+    if (size || !readOnly(fs)) lines.push(`size = ${q(size)}`);
     if (label && fs !== 'none') lines.push(`label = ${q(label)}`);
+    if (readOnly(fs) && row.querySelector('[name=verity]').checked) lines.push('verity = "appended"');
     if (row.folder && hasFiles(fs)) {
       if (row.folder.name) lines.push(`contents = ${q(row.folder.name)}`);
       else lines.push(`# contents: ${row.folder.entries.length} files dropped in the page (put them in a folder and name it here)`);
@@ -461,7 +473,10 @@ function planView(p) {
     if (f.fat_start_bytes !== undefined) {
       head = `Partition ${part.index}, ${f.kind}: ${thousands(f.cluster_count)} clusters of ${fmtSize(f.cluster_bytes)}, ${f.reserved_sectors} reserved sectors, ${f.fat_count} FATs of ${f.fat_sectors} sectors; FAT at ${fmtSize(f.fat_start_bytes)}, data at ${fmtSize(f.data_start_bytes)} from the start of the disk.`;
     } else {
-      head = `Partition ${part.index}, ${f.kind}: ${thousands(f.blocks)} blocks of ${f.block_bytes} B, ${thousands(f.inodes)} inodes, stride ${f.stride}, stripe width ${f.stripe_width}${f.journal_start_bytes != null ? `, journal at ${fmtSize(f.journal_start_bytes)}` : ''}.`;
+      const raid = f.stride !== undefined ? `, stride ${f.stride}, stripe width ${f.stripe_width}` : '';
+      const blocks = f.blocks !== undefined ? `${thousands(f.blocks)} blocks of ${f.block_bytes} B` : `${f.block_bytes} B blocks`;
+      const inodes = f.inodes != null ? `, ${thousands(f.inodes)} inodes` : '';
+      head = `Partition ${part.index}, ${f.kind}: ${blocks}${inodes}${raid}${f.journal_start_bytes != null ? `, journal at ${fmtSize(f.journal_start_bytes)}` : ''}${f.verity ? `; dm-verity hash tree at ${fmtSize(f.verity.hash_start_bytes)}` : ''}.`;
     }
     notes.push(el('p', {}, head), f.notes ? el('ul', { class: 'notes' }, f.notes.map((n) => el('li', {}, n))) : null);
   }
@@ -484,7 +499,7 @@ function planView(p) {
     layoutTable(p, p.rows, extra),
     drawing(p, p.rows, { width: $('#plan-out').clientWidth || 600, onDrop }),
     legend(p, p.rows),
-    el('p', { class: 'hint' }, 'Drop a folder on a FAT or ext4 partition in the drawing (or on its row above) to fill it.'),
+    el('p', { class: 'hint' }, 'Drop a folder on a partition in the drawing (or on its row above) to fill it.'),
     ...notes,
   ];
 }
@@ -702,13 +717,17 @@ async function built(m, name, toml, fileCount, t0, timeline) {
   };
   const imgLink = link(image, name, 'build-download', `Download ${name} (${fmtSize(image.size)})`);
   imgLink.className = 'button primary';
-  const extras = m.extra.map((o) => link(o.blob, `${name}${o.suffix}`, `build-download${o.suffix.replace('.', '-')}`, `Download ${name}${o.suffix} (block map, ${fmtSize(o.blob.size)})`));
+  const fileOf = (o) => (o.replace && name.endsWith(o.replace) ? name.slice(0, -o.replace.length) : name) + o.suffix;
+  const extras = m.extra.map((o) => link(o.blob, fileOf(o), `build-download${o.suffix.replace(/\./g, '-')}`, `Download ${fileOf(o)} (${o.kind}, ${fmtSize(o.blob.size)})`));
+  const roots = m.extra.filter((o) => o.text).map((o) => el('li', {}, `${o.kind}: `, el('code', { class: 'roothash' }, o.text)));
   const save = window.showSaveFilePicker ? el('button', { type: 'button', id: 'build-save' }, 'Save to a file…') : null;
   if (save) save.addEventListener('click', () => saveToFile(image, name, save));
   put($('#build-out'),
     el('p', { id: 'build-verdict', class: 'verdict ok' }, `Built ${fmtSize(image.size)} in ${((performance.now() - t0) / 1000).toFixed(1)} s from ${fileCount} files.`),
     el('p', { class: 'downloads' }, imgLink, ...extras, save),
-    el('p', { class: 'hint' }, 'Write it with blockwise write sd.img /dev/sdX (or bmaptool copy): the .bmap lets them skip the empty parts and check what they wrote.'),
+    roots.length ? el('ul', { id: 'build-roothashes' }, roots) : null,
+    el('p', { class: 'hint' }, 'Write it with blockwise write sd.img /dev/sdX (or bmaptool copy): the .bmap lets them skip the empty parts and check what they wrote. sd.simg is the same image as an Android sparse file (fastboot flash, simg2img); blockwise write takes it too.'),
+    ...(m.notes || []).map((n) => el('p', { class: 'hint build-note' }, n)),
     el('details', {}, el('summary', {}, 'Spec used (blockwise build of it gives the same bytes)'), el('pre', { id: 'build-toml' }, toml)),
   );
   window.__lastBuild = { size: image.size, ms: m.ms, timeline };

@@ -2,7 +2,7 @@ use blockwise_geometry::{BlockSource, SparseImage};
 use blockwise_image::{assemble, Fill};
 
 use super::*;
-use crate::build::{clamp_time, prepare, FileEntry, Job, Part};
+use crate::build::{clamp_time, prepare, prepare_with, FileEntry, Job, Part};
 use crate::source::{check_round, Fetched, Missing, Round, FETCH_UNIT};
 
 const SPEC: &str = r#"
@@ -394,14 +394,74 @@ fn read_stats_budget_stops_a_hostile_image() {
     assert_eq!(Fetched::new(100).range_for(m), (0, 100));
 }
 
-/// The page's build and the CLI's (`blockwise_host::build`) of the same spec and files give
-/// the same bytes: FAT32 + ext4 in an MBR, nested directories, a timestamp older than the
-/// files (so every time is clamped, as the page must assume for directories).
+/// Builds `toml` (in a temp dir, with `files` under it) with the CLI's code
+/// (`blockwise_host::build`) and with the page's (`prepare_with`, the files' bytes in
+/// memory), and checks the plans and every byte are equal. False when it was skipped (the
+/// files are not owned by root: the page writes uid/gid 0).
+#[cfg(not(target_arch = "wasm32"))]
+fn equals_the_cli(toml: &str, files: &[(&str, Vec<u8>)]) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("sd.toml"), toml).unwrap();
+    for (p, data) in files {
+        let path = dir.path().join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, data).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    for (p, _) in files {
+        let mut d = std::path::Path::new(p).parent();
+        while let Some(x) = d.filter(|x| !x.as_os_str().is_empty()) {
+            std::fs::set_permissions(dir.path().join(x), std::fs::Permissions::from_mode(0o755))
+                .unwrap();
+            d = x.parent();
+        }
+    }
+    let mut sf = blockwise_host::SpecFile::load(&dir.path().join("sd.toml")).unwrap();
+    let cli = blockwise_host::build(&mut sf, dir.path()).unwrap();
+    let same_owner = files.iter().all(|(p, _)| {
+        let md = std::fs::metadata(dir.path().join(p)).unwrap();
+        md.uid() == 0 && md.gid() == 0
+    });
+    if !same_owner {
+        eprintln!("skipped: the files are not owned by root (the page writes uid/gid 0)");
+        return false;
+    }
+    let entries: Vec<FileEntry> = files
+        .iter()
+        .map(|(p, data)| {
+            let md = std::fs::metadata(dir.path().join(p)).unwrap();
+            FileEntry {
+                path: (*p).into(),
+                size: data.len() as u64,
+                mtime_ms: Some(md.mtime() * 1000 + md.mtime_nsec() / 1_000_000),
+                ..FileEntry::default()
+            }
+        })
+        .collect();
+    let content: Vec<Vec<u8>> = files.iter().map(|(_, d)| d.clone()).collect();
+    let job = prepare_with(&spec_from_toml(toml).unwrap(), &entries, &content).unwrap();
+    assert_eq!(job.plan, cli.plan);
+    assert_eq!(job.root_hashes, cli.root_hashes);
+    assert_eq!(job.map.mapped_ranges(), cli.image.mapped_ranges());
+    let page = image_bytes(&job, &content);
+    let mut host = vec![0u8; page.len()];
+    cli.image
+        .reader(&cli.content)
+        .read_at(0, &mut host)
+        .unwrap();
+    let first = page.iter().zip(&host).position(|(a, b)| a != b);
+    assert_eq!(first, None, "the images differ from byte {first:?}");
+    true
+}
+
+/// The page's build and the CLI's of the same spec and files give the same bytes: FAT32 +
+/// ext4 in an MBR, nested directories, a timestamp older than the files (so every time is
+/// clamped, as the page must assume for directories).
 #[cfg(not(target_arch = "wasm32"))]
 #[test]
 fn equals_the_cli_build_of_the_same_files() {
-    use std::os::unix::fs::MetadataExt as _;
-    let dir = tempfile::tempdir().unwrap();
     // seed pinned: the page's trees carry no owners or sub-second times, so a derived seed
     // may differ from the CLI's for the same files; the bytes are what is compared.
     let toml = r#"
@@ -421,7 +481,6 @@ size = "fill"
 label = "rootfs"
 contents = "root"
 "#;
-    std::fs::write(dir.path().join("sd.toml"), toml).unwrap();
     let files: [(&str, Vec<u8>); 5] = [
         ("boot/config.txt", b"arm_64bit=1\n".to_vec()),
         ("boot/overlays/x.dtbo", vec![3; 70_000]),
@@ -432,92 +491,95 @@ contents = "root"
             (0..300_000u32).map(|i| (i % 251) as u8).collect(),
         ),
     ];
-    for (p, data) in &files {
-        let path = dir.path().join(p);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, data).unwrap();
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
-            .unwrap();
-    }
-    for d in [
-        "boot",
-        "boot/overlays",
-        "root",
-        "root/etc",
-        "root/usr",
-        "root/usr/share",
-        "root/usr/share/doc",
-        "root/usr/lib",
-    ] {
-        std::fs::set_permissions(
-            dir.path().join(d),
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        )
-        .unwrap();
-    }
-    let mut sf = blockwise_host::SpecFile::load(&dir.path().join("sd.toml")).unwrap();
-    let cli = blockwise_host::build(&mut sf, dir.path()).unwrap();
-    let same_owner = files.iter().all(|(p, _)| {
-        let md = std::fs::metadata(dir.path().join(p)).unwrap();
-        md.uid() == 0 && md.gid() == 0
-    });
-    if !same_owner {
-        eprintln!("skipped: the files are not owned by root (the page writes uid/gid 0)");
-        return;
-    }
-    let entries: Vec<FileEntry> = files
-        .iter()
-        .map(|(p, data)| {
-            let md = std::fs::metadata(dir.path().join(p)).unwrap();
-            FileEntry {
-                path: (*p).into(),
-                size: data.len() as u64,
-                mtime_ms: Some(md.mtime() * 1000 + md.mtime_nsec() / 1_000_000),
-                ..FileEntry::default()
-            }
-        })
-        .collect();
-    let content: Vec<Vec<u8>> = files.iter().map(|(_, d)| d.clone()).collect();
-    let job = prepare(&spec_from_toml(toml).unwrap(), &entries).unwrap();
-    assert_eq!(job.plan, cli.plan);
-    let page = image_bytes(&job, &content);
-    let mut host = vec![0u8; page.len()];
-    cli.image
-        .reader(&cli.content)
-        .read_at(0, &mut host)
-        .unwrap();
-    let first = page.iter().zip(&host).position(|(a, b)| a != b);
-    assert_eq!(first, None, "the images differ from byte {first:?}");
+    equals_the_cli(toml, &files);
+}
+
+/// squashfs (compressed from the files), EROFS (tails packed beside the inodes), a
+/// dm-verity partition over the EROFS one and a tree appended to the squashfs: the page
+/// reads the files' bytes for these and still gives the CLI's bytes and root hashes.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn read_only_filesystems_and_verity_equal_the_cli() {
+    let toml = r#"
+[image]
+table = "gpt"
+erase-block = "1MiB"
+timestamp = 1700000000
+seed = 7
+[[partition]]
+name = "system"
+fs = "erofs"
+contents = "sys"
+[[partition]]
+name = "system-verity"
+fs = "verity"
+of = "system"
+[[partition]]
+name = "apps"
+fs = "squashfs"
+contents = "apps"
+verity = "appended"
+[[partition]]
+name = "xz"
+fs = "squashfs"
+contents = "more"
+squashfs = { compression = "xz" }
+"#;
+    let files: [(&str, Vec<u8>); 6] = [
+        ("sys/etc/os-release", b"ID=test\n".to_vec()),
+        (
+            "sys/usr/lib/big.bin",
+            (0..300_000u32).map(|i| (i % 253) as u8).collect(),
+        ),
+        ("sys/usr/share/tail", vec![5; 4096 + 77]),
+        ("apps/a/b/c.txt", b"hello\n".to_vec()),
+        (
+            "apps/data.bin",
+            (0..200_000u32).map(|i| (i * 7 % 256) as u8).collect(),
+        ),
+        ("more/x.txt", vec![b'x'; 70_000]),
+    ];
+    equals_the_cli(toml, &files);
 }
 
 #[test]
-fn read_only_kinds_are_refused_naming_their_key_and_planned() {
+fn tool_backends_are_refused_naming_their_key_and_planned() {
     let toml = |rest: &str| {
         format!("[image]\ntable = \"gpt\"\nerase-block = \"1MiB\"\ntimestamp = 1700000000\n[[partition]]\nname = \"boot\"\nfs = \"fat32\"\nsize = \"40MiB\"\n{rest}")
     };
     let (entries, _) = files();
     for (rest, key) in [
         (
-            "[[partition]]\nname = \"system\"\nfs = \"erofs\"\nsize = \"4MiB\"\n",
-            "partition[2].fs",
+            "[[partition]]\nname = \"system\"\nfs = \"erofs\"\nsize = \"4MiB\"\nerofs = { backend = \"mkfs.erofs\" }\n",
+            "partition[2].erofs.backend",
         ),
         (
-            "[[partition]]\nname = \"q\"\nfs = \"squashfs\"\nsize = \"4MiB\"\n",
-            "partition[2].fs",
-        ),
-        (
-            "[[partition]]\nname = \"v\"\nfs = \"verity\"\nof = \"boot\"\n",
-            "partition[2].fs",
+            "[[partition]]\nname = \"q\"\nfs = \"squashfs\"\nsize = \"4MiB\"\nsquashfs = { backend = \"mksquashfs\" }\n",
+            "partition[2].squashfs.backend",
         ),
     ] {
         let spec = spec_from_toml(&toml(rest)).unwrap();
         // Planned in the page…
         let p = plan(&spec).unwrap();
         assert_eq!(p.partitions.len(), 2, "{rest}");
-        // …but not built: the bytes are needed while the image is made.
+        // …but not built: the page cannot run the program.
         let err = prepare(&spec, &entries).map(|_| ()).unwrap_err();
         assert_eq!(err.category, Category::Unsupported, "{rest}");
         assert!(err.message.starts_with(key), "{rest}: {}", err.message);
         assert!(err.message.contains("blockwise build"), "{}", err.message);
     }
+}
+
+/// The page's plan of squashfs partitions is `blockwise plan`'s: compressed first (from the
+/// empty tree) only when its size is left out or it carries an appended hash tree.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn squashfs_plans_as_the_cli_plans_it() {
+    let toml = "[image]\ntable = \"gpt\"\nsize = \"64MiB\"\ntimestamp = 1700000000\nseed = 3\n[[partition]]\nfs = \"squashfs\"\nsize = \"8MiB\"\n[[partition]]\nfs = \"squashfs\"\nverity = \"appended\"\n[[partition]]\nfs = \"squashfs\"\n";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s.toml"), toml).unwrap();
+    let mut sf = blockwise_host::SpecFile::load(&dir.path().join("s.toml")).unwrap();
+    let cli = blockwise_host::plan_file(&mut sf).unwrap();
+    let page = plan(&spec_from_toml(toml).unwrap()).unwrap();
+    assert_eq!(page, cli);
 }
