@@ -13,7 +13,7 @@ use crate::Error;
 
 /// What identifies a file's state: where it lives, how long it is, when it last changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Identity {
+pub(crate) struct Identity {
     dev: u64,
     ino: u64,
     size: u64,
@@ -22,6 +22,17 @@ struct Identity {
 }
 
 impl Identity {
+    /// The identity a scan's `statx` found.
+    pub(crate) fn new(dev: u64, ino: u64, size: u64, mtime: i64, mtime_nsec: i64) -> Self {
+        Identity {
+            dev,
+            ino,
+            size,
+            mtime,
+            mtime_nsec,
+        }
+    }
+
     fn of(md: &fs::Metadata) -> Self {
         Identity {
             dev: md.dev(),
@@ -57,11 +68,24 @@ pub(crate) fn open_nonblocking(path: &Path) -> std::io::Result<File> {
     Ok(File::from(fd))
 }
 
+/// Most bytes of a file the scan reads into memory ([`HostContent::add_inline`]): one 4 KiB
+/// block or cluster.
+pub(crate) const INLINE_FILE: u64 = 4096;
+
+/// Most bytes of small files held in memory in all; files past it are copied from their
+/// source like large ones.
+pub(crate) const INLINE_TOTAL: usize = 32 << 20;
+
 /// The contents of an image: regular host files, registered by the scan with their
-/// [identity](HostContent::add) and checked against it whenever they are opened.
+/// [identity](HostContent::add) and checked against it whenever they are opened. Small
+/// files the scan has read already ([`HostContent::add_inline`]) are served from memory.
 #[derive(Debug, Default)]
 pub struct HostContent {
     files: Vec<(PathBuf, Identity)>,
+    /// Content ids read by the scan (ascending) with where their bytes start in `arena`
+    /// (their length is the identity's size).
+    inline: Vec<(u64, usize)>,
+    arena: Vec<u8>,
     /// Inputs the image does not reference but the build read (the spec file): no output
     /// may be one of them.
     read_only: Vec<(PathBuf, (u64, u64))>,
@@ -74,6 +98,37 @@ impl HostContent {
     pub fn add(&mut self, path: PathBuf, md: &fs::Metadata) -> u64 {
         self.files.push((path, Identity::of(md)));
         self.files.len() as u64 - 1
+    }
+
+    /// Registers the regular file `path` with the identity its scan found.
+    pub(crate) fn add_identity(&mut self, path: PathBuf, id: Identity) -> u64 {
+        self.files.push((path, id));
+        self.files.len() as u64 - 1
+    }
+
+    /// Whether `len` more bytes may be held in memory ([`HostContent::add_inline`]).
+    pub(crate) fn inline_room(&self, len: u64) -> bool {
+        len <= INLINE_FILE
+            && usize::try_from(len).is_ok_and(|l| self.arena.len().saturating_add(l) <= INLINE_TOTAL)
+    }
+
+    /// Registers the regular file `path`, whose bytes the scan read (`data`, as long as the
+    /// identity's size): the image takes them from memory, the file is not opened again.
+    pub(crate) fn add_inline(&mut self, path: PathBuf, id: Identity, data: &[u8]) -> u64 {
+        let n = self.add_identity(path, id);
+        self.inline.push((n, self.arena.len()));
+        self.arena.extend_from_slice(data);
+        n
+    }
+
+    /// The bytes of content `id` when the scan read them, `None` for files read from disk.
+    #[must_use]
+    pub fn inline(&self, id: u64) -> Option<&[u8]> {
+        let i = self.inline.binary_search_by_key(&id, |&(c, _)| c).ok()?;
+        let &(_, start) = self.inline.get(i)?;
+        let (_, ident) = usize::try_from(id).ok().and_then(|i| self.files.get(i))?;
+        let len = usize::try_from(ident.size).ok()?;
+        self.arena.get(start..start.checked_add(len)?)
     }
 
     /// Registers a file the build reads but the image does not hold (the spec file), so that
@@ -171,6 +226,18 @@ impl ContentSource for HostContent {
             content,
             message: e.to_string(),
         };
+        if let Some(data) = self.inline(content) {
+            let src = usize::try_from(offset)
+                .ok()
+                .and_then(|o| data.get(o..o.checked_add(buf.len())?));
+            return match src {
+                Some(src) => {
+                    buf.copy_from_slice(src);
+                    Ok(())
+                }
+                None => Err(err(self.shrunk(content))),
+            };
+        }
         let mut open = self.open.borrow_mut();
         if open.as_ref().is_none_or(|(c, _)| *c != content) {
             *open = Some((content, self.open(content).map_err(err)?));
