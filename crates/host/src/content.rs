@@ -3,6 +3,7 @@
 
 use std::cell::RefCell;
 use std::fs::{self, File};
+use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
@@ -68,6 +69,15 @@ pub(crate) fn open_nonblocking(path: &Path) -> std::io::Result<File> {
     Ok(File::from(fd))
 }
 
+/// Where a content file is: its identity and its path as a directory and a name.
+#[derive(Debug)]
+struct Entry {
+    id: Identity,
+    dir: u32,
+    name_len: u32,
+    name_at: usize,
+}
+
 /// Most bytes of a file the scan reads into memory ([`HostContent::add_inline`]): one 4 KiB
 /// block or cluster.
 pub(crate) const INLINE_FILE: u64 = 4096;
@@ -81,7 +91,12 @@ pub(crate) const INLINE_TOTAL: usize = 32 << 20;
 /// files the scan has read already ([`HostContent::add_inline`]) are served from memory.
 #[derive(Debug, Default)]
 pub struct HostContent {
-    files: Vec<(PathBuf, Identity)>,
+    /// Per content id: its identity and where its path is (directory, name).
+    files: Vec<Entry>,
+    /// Directories of the files' paths, each once per run of files in it.
+    dirs: Vec<PathBuf>,
+    /// File names, end to end (a path per file cost ~100 bytes per file of a large tree).
+    names: Vec<u8>,
     /// Content ids read by the scan (ascending) with where their bytes start in `arena`
     /// (their length is the identity's size).
     inline: Vec<(u64, usize)>,
@@ -96,13 +111,27 @@ impl HostContent {
     /// Registers the regular file `path`, whose metadata (taken when it was scanned) is `md`,
     /// and returns its content id.
     pub fn add(&mut self, path: PathBuf, md: &fs::Metadata) -> u64 {
-        self.files.push((path, Identity::of(md)));
-        self.files.len() as u64 - 1
+        match (path.parent(), path.file_name()) {
+            (Some(dir), Some(name)) => self.add_identity(dir, name.as_bytes(), Identity::of(md)),
+            _ => self.add_identity(&path, b"", Identity::of(md)),
+        }
     }
 
-    /// Registers the regular file `path` with the identity its scan found.
-    pub(crate) fn add_identity(&mut self, path: PathBuf, id: Identity) -> u64 {
-        self.files.push((path, id));
+    /// Registers the regular file `name` in the directory `dir` with the identity its scan
+    /// found.
+    pub(crate) fn add_identity(&mut self, dir: &Path, name: &[u8], id: Identity) -> u64 {
+        if self.dirs.last().is_none_or(|d| d != dir) {
+            self.dirs.push(dir.to_path_buf());
+        }
+        let dir = u32::try_from(self.dirs.len() - 1).unwrap_or(u32::MAX);
+        let name_at = self.names.len();
+        self.names.extend_from_slice(name);
+        self.files.push(Entry {
+            id,
+            dir,
+            name_len: u32::try_from(name.len()).unwrap_or(0),
+            name_at,
+        });
         self.files.len() as u64 - 1
     }
 
@@ -114,8 +143,8 @@ impl HostContent {
 
     /// Registers the regular file `path`, whose bytes the scan read (`data`, as long as the
     /// identity's size): the image takes them from memory, the file is not opened again.
-    pub(crate) fn add_inline(&mut self, path: PathBuf, id: Identity, data: &[u8]) -> u64 {
-        let n = self.add_identity(path, id);
+    pub(crate) fn add_inline(&mut self, dir: &Path, name: &[u8], id: Identity, data: &[u8]) -> u64 {
+        let n = self.add_identity(dir, name, id);
         self.inline.push((n, self.arena.len()));
         self.arena.extend_from_slice(data);
         n
@@ -126,8 +155,8 @@ impl HostContent {
     pub fn inline(&self, id: u64) -> Option<&[u8]> {
         let i = self.inline.binary_search_by_key(&id, |&(c, _)| c).ok()?;
         let &(_, start) = self.inline.get(i)?;
-        let (_, ident) = usize::try_from(id).ok().and_then(|i| self.files.get(i))?;
-        let len = usize::try_from(ident.size).ok()?;
+        let e = usize::try_from(id).ok().and_then(|i| self.files.get(i))?;
+        let len = usize::try_from(e.id.size).ok()?;
         self.arena.get(start..start.checked_add(len)?)
     }
 
@@ -143,21 +172,38 @@ impl HostContent {
     /// `write` to a device compare their targets with.
     #[must_use]
     pub fn inputs(&self) -> Vec<(PathBuf, blockwise_flash::DataId)> {
-        self.files
-            .iter()
-            .map(|(p, id)| (p.clone(), (id.dev, id.ino)))
+        (0..self.files.len() as u64)
+            .filter_map(|i| Some((self.path(i)?, self.files.get(usize::try_from(i).ok()?)?)))
+            .map(|(p, e)| (p, (e.id.dev, e.id.ino)))
             .chain(self.read_only.iter().cloned())
             .map(|(p, (dev, ino))| (p, blockwise_flash::DataId::file(dev, ino)))
             .collect()
     }
 
+    /// The first input (as in [`HostContent::inputs`]) that is the file `(dev, ino)`
+    /// according to `is`, without listing them all.
+    pub(crate) fn input_where(&self, is: impl Fn(u64, u64) -> bool) -> Option<PathBuf> {
+        if let Some(i) = self.files.iter().position(|e| is(e.id.dev, e.id.ino)) {
+            return self.path(i as u64);
+        }
+        self.read_only
+            .iter()
+            .find(|(_, (dev, ino))| is(*dev, *ino))
+            .map(|(p, _)| p.clone())
+    }
+
     /// The path of content `id`.
     #[must_use]
-    pub fn path(&self, id: u64) -> Option<&Path> {
-        usize::try_from(id)
-            .ok()
-            .and_then(|i| self.files.get(i))
-            .map(|(p, _)| p.as_path())
+    pub fn path(&self, id: u64) -> Option<PathBuf> {
+        let e = usize::try_from(id).ok().and_then(|i| self.files.get(i))?;
+        let dir = self.dirs.get(usize::try_from(e.dir).ok()?)?;
+        let len = usize::try_from(e.name_len).ok()?;
+        let name = self.names.get(e.name_at..e.name_at.checked_add(len)?)?;
+        Some(if name.is_empty() {
+            dir.clone()
+        } else {
+            dir.join(std::ffi::OsStr::from_bytes(name))
+        })
     }
 
     /// How many files are registered.
@@ -172,10 +218,22 @@ impl HostContent {
         self.files.is_empty()
     }
 
-    fn entry(&self, id: u64) -> Result<&(PathBuf, Identity), Error> {
+    fn entry(&self, id: u64) -> Result<(PathBuf, Identity), Error> {
+        usize::try_from(id)
+            .ok()
+            .and_then(|i| Some((self.path(id)?, self.files.get(i)?.id)))
+            .ok_or_else(|| Error::NotUsable {
+                path: PathBuf::from(format!("content #{id}")),
+                what: "no such content".into(),
+            })
+    }
+
+    /// The identity of content `id`.
+    fn identity(&self, id: u64) -> Result<Identity, Error> {
         usize::try_from(id)
             .ok()
             .and_then(|i| self.files.get(i))
+            .map(|e| e.id)
             .ok_or_else(|| Error::NotUsable {
                 path: PathBuf::from(format!("content #{id}")),
                 what: "no such content".into(),
@@ -185,7 +243,7 @@ impl HostContent {
     /// Opens content `id` and checks that it is still the regular file that was scanned.
     pub fn open(&self, id: u64) -> Result<File, Error> {
         let (path, _) = self.entry(id)?;
-        let f = open_nonblocking(path).map_err(|e| Error::io(path, e))?;
+        let f = open_nonblocking(&path).map_err(|e| Error::io(&path, e))?;
         self.check(id, &f)?;
         Ok(f)
     }
@@ -193,26 +251,24 @@ impl HostContent {
     /// Checks that the open file `f` of content `id` still matches the scan (call it again
     /// after copying, to catch writes during the copy).
     pub fn check(&self, id: u64, f: &File) -> Result<(), Error> {
-        let (path, was) = self.entry(id)?;
-        let md = f.metadata().map_err(|e| Error::io(path, e))?;
+        let was = self.identity(id)?;
+        let path = || self.path(id).unwrap_or_default();
+        let md = f.metadata().map_err(|e| Error::io(&path(), e))?;
         if !md.is_file() {
             return Err(Error::Changed {
-                path: path.clone(),
+                path: path(),
                 what: "no longer a regular file".into(),
             });
         }
         match was.differs(&Identity::of(&md)) {
-            Some(what) => Err(Error::Changed {
-                path: path.clone(),
-                what,
-            }),
+            Some(what) => Err(Error::Changed { path: path(), what }),
             None => Ok(()),
         }
     }
 
     /// The error for content `id` having fewer bytes than the scan promised.
     pub(crate) fn shrunk(&self, id: u64) -> Error {
-        let path = self.path(id).map(Path::to_path_buf).unwrap_or_default();
+        let path = self.path(id).unwrap_or_default();
         Error::Changed {
             path,
             what: "shorter than when it was scanned".into(),
@@ -249,7 +305,7 @@ impl ContentSource for HostContent {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 err(self.shrunk(content))
             } else {
-                err(Error::io(self.path(content).unwrap_or(Path::new("?")), e))
+                err(Error::io(&self.path(content).unwrap_or_else(|| "?".into()), e))
             }
         })?;
         self.check(content, f).map_err(err)

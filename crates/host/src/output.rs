@@ -225,15 +225,16 @@ fn output_id(path: &Path) -> Result<(Option<DataId>, Option<NamedIn>), Error> {
 /// writing; call it before anything is. [`write_image_file`] calls it with its two outputs;
 /// a writer of other outputs calls it with all of them.
 pub fn check_outputs(outputs: &[&Path], content: &HostContent) -> Result<(), Error> {
-    let inputs = content.inputs();
     let mut seen: Vec<(&Path, Option<DataId>, Option<NamedIn>)> = Vec::new();
     for &out in outputs {
         let (id, named) = output_id(out)?;
         if let Some(id) = &id {
-            if let Some((input, _)) = inputs.iter().find(|(_, i)| i.overlaps(id)) {
+            // Compared file by file: a list of a million inputs cost more memory than the
+            // build's metadata.
+            if let Some(input) = content.input_where(|dev, ino| id.has_file(dev, ino)) {
                 return Err(Error::OutputIsInput {
                     output: out.to_path_buf(),
-                    input: Clash::Input(input.clone()),
+                    input: Clash::Input(input),
                 });
             }
         }
@@ -576,7 +577,7 @@ impl Copier {
         while done < r.len {
             let n = usize::try_from((r.len - done).min(CHUNK)).unwrap_or(0);
             let chunk = self.buf.get_mut(..n).unwrap_or_default();
-            let path = content.path(r.content).unwrap_or(Path::new("?"));
+            let path = content.path(r.content).unwrap_or_else(|| "?".into());
             match src.read_at(chunk, r.offset + done) {
                 Ok(0) => return Err(content.shrunk(r.content)),
                 Ok(got) => {
@@ -588,7 +589,7 @@ impl Copier {
                     Error::check(progress)?;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::io(path, e)),
+                Err(e) => return Err(Error::io(&path, e)),
             }
         }
         Ok(kernel)

@@ -580,7 +580,7 @@ pub(crate) fn scan_dir(
                     let mut ranges = None;
                     let id = if st.size == 0 {
                         meta.xattrs = xattrs.read_at(XattrAt::Path(&full), Some(st.dev))?;
-                        content.add_identity(full, ident)
+                        content.add_identity(&path, name, ident)
                     } else {
                         // Empty files are never opened, so not checked.
                         let fd = rustix::fs::openat(
@@ -602,9 +602,9 @@ pub(crate) fn scan_dir(
                         ranges = data_ranges(&full, &f, st.size, st.blocks, progress)?;
                         if content.inline_room(st.size) {
                             read_small(&full, &f, st.size, &mut small)?;
-                            content.add_inline(full, ident, &small)
+                            content.add_inline(&path, name, ident, &small)
                         } else {
-                            content.add_identity(full, ident)
+                            content.add_identity(&path, name, ident)
                         }
                     };
                     NodeKind::File {
