@@ -138,7 +138,8 @@ impl HostContent {
     /// Whether `len` more bytes may be held in memory ([`HostContent::add_inline`]).
     pub(crate) fn inline_room(&self, len: u64) -> bool {
         len <= INLINE_FILE
-            && usize::try_from(len).is_ok_and(|l| self.arena.len().saturating_add(l) <= INLINE_TOTAL)
+            && usize::try_from(len)
+                .is_ok_and(|l| self.arena.len().saturating_add(l) <= INLINE_TOTAL)
     }
 
     /// Registers the regular file `path`, whose bytes the scan read (`data`, as long as the
@@ -305,9 +306,65 @@ impl ContentSource for HostContent {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 err(self.shrunk(content))
             } else {
-                err(Error::io(&self.path(content).unwrap_or_else(|| "?".into()), e))
+                err(Error::io(
+                    &self.path(content).unwrap_or_else(|| "?".into()),
+                    e,
+                ))
             }
         })?;
         self.check(content, f).map_err(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Paths come back as registered (directory + name, or a path without a name), small
+    /// files read by the scan are served from memory, and an input is found by identity.
+    #[test]
+    fn r34_paths_inline_bytes_and_inputs() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.bin");
+        fs::write(&big, vec![7u8; 10_000]).unwrap();
+        let md = fs::metadata(&big).unwrap();
+        let mut c = HostContent::default();
+        let a = c.add(big.clone(), &md);
+        let id = Identity::new(1, 2, 5, 0, 0);
+        let b = c.add_inline(Path::new("tree/sub"), b"small", id, b"hello");
+        let e = c.add_identity(
+            Path::new("tree/sub"),
+            b"empty",
+            Identity::new(1, 3, 0, 0, 0),
+        );
+        let root = c.add(PathBuf::from("/"), &md);
+        assert_eq!(c.path(a).unwrap(), big);
+        assert_eq!(c.path(b).unwrap(), Path::new("tree/sub/small"));
+        assert_eq!(c.path(e).unwrap(), Path::new("tree/sub/empty"));
+        assert_eq!(c.path(root).unwrap(), Path::new("/"));
+        assert_eq!(c.path(99), None);
+        assert_eq!(c.dirs.len(), 3, "one directory per run of files in it");
+        assert_eq!(c.inline(a), None);
+        assert_eq!(c.inline(b), Some(&b"hello"[..]));
+        let mut buf = [0u8; 3];
+        c.read_at(b, 1, &mut buf).unwrap();
+        assert_eq!(&buf, b"ell");
+        assert!(
+            c.read_at(b, 3, &mut buf).is_err(),
+            "past the end is an error"
+        );
+        c.read_at(a, 9_997, &mut buf).unwrap();
+        assert_eq!(buf, [7; 3]);
+        assert_eq!(
+            c.input_where(|d, i| (d, i) == (1, 3)).unwrap(),
+            Path::new("tree/sub/empty")
+        );
+        assert_eq!(
+            c.input_where(|d, i| (d, i) == (md.dev(), md.ino()))
+                .unwrap(),
+            big
+        );
+        assert_eq!(c.input_where(|_, _| false), None);
+        assert!(c.inline_room(INLINE_FILE) && !c.inline_room(INLINE_FILE + 1));
     }
 }

@@ -424,8 +424,7 @@ impl Gather {
         let end = self.start + self.buf.len() as u64;
         let gap = off.checked_sub(end);
         let fits = gap.is_some_and(|g| {
-            g <= GATHER_GAP
-                && self.buf.len() as u64 + g + data.len() as u64 <= GATHER as u64
+            g <= GATHER_GAP && self.buf.len() as u64 + g + data.len() as u64 <= GATHER as u64
         });
         if !self.buf.is_empty() && !fits {
             self.flush(out, out_path, written)?;
