@@ -530,7 +530,7 @@ fn read_exact(
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
             content.shrunk(id)
         } else {
-            Error::io(&content.path(id).unwrap_or_else(|| "?".into()), e)
+            Error::io(content.path(id).unwrap_or_else(|| "?".into()), e)
         }
     })
 }

@@ -88,7 +88,7 @@ pub(crate) const INLINE_TOTAL: usize = 32 << 20;
 
 /// The contents of an image: regular host files, registered by the scan with their
 /// [identity](HostContent::add) and checked against it whenever they are opened. Small
-/// files the scan has read already ([`HostContent::add_inline`]) are served from memory.
+/// files the scan has read already ([`HostContent::inline`]) are served from memory.
 #[derive(Debug, Default)]
 pub struct HostContent {
     /// Per content id: its identity and where its path is (directory, name).
@@ -254,7 +254,7 @@ impl HostContent {
     pub fn check(&self, id: u64, f: &File) -> Result<(), Error> {
         let was = self.identity(id)?;
         let path = || self.path(id).unwrap_or_default();
-        let md = f.metadata().map_err(|e| Error::io(&path(), e))?;
+        let md = f.metadata().map_err(|e| Error::io(path(), e))?;
         if !md.is_file() {
             return Err(Error::Changed {
                 path: path(),
@@ -307,7 +307,7 @@ impl ContentSource for HostContent {
                 err(self.shrunk(content))
             } else {
                 err(Error::io(
-                    &self.path(content).unwrap_or_else(|| "?".into()),
+                    self.path(content).unwrap_or_else(|| "?".into()),
                     e,
                 ))
             }

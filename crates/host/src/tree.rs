@@ -223,13 +223,13 @@ fn data_ranges(
     let mut buf = vec![0u8; 1 << 20];
     let mut pos = 0u64;
     while pos < size {
-        let data = match rustix::fs::seek(&f, rustix::fs::SeekFrom::Data(pos)) {
+        let data = match rustix::fs::seek(f, rustix::fs::SeekFrom::Data(pos)) {
             Ok(d) => d,
             Err(rustix::io::Errno::NXIO) => break,
             // No SEEK_DATA here: read everything from `pos` on.
             Err(_) => pos,
         };
-        let hole = rustix::fs::seek(&f, rustix::fs::SeekFrom::Hole(data)).unwrap_or(size);
+        let hole = rustix::fs::seek(f, rustix::fs::SeekFrom::Hole(data)).unwrap_or(size);
         let (start, end) = (
             data / 4096 * 4096,
             hole.div_ceil(4096).saturating_mul(4096).min(size),
@@ -618,7 +618,7 @@ pub(crate) fn scan_dir(
                     }
                     S_IFLNK => {
                         let t = rustix::fs::readlinkat(dfd, cname, Vec::new())
-                            .map_err(|err| Error::io(&p(), err.into()))?;
+                            .map_err(|err| Error::io(p(), err.into()))?;
                         NodeKind::Symlink {
                             target: t.into_bytes(),
                         }
@@ -640,7 +640,7 @@ pub(crate) fn scan_dir(
                 let is_dir = matches!(kind, NodeKind::Dir { .. });
                 let id = tree
                     .add(node, name, kind, meta)
-                    .ok_or_else(|| Error::io(&p(), std::io::Error::other("duplicate name")))?;
+                    .ok_or_else(|| Error::io(p(), std::io::Error::other("duplicate name")))?;
                 if is_dir {
                     let sub = p();
                     // A mount point inside the tree: check what is mounted there.
@@ -674,7 +674,7 @@ fn probe(
     xattrs: &mut XattrReader,
 ) -> Probed {
     let p = || path.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
-    let st = Stat::at(dir, name).map_err(|e| Error::io(&p(), e.into()))?;
+    let st = Stat::at(dir, name).map_err(|e| Error::io(p(), e.into()))?;
     let opened = st.kind() == 0o100_000 && st.size > 0;
     let found = if opened {
         None
