@@ -80,6 +80,13 @@ impl DataId {
         }
     }
 
+    /// Whether this names the regular file `(dev, ino)` (as [`DataId::file`] of it would
+    /// [overlap](DataId::overlaps) it), without building one.
+    #[must_use]
+    pub fn has_file(&self, dev: u64, ino: u64) -> bool {
+        self.files.contains(&(dev, ino))
+    }
+
     /// What `path` names, symlinks followed; `None` when it does not exist. A loop device is
     /// opened read-only (never with O_EXCL) to ask for its backing file.
     pub fn of_path(path: &Path) -> io::Result<Option<Self>> {

@@ -468,6 +468,20 @@ impl<'a> Reader<'a> {
                     }
                     Piece::Content(o, r) => {
                         let content = self.content;
+                        if let Some(data) = content.inline(r.content) {
+                            // Read by the scan: from memory.
+                            let src = usize::try_from(r.offset + (s - o))
+                                .ok()
+                                .and_then(|a| data.get(a..a.checked_add(dst.len())?))
+                                .ok_or_else(|| content.shrunk(r.content))?;
+                            dst.copy_from_slice(src);
+                            self.stats.content_bytes += e - s;
+                            if pe > we {
+                                break;
+                            }
+                            self.pieces.next();
+                            continue;
+                        }
                         let file = self.file(r.content)?;
                         read_exact(file, dst, r.offset + (s - o), r.content, content)?;
                         self.stats.content_bytes += e - s;
@@ -516,7 +530,7 @@ fn read_exact(
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
             content.shrunk(id)
         } else {
-            Error::io(content.path(id).unwrap_or(Path::new("?")), e)
+            Error::io(content.path(id).unwrap_or_else(|| "?".into()), e)
         }
     })
 }

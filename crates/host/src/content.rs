@@ -3,6 +3,7 @@
 
 use std::cell::RefCell;
 use std::fs::{self, File};
+use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
@@ -13,7 +14,7 @@ use crate::Error;
 
 /// What identifies a file's state: where it lives, how long it is, when it last changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Identity {
+pub(crate) struct Identity {
     dev: u64,
     ino: u64,
     size: u64,
@@ -22,6 +23,17 @@ struct Identity {
 }
 
 impl Identity {
+    /// The identity a scan's `statx` found.
+    pub(crate) fn new(dev: u64, ino: u64, size: u64, mtime: i64, mtime_nsec: i64) -> Self {
+        Identity {
+            dev,
+            ino,
+            size,
+            mtime,
+            mtime_nsec,
+        }
+    }
+
     fn of(md: &fs::Metadata) -> Self {
         Identity {
             dev: md.dev(),
@@ -57,11 +69,38 @@ pub(crate) fn open_nonblocking(path: &Path) -> std::io::Result<File> {
     Ok(File::from(fd))
 }
 
+/// Where a content file is: its identity and its path as a directory and a name.
+#[derive(Debug)]
+struct Entry {
+    id: Identity,
+    dir: u32,
+    name_len: u32,
+    name_at: usize,
+}
+
+/// Most bytes of a file the scan reads into memory ([`HostContent::add_inline`]): one 4 KiB
+/// block or cluster.
+pub(crate) const INLINE_FILE: u64 = 4096;
+
+/// Most bytes of small files held in memory in all; files past it are copied from their
+/// source like large ones.
+pub(crate) const INLINE_TOTAL: usize = 32 << 20;
+
 /// The contents of an image: regular host files, registered by the scan with their
-/// [identity](HostContent::add) and checked against it whenever they are opened.
+/// [identity](HostContent::add) and checked against it whenever they are opened. Small
+/// files the scan has read already ([`HostContent::inline`]) are served from memory.
 #[derive(Debug, Default)]
 pub struct HostContent {
-    files: Vec<(PathBuf, Identity)>,
+    /// Per content id: its identity and where its path is (directory, name).
+    files: Vec<Entry>,
+    /// Directories of the files' paths, each once per run of files in it.
+    dirs: Vec<PathBuf>,
+    /// File names, end to end (a path per file cost ~100 bytes per file of a large tree).
+    names: Vec<u8>,
+    /// Content ids read by the scan (ascending) with where their bytes start in `arena`
+    /// (their length is the identity's size).
+    inline: Vec<(u64, usize)>,
+    arena: Vec<u8>,
     /// Inputs the image does not reference but the build read (the spec file): no output
     /// may be one of them.
     read_only: Vec<(PathBuf, (u64, u64))>,
@@ -72,8 +111,54 @@ impl HostContent {
     /// Registers the regular file `path`, whose metadata (taken when it was scanned) is `md`,
     /// and returns its content id.
     pub fn add(&mut self, path: PathBuf, md: &fs::Metadata) -> u64 {
-        self.files.push((path, Identity::of(md)));
+        match (path.parent(), path.file_name()) {
+            (Some(dir), Some(name)) => self.add_identity(dir, name.as_bytes(), Identity::of(md)),
+            _ => self.add_identity(&path, b"", Identity::of(md)),
+        }
+    }
+
+    /// Registers the regular file `name` in the directory `dir` with the identity its scan
+    /// found.
+    pub(crate) fn add_identity(&mut self, dir: &Path, name: &[u8], id: Identity) -> u64 {
+        if self.dirs.last().is_none_or(|d| d != dir) {
+            self.dirs.push(dir.to_path_buf());
+        }
+        let dir = u32::try_from(self.dirs.len() - 1).unwrap_or(u32::MAX);
+        let name_at = self.names.len();
+        self.names.extend_from_slice(name);
+        self.files.push(Entry {
+            id,
+            dir,
+            name_len: u32::try_from(name.len()).unwrap_or(0),
+            name_at,
+        });
         self.files.len() as u64 - 1
+    }
+
+    /// Whether `len` more bytes may be held in memory ([`HostContent::add_inline`]).
+    pub(crate) fn inline_room(&self, len: u64) -> bool {
+        len <= INLINE_FILE
+            && usize::try_from(len)
+                .is_ok_and(|l| self.arena.len().saturating_add(l) <= INLINE_TOTAL)
+    }
+
+    /// Registers the regular file `path`, whose bytes the scan read (`data`, as long as the
+    /// identity's size): the image takes them from memory, the file is not opened again.
+    pub(crate) fn add_inline(&mut self, dir: &Path, name: &[u8], id: Identity, data: &[u8]) -> u64 {
+        let n = self.add_identity(dir, name, id);
+        self.inline.push((n, self.arena.len()));
+        self.arena.extend_from_slice(data);
+        n
+    }
+
+    /// The bytes of content `id` when the scan read them, `None` for files read from disk.
+    #[must_use]
+    pub fn inline(&self, id: u64) -> Option<&[u8]> {
+        let i = self.inline.binary_search_by_key(&id, |&(c, _)| c).ok()?;
+        let &(_, start) = self.inline.get(i)?;
+        let e = usize::try_from(id).ok().and_then(|i| self.files.get(i))?;
+        let len = usize::try_from(e.id.size).ok()?;
+        self.arena.get(start..start.checked_add(len)?)
     }
 
     /// Registers a file the build reads but the image does not hold (the spec file), so that
@@ -88,21 +173,38 @@ impl HostContent {
     /// `write` to a device compare their targets with.
     #[must_use]
     pub fn inputs(&self) -> Vec<(PathBuf, blockwise_flash::DataId)> {
-        self.files
-            .iter()
-            .map(|(p, id)| (p.clone(), (id.dev, id.ino)))
+        (0..self.files.len() as u64)
+            .filter_map(|i| Some((self.path(i)?, self.files.get(usize::try_from(i).ok()?)?)))
+            .map(|(p, e)| (p, (e.id.dev, e.id.ino)))
             .chain(self.read_only.iter().cloned())
             .map(|(p, (dev, ino))| (p, blockwise_flash::DataId::file(dev, ino)))
             .collect()
     }
 
+    /// The first input (as in [`HostContent::inputs`]) that is the file `(dev, ino)`
+    /// according to `is`, without listing them all.
+    pub(crate) fn input_where(&self, is: impl Fn(u64, u64) -> bool) -> Option<PathBuf> {
+        if let Some(i) = self.files.iter().position(|e| is(e.id.dev, e.id.ino)) {
+            return self.path(i as u64);
+        }
+        self.read_only
+            .iter()
+            .find(|(_, (dev, ino))| is(*dev, *ino))
+            .map(|(p, _)| p.clone())
+    }
+
     /// The path of content `id`.
     #[must_use]
-    pub fn path(&self, id: u64) -> Option<&Path> {
-        usize::try_from(id)
-            .ok()
-            .and_then(|i| self.files.get(i))
-            .map(|(p, _)| p.as_path())
+    pub fn path(&self, id: u64) -> Option<PathBuf> {
+        let e = usize::try_from(id).ok().and_then(|i| self.files.get(i))?;
+        let dir = self.dirs.get(usize::try_from(e.dir).ok()?)?;
+        let len = usize::try_from(e.name_len).ok()?;
+        let name = self.names.get(e.name_at..e.name_at.checked_add(len)?)?;
+        Some(if name.is_empty() {
+            dir.clone()
+        } else {
+            dir.join(std::ffi::OsStr::from_bytes(name))
+        })
     }
 
     /// How many files are registered.
@@ -117,10 +219,22 @@ impl HostContent {
         self.files.is_empty()
     }
 
-    fn entry(&self, id: u64) -> Result<&(PathBuf, Identity), Error> {
+    fn entry(&self, id: u64) -> Result<(PathBuf, Identity), Error> {
+        usize::try_from(id)
+            .ok()
+            .and_then(|i| Some((self.path(id)?, self.files.get(i)?.id)))
+            .ok_or_else(|| Error::NotUsable {
+                path: PathBuf::from(format!("content #{id}")),
+                what: "no such content".into(),
+            })
+    }
+
+    /// The identity of content `id`.
+    fn identity(&self, id: u64) -> Result<Identity, Error> {
         usize::try_from(id)
             .ok()
             .and_then(|i| self.files.get(i))
+            .map(|e| e.id)
             .ok_or_else(|| Error::NotUsable {
                 path: PathBuf::from(format!("content #{id}")),
                 what: "no such content".into(),
@@ -130,7 +244,7 @@ impl HostContent {
     /// Opens content `id` and checks that it is still the regular file that was scanned.
     pub fn open(&self, id: u64) -> Result<File, Error> {
         let (path, _) = self.entry(id)?;
-        let f = open_nonblocking(path).map_err(|e| Error::io(path, e))?;
+        let f = open_nonblocking(&path).map_err(|e| Error::io(&path, e))?;
         self.check(id, &f)?;
         Ok(f)
     }
@@ -138,26 +252,24 @@ impl HostContent {
     /// Checks that the open file `f` of content `id` still matches the scan (call it again
     /// after copying, to catch writes during the copy).
     pub fn check(&self, id: u64, f: &File) -> Result<(), Error> {
-        let (path, was) = self.entry(id)?;
-        let md = f.metadata().map_err(|e| Error::io(path, e))?;
+        let was = self.identity(id)?;
+        let path = || self.path(id).unwrap_or_default();
+        let md = f.metadata().map_err(|e| Error::io(path(), e))?;
         if !md.is_file() {
             return Err(Error::Changed {
-                path: path.clone(),
+                path: path(),
                 what: "no longer a regular file".into(),
             });
         }
         match was.differs(&Identity::of(&md)) {
-            Some(what) => Err(Error::Changed {
-                path: path.clone(),
-                what,
-            }),
+            Some(what) => Err(Error::Changed { path: path(), what }),
             None => Ok(()),
         }
     }
 
     /// The error for content `id` having fewer bytes than the scan promised.
     pub(crate) fn shrunk(&self, id: u64) -> Error {
-        let path = self.path(id).map(Path::to_path_buf).unwrap_or_default();
+        let path = self.path(id).unwrap_or_default();
         Error::Changed {
             path,
             what: "shorter than when it was scanned".into(),
@@ -171,6 +283,18 @@ impl ContentSource for HostContent {
             content,
             message: e.to_string(),
         };
+        if let Some(data) = self.inline(content) {
+            let src = usize::try_from(offset)
+                .ok()
+                .and_then(|o| data.get(o..o.checked_add(buf.len())?));
+            return match src {
+                Some(src) => {
+                    buf.copy_from_slice(src);
+                    Ok(())
+                }
+                None => Err(err(self.shrunk(content))),
+            };
+        }
         let mut open = self.open.borrow_mut();
         if open.as_ref().is_none_or(|(c, _)| *c != content) {
             *open = Some((content, self.open(content).map_err(err)?));
@@ -182,9 +306,65 @@ impl ContentSource for HostContent {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 err(self.shrunk(content))
             } else {
-                err(Error::io(self.path(content).unwrap_or(Path::new("?")), e))
+                err(Error::io(
+                    self.path(content).unwrap_or_else(|| "?".into()),
+                    e,
+                ))
             }
         })?;
         self.check(content, f).map_err(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Paths come back as registered (directory + name, or a path without a name), small
+    /// files read by the scan are served from memory, and an input is found by identity.
+    #[test]
+    fn r34_paths_inline_bytes_and_inputs() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.bin");
+        fs::write(&big, vec![7u8; 10_000]).unwrap();
+        let md = fs::metadata(&big).unwrap();
+        let mut c = HostContent::default();
+        let a = c.add(big.clone(), &md);
+        let id = Identity::new(1, 2, 5, 0, 0);
+        let b = c.add_inline(Path::new("tree/sub"), b"small", id, b"hello");
+        let e = c.add_identity(
+            Path::new("tree/sub"),
+            b"empty",
+            Identity::new(1, 3, 0, 0, 0),
+        );
+        let root = c.add(PathBuf::from("/"), &md);
+        assert_eq!(c.path(a).unwrap(), big);
+        assert_eq!(c.path(b).unwrap(), Path::new("tree/sub/small"));
+        assert_eq!(c.path(e).unwrap(), Path::new("tree/sub/empty"));
+        assert_eq!(c.path(root).unwrap(), Path::new("/"));
+        assert_eq!(c.path(99), None);
+        assert_eq!(c.dirs.len(), 3, "one directory per run of files in it");
+        assert_eq!(c.inline(a), None);
+        assert_eq!(c.inline(b), Some(&b"hello"[..]));
+        let mut buf = [0u8; 3];
+        c.read_at(b, 1, &mut buf).unwrap();
+        assert_eq!(&buf, b"ell");
+        assert!(
+            c.read_at(b, 3, &mut buf).is_err(),
+            "past the end is an error"
+        );
+        c.read_at(a, 9_997, &mut buf).unwrap();
+        assert_eq!(buf, [7; 3]);
+        assert_eq!(
+            c.input_where(|d, i| (d, i) == (1, 3)).unwrap(),
+            Path::new("tree/sub/empty")
+        );
+        assert_eq!(
+            c.input_where(|d, i| (d, i) == (md.dev(), md.ino()))
+                .unwrap(),
+            big
+        );
+        assert_eq!(c.input_where(|_, _| false), None);
+        assert!(c.inline_room(INLINE_FILE) && !c.inline_room(INLINE_FILE + 1));
     }
 }

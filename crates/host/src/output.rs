@@ -225,15 +225,16 @@ fn output_id(path: &Path) -> Result<(Option<DataId>, Option<NamedIn>), Error> {
 /// writing; call it before anything is. [`write_image_file`] calls it with its two outputs;
 /// a writer of other outputs calls it with all of them.
 pub fn check_outputs(outputs: &[&Path], content: &HostContent) -> Result<(), Error> {
-    let inputs = content.inputs();
     let mut seen: Vec<(&Path, Option<DataId>, Option<NamedIn>)> = Vec::new();
     for &out in outputs {
         let (id, named) = output_id(out)?;
         if let Some(id) = &id {
-            if let Some((input, _)) = inputs.iter().find(|(_, i)| i.overlaps(id)) {
+            // Compared file by file: a list of a million inputs cost more memory than the
+            // build's metadata.
+            if let Some(input) = content.input_where(|dev, ino| id.has_file(dev, ino)) {
                 return Err(Error::OutputIsInput {
                     output: out.to_path_buf(),
-                    input: Clash::Input(input.clone()),
+                    input: Clash::Input(input),
                 });
             }
         }
@@ -396,7 +397,78 @@ pub(crate) fn remove_stale_in(dir: &Path, prefix: &str, suffix: &str) -> Vec<Pat
     removed
 }
 
-/// Writes every piece in offset order; after each, tells the hasher how far the file is final.
+/// Most bytes gathered for one `pwrite` of metadata and small files.
+const GATHER: usize = 4 << 20;
+/// Most bytes of zeros between two gathered pieces written as zeros (inside one 4 KiB block
+/// they are allocated anyway); a larger gap ends the write and stays a hole.
+const GATHER_GAP: u64 = 4096;
+
+/// Metadata and files read by the scan ([`HostContent::inline`]), gathered in offset order
+/// into large sequential `pwrite`s instead of one call per directory block or small file.
+struct Gather {
+    start: u64,
+    buf: Vec<u8>,
+}
+
+impl Gather {
+    /// Adds `data` at `off` (at or after what it holds), writing what it held first when
+    /// `data` does not follow closely or would overfill it.
+    fn push(
+        &mut self,
+        off: u64,
+        data: &[u8],
+        out: &File,
+        out_path: &Path,
+        written: Option<&mpsc::Sender<u64>>,
+    ) -> Result<(), Error> {
+        let end = self.start + self.buf.len() as u64;
+        let gap = off.checked_sub(end);
+        let fits = gap.is_some_and(|g| {
+            g <= GATHER_GAP && self.buf.len() as u64 + g + data.len() as u64 <= GATHER as u64
+        });
+        if !self.buf.is_empty() && !fits {
+            self.flush(out, out_path, written)?;
+        }
+        if self.buf.is_empty() {
+            if data.len() >= GATHER {
+                // Large metadata (inode tables, FATs) goes out as it is.
+                out.write_all_at(data, off)
+                    .map_err(|e| Error::write(out_path, e))?;
+                if let Some(tx) = written {
+                    let _ = tx.send(off + data.len() as u64);
+                }
+                return Ok(());
+            }
+            self.start = off;
+        }
+        let zeros = usize::try_from(off - (self.start + self.buf.len() as u64)).unwrap_or(0);
+        self.buf.resize(self.buf.len() + zeros, 0);
+        self.buf.extend_from_slice(data);
+        Ok(())
+    }
+
+    /// Writes what it holds; tells the hasher how far the file is final.
+    fn flush(
+        &mut self,
+        out: &File,
+        out_path: &Path,
+        written: Option<&mpsc::Sender<u64>>,
+    ) -> Result<(), Error> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        out.write_all_at(&self.buf, self.start)
+            .map_err(|e| Error::write(out_path, e))?;
+        if let Some(tx) = written {
+            let _ = tx.send(self.start + self.buf.len() as u64);
+        }
+        self.buf.clear();
+        Ok(())
+    }
+}
+
+/// Writes every piece in offset order; after each write, tells the hasher how far the file
+/// is final.
 fn write_pieces(
     img: &ImageMap,
     content: &HostContent,
@@ -407,32 +479,43 @@ fn write_pieces(
 ) -> Result<WriteStats, Error> {
     let mut stats = WriteStats::default();
     let mut copier = Copier::default();
+    let mut gather = Gather {
+        start: 0,
+        buf: Vec::with_capacity(GATHER),
+    };
     for piece in img.pieces() {
         Error::check(progress)?;
         match piece {
             Piece::Bytes(off, data) => {
-                out.write_all_at(data, off)
-                    .map_err(|e| Error::write(out_path, e))?;
+                gather.push(off, data, out, out_path, written)?;
                 stats.metadata_bytes += data.len() as u64;
             }
             Piece::Content(off, r) => {
-                let src = content.open(r.content)?;
-                let kernel = copier.copy(&src, r, out, off, content, out_path, progress)?;
-                content.check(r.content, &src)?;
-                stats.content_bytes += r.len;
-                stats.kernel_copied_bytes += kernel;
-                // Progress for content is reported as it is copied.
-                if let Some(tx) = written {
-                    let _ = tx.send(off + piece.len());
+                let small = content.inline(r.content).and_then(|d| {
+                    let s = usize::try_from(r.offset).ok()?;
+                    d.get(s..s.checked_add(usize::try_from(r.len).ok()?)?)
+                });
+                if let Some(data) = small {
+                    gather.push(off, data, out, out_path, written)?;
+                    stats.content_bytes += r.len;
+                } else {
+                    gather.flush(out, out_path, written)?;
+                    let src = content.open(r.content)?;
+                    let kernel = copier.copy(&src, r, out, off, content, out_path, progress)?;
+                    content.check(r.content, &src)?;
+                    stats.content_bytes += r.len;
+                    stats.kernel_copied_bytes += kernel;
+                    // Progress for content is reported as it is copied.
+                    if let Some(tx) = written {
+                        let _ = tx.send(off + piece.len());
+                    }
+                    continue;
                 }
-                continue;
             }
         }
         progress.advance(piece.len());
-        if let Some(tx) = written {
-            let _ = tx.send(piece.offset() + piece.len());
-        }
     }
+    gather.flush(out, out_path, written)?;
     Ok(stats)
 }
 
@@ -493,7 +576,7 @@ impl Copier {
         while done < r.len {
             let n = usize::try_from((r.len - done).min(CHUNK)).unwrap_or(0);
             let chunk = self.buf.get_mut(..n).unwrap_or_default();
-            let path = content.path(r.content).unwrap_or(Path::new("?"));
+            let path = content.path(r.content).unwrap_or_else(|| "?".into());
             match src.read_at(chunk, r.offset + done) {
                 Ok(0) => return Err(content.shrunk(r.content)),
                 Ok(got) => {
@@ -505,7 +588,7 @@ impl Copier {
                     Error::check(progress)?;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::io(path, e)),
+                Err(e) => return Err(Error::io(&path, e)),
             }
         }
         Ok(kernel)

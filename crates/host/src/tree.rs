@@ -2,13 +2,13 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
-use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
+use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use blockwise_geometry::{Meta, NodeId, NodeKind, Tree};
 
-use crate::content::{open_nonblocking, HostContent};
+use crate::content::{HostContent, Identity};
 
 use crate::Error;
 
@@ -45,38 +45,97 @@ fn copied_xattr(name: &[u8]) -> bool {
         || name == b"system.posix_acl_default"
 }
 
-/// Reads extended attributes (`llistxattr`/`lgetxattr`: a symlink's own, never its
-/// target's) with one reused 64 KiB buffer, the kernel's limit for a list and a value.
+/// Where extended attributes are read from: a path (`llistxattr`/`lgetxattr`, a symlink's
+/// own) or a file the scan has open (`flistxattr`/`fgetxattr`, no second path lookup).
+#[derive(Clone, Copy)]
+pub(crate) enum XattrAt<'a> {
+    /// By path, not following a symlink.
+    Path(&'a Path),
+    /// An open file, named by `path` in messages.
+    Fd(rustix::fd::BorrowedFd<'a>, &'a Path),
+}
+
+impl XattrAt<'_> {
+    fn path(&self) -> &Path {
+        match *self {
+            XattrAt::Path(p) | XattrAt::Fd(_, p) => p,
+        }
+    }
+
+    fn list(&self, buf: &mut [u8]) -> rustix::io::Result<usize> {
+        match *self {
+            XattrAt::Path(p) => rustix::fs::llistxattr(p, buf),
+            XattrAt::Fd(fd, _) => rustix::fs::flistxattr(fd, buf),
+        }
+    }
+
+    fn get(&self, name: &[u8], buf: &mut [u8]) -> rustix::io::Result<usize> {
+        match *self {
+            XattrAt::Path(p) => rustix::fs::lgetxattr(p, name, buf),
+            XattrAt::Fd(fd, _) => rustix::fs::fgetxattr(fd, name, buf),
+        }
+    }
+}
+
+/// Bytes of the first list asked for: the kernel allocates what it is offered, and a 64 KiB
+/// offer per file was a tenth of a million-file scan.
+const XATTR_FIRST_LIST: usize = 512;
+
+/// Reads extended attributes with one reused 64 KiB buffer, the kernel's limit for a list
+/// and a value. A file system that answers `ENOTSUP` once (its device noted) is not asked
+/// again.
 pub(crate) struct XattrReader {
     buf: Vec<u8>,
+    unsupported: Vec<u64>,
 }
 
 impl Default for XattrReader {
     fn default() -> Self {
         XattrReader {
             buf: vec![0u8; 1 << 16],
+            unsupported: Vec::new(),
         }
     }
 }
 
 impl XattrReader {
-    /// The copied attributes of `path`, sorted by name. A filesystem without xattr support
-    /// has none; `trusted.*` can be listed by root only, so a normal user's build does not
-    /// see them (as with `mke2fs -d`).
-    pub(crate) fn read(&mut self, path: &Path) -> Result<Vec<(String, Vec<u8>)>, Error> {
+    /// The copied attributes of `at` on the file system `dev` (when known), sorted by name.
+    /// A filesystem without xattr support has none; `trusted.*` can be listed by root only,
+    /// so a normal user's build does not see them (as with `mke2fs -d`).
+    pub(crate) fn read_at(
+        &mut self,
+        at: XattrAt<'_>,
+        dev: Option<u64>,
+    ) -> Result<Vec<(String, Vec<u8>)>, Error> {
         use rustix::io::Errno;
-        let n = match rustix::fs::llistxattr(path, &mut self.buf[..]) {
+        if dev.is_some_and(|d| self.unsupported.contains(&d)) {
+            return Ok(Vec::new());
+        }
+        let path = at.path();
+        let first = self.buf.get_mut(..XATTR_FIRST_LIST).unwrap_or_default();
+        let n = match at.list(first) {
             Ok(n) => n,
-            Err(Errno::NOTSUP | Errno::NOSYS) => return Ok(Vec::new()),
+            Err(Errno::RANGE) => at
+                .list(&mut self.buf[..])
+                .map_err(|e| Error::io(path, e.into()))?,
+            Err(Errno::NOTSUP | Errno::NOSYS) => {
+                if let Some(d) = dev {
+                    self.unsupported.push(d);
+                }
+                return Ok(Vec::new());
+            }
             Err(e) => return Err(Error::io(path, e.into())),
         };
+        if n == 0 {
+            return Ok(Vec::new());
+        }
         let list = self.buf.get(..n).unwrap_or_default().to_vec();
         let mut out = Vec::new();
         for name in list.split(|&b| b == 0).filter(|n| !n.is_empty()) {
             if !copied_xattr(name) {
                 continue;
             }
-            let value = match rustix::fs::lgetxattr(path, name, &mut self.buf[..]) {
+            let value = match at.get(name, &mut self.buf[..]) {
                 Ok(len) => self.buf.get(..len).unwrap_or_default().to_vec(),
                 // Removed between the list and the read.
                 Err(Errno::NODATA) => continue,
@@ -146,23 +205,17 @@ pub(crate) fn split_dev(rdev: u64) -> (u32, u32) {
 }
 
 /// Data ranges of a file that may be sparse: only when it has fewer allocated blocks than its
-/// size, 4 KiB blocks of zeros are treated as holes.
-/// `progress` can stop it between 1 MiB reads.
+/// size (`blocks` of 512 bytes), 4 KiB blocks of zeros are treated as holes. `f` is the file,
+/// open for reading. `progress` can stop it between 1 MiB reads.
 fn data_ranges(
     path: &Path,
-    md: &fs::Metadata,
+    f: &fs::File,
+    size: u64,
+    blocks: u64,
     progress: &mut dyn crate::Progress,
 ) -> Result<Option<Vec<(u64, u64)>>, Error> {
-    let size = md.len();
-    if size == 0 || md.blocks().saturating_mul(512) >= size {
+    if size == 0 || blocks.saturating_mul(512) >= size {
         return Ok(None);
-    }
-    let f = open_nonblocking(path).map_err(|e| Error::io(path, e))?;
-    if !f.metadata().map_err(|e| Error::io(path, e))?.is_file() {
-        return Err(Error::Changed {
-            path: path.to_path_buf(),
-            what: "no longer a regular file".into(),
-        });
     }
     // Only the allocated extents are read (SEEK_DATA/SEEK_HOLE), so a 100 GiB sparse file
     // costs what it holds; inside them, 4 KiB blocks of zeros count as holes too.
@@ -170,13 +223,13 @@ fn data_ranges(
     let mut buf = vec![0u8; 1 << 20];
     let mut pos = 0u64;
     while pos < size {
-        let data = match rustix::fs::seek(&f, rustix::fs::SeekFrom::Data(pos)) {
+        let data = match rustix::fs::seek(f, rustix::fs::SeekFrom::Data(pos)) {
             Ok(d) => d,
             Err(rustix::io::Errno::NXIO) => break,
             // No SEEK_DATA here: read everything from `pos` on.
             Err(_) => pos,
         };
-        let hole = rustix::fs::seek(&f, rustix::fs::SeekFrom::Hole(data)).unwrap_or(size);
+        let hole = rustix::fs::seek(f, rustix::fs::SeekFrom::Hole(data)).unwrap_or(size);
         let (start, end) = (
             data / 4096 * 4096,
             hole.div_ceil(4096).saturating_mul(4096).min(size),
@@ -204,22 +257,6 @@ fn data_ranges(
         pos = end.max(pos + 1);
     }
     Ok(Some(ranges))
-}
-
-/// A file with content that this process may not read is an error naming it now, during the
-/// scan, not after the image has been half written (the copy opens it much later). Checked
-/// with the effective IDs, as `open` would. Empty files are never opened, so not checked.
-fn check_readable(path: &Path, md: &fs::Metadata) -> Result<(), Error> {
-    if md.len() == 0 {
-        return Ok(());
-    }
-    rustix::fs::accessat(
-        rustix::fs::CWD,
-        path,
-        rustix::fs::Access::READ_OK,
-        rustix::fs::AtFlags::EACCESS,
-    )
-    .map_err(|e| Error::io(path, e.into()))
 }
 
 /// The build's own output files (image, `.bmap`), which a `contents` tree may hold when the
@@ -345,8 +382,120 @@ pub fn tree_from_dir(
     )
 }
 
+/// What the scan's one `statx` of an entry found.
+struct Stat {
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    size: u64,
+    blocks: u64,
+    nlink: u32,
+    dev: u64,
+    ino: u64,
+    rdev: (u32, u32),
+    mtime: i64,
+    mtime_nsec: u32,
+}
+
+impl Stat {
+    /// `statx` of `name` in the directory `dir`, not following a symlink.
+    fn at(dir: rustix::fd::BorrowedFd<'_>, name: &std::ffi::CStr) -> rustix::io::Result<Self> {
+        use rustix::fs::{AtFlags, StatxFlags};
+        let st = rustix::fs::statx(
+            dir,
+            name,
+            AtFlags::SYMLINK_NOFOLLOW | AtFlags::NO_AUTOMOUNT,
+            StatxFlags::BASIC_STATS,
+        )?;
+        Ok(Stat {
+            mode: u32::from(st.stx_mode),
+            uid: st.stx_uid,
+            gid: st.stx_gid,
+            size: st.stx_size,
+            blocks: st.stx_blocks,
+            nlink: st.stx_nlink,
+            dev: rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor),
+            ino: st.stx_ino,
+            rdev: (st.stx_rdev_major, st.stx_rdev_minor),
+            mtime: st.stx_mtime.tv_sec,
+            mtime_nsec: st.stx_mtime.tv_nsec,
+        })
+    }
+
+    fn meta(&self, clamp: Option<i64>) -> Meta {
+        let (mut mtime, mut nsec) = (self.mtime, self.mtime_nsec);
+        if let Some(c) = clamp {
+            if mtime > c {
+                mtime = c;
+                nsec = 0;
+            }
+        }
+        Meta {
+            mode: self.mode & 0o7777,
+            uid: self.uid,
+            gid: self.gid,
+            mtime,
+            mtime_nsec: nsec,
+            xattrs: Vec::new(),
+        }
+    }
+
+    fn kind(&self) -> u32 {
+        self.mode & 0o170_000
+    }
+}
+
+/// Opens the directory `path` for reading its entries (`nofollow`: not through a symlink).
+fn open_dir(path: &Path, nofollow: bool) -> Result<rustix::fs::Dir, Error> {
+    use rustix::fs::{Mode, OFlags};
+    let mut flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    if nofollow {
+        flags |= OFlags::NOFOLLOW;
+    }
+    let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| Error::io(path, e.into()))?;
+    rustix::fs::Dir::new(fd).map_err(|e| Error::io(path, e.into()))
+}
+
+/// Reads a small regular file whole into `buf` (`size` bytes): a file that is longer or
+/// shorter than its `statx` said has changed while scanned.
+fn read_small(path: &Path, f: &fs::File, size: u64, buf: &mut Vec<u8>) -> Result<(), Error> {
+    let want = usize::try_from(size).unwrap_or(usize::MAX);
+    buf.clear();
+    buf.resize(want.saturating_add(1), 0);
+    let mut got = 0usize;
+    while got < buf.len() {
+        match f.read_at(buf.get_mut(got..).unwrap_or_default(), got as u64) {
+            Ok(0) => break,
+            Ok(n) => {
+                got += n;
+                // A regular file's read stops short only at its end: `size` bytes of a
+                // `size + 1` request are all of it, without a second read to see 0.
+                if got == want && n < want.saturating_add(1) {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(path, e)),
+        }
+    }
+    if got != want {
+        return Err(Error::Changed {
+            path: path.to_path_buf(),
+            what: format!("size {size} → {got} bytes while it was scanned"),
+        });
+    }
+    buf.truncate(want);
+    Ok(())
+}
+
 /// [`tree_from_dir`], leaving out the build's own outputs (a warning for each one left out)
 /// and stopping between directories when `progress` asks to (Ctrl-C during a long scan).
+///
+/// Per entry one `statx` relative to its directory's descriptor; a regular file with data is
+/// opened there too (which is the check that this process may read it, now and not after
+/// the image has been half written), and one of at most [`crate::content::INLINE_FILE`]
+/// bytes is read whole, so the image takes it from memory. Extended attributes are listed
+/// once per entry where the filesystem has them.
 pub(crate) fn scan_dir(
     dir: &Path,
     clamp: Option<i64>,
@@ -355,17 +504,26 @@ pub(crate) fn scan_dir(
     warnings: &mut Vec<String>,
     progress: &mut dyn crate::Progress,
 ) -> Result<Tree, Error> {
+    use rustix::fs::{Mode, OFlags};
+    const S_IFDIR: u32 = 0o040_000;
+    const S_IFREG: u32 = 0o100_000;
+    const S_IFLNK: u32 = 0o120_000;
+    const S_IFCHR: u32 = 0o020_000;
+    const S_IFBLK: u32 = 0o060_000;
+    const S_IFIFO: u32 = 0o010_000;
     let md = fs::metadata(dir).map_err(|e| Error::io(dir, e))?;
     if !md.is_dir() {
         return Err(Error::io(dir, std::io::Error::other("not a directory")));
     }
     refuse_pseudo_fs(dir)?;
     let mut xattrs = XattrReader::default();
+    let mut xattrs2 = XattrReader::default();
     let mut root_meta = meta_of(&md, clamp);
-    root_meta.xattrs = xattrs.read(dir)?;
+    root_meta.xattrs = xattrs.read_at(XattrAt::Path(dir), Some(md.dev()))?;
     let mut tree = Tree::new(root_meta);
     let root_dev = md.dev();
     let mut links: HashMap<(u64, u64), u64> = HashMap::new();
+    let mut small = Vec::new();
     let mut stack: Vec<(PathBuf, NodeId, usize, (u64, u64))> =
         vec![(dir.to_path_buf(), 0, 0, (md.dev(), md.ino()))];
     while let Some((path, node, depth, dir_id)) = stack.pop() {
@@ -376,75 +534,188 @@ pub(crate) fn scan_dir(
                 std::io::Error::other("directory nesting deeper than 256 levels"),
             ));
         }
-        let mut entries: Vec<_> = fs::read_dir(&path)
-            .map_err(|e| Error::io(&path, e))?
-            .collect::<Result<_, _>>()
-            .map_err(|e| Error::io(&path, e))?;
-        entries.sort_by_key(|e| e.file_name());
-        for e in entries {
-            // Checked per entry, not only per directory: one flat directory of 200,000 files
-            // takes seconds to stat. Each entry is counted as it is reached.
-            Error::check(progress)?;
-            progress.advance(1);
-            let p = e.path();
+        let mut dir_fd = open_dir(&path, depth > 0)?;
+        let mut names: Vec<std::ffi::CString> = Vec::new();
+        for e in dir_fd.by_ref() {
+            let e = e.map_err(|e| Error::io(&path, e.into()))?;
             let name = e.file_name();
-            if own.holds(dir_id, name.as_bytes()) {
-                warnings.push(format!(
-                    "{}: left out of the image: it is this build's output (or its temp file)",
-                    blockwise_geometry::display_path(&p)
-                ));
-                continue;
+            if name != c"." && name != c".." {
+                names.push(name.to_owned());
             }
-            let md = fs::symlink_metadata(&p).map_err(|err| Error::io(&p, err))?;
-            let ft = md.file_type();
-            let mut meta = meta_of(&md, clamp);
-            meta.xattrs = xattrs.read(&p)?;
-            let kind = if ft.is_dir() {
-                NodeKind::Dir {
-                    children: Vec::new(),
+        }
+        names.sort_unstable();
+        let dfd = dir_fd.fd().map_err(|e| Error::io(&path, e.into()))?;
+        for batch in names.chunks(SCAN_BATCH) {
+            let probed = probe_batch(dfd, &path, batch, &mut xattrs, &mut xattrs2)?;
+            for (cname, probed) in batch.iter().zip(probed) {
+                // Checked per entry, not only per directory: one flat directory of 200,000 files
+                // takes seconds to stat. Each entry is counted as it is reached.
+                Error::check(progress)?;
+                progress.advance(1);
+                let name = cname.as_bytes();
+                let p = || path.join(std::ffi::OsStr::from_bytes(name));
+                if own.holds(dir_id, name) {
+                    warnings.push(format!(
+                        "{}: left out of the image: it is this build's output (or its temp file)",
+                        blockwise_geometry::display_path(&p())
+                    ));
+                    continue;
                 }
-            } else if ft.is_file() {
-                let link = (md.nlink() > 1).then(|| {
-                    let n = links.len() as u64;
-                    *links.entry((md.dev(), md.ino())).or_insert(n)
-                });
-                check_readable(&p, &md)?;
-                let ranges = data_ranges(&p, &md, progress)?;
-                NodeKind::File {
-                    size: md.len(),
-                    content: content.add(p.clone(), &md),
-                    data_ranges: ranges,
-                    link,
+                let (st, found_xattrs) = probed?;
+                let mut meta = st.meta(clamp);
+                let kind = match st.kind() {
+                    S_IFDIR => NodeKind::Dir {
+                        children: Vec::new(),
+                    },
+                    S_IFREG => {
+                        let link = (st.nlink > 1).then(|| {
+                            let n = links.len() as u64;
+                            *links.entry((st.dev, st.ino)).or_insert(n)
+                        });
+                        let ident = Identity::new(
+                            st.dev,
+                            st.ino,
+                            st.size,
+                            st.mtime,
+                            i64::from(st.mtime_nsec),
+                        );
+                        let mut ranges = None;
+                        let id = if st.size == 0 {
+                            content.add_identity(&path, name, ident)
+                        } else {
+                            let full = p();
+                            // Empty files are never opened, so not checked.
+                            let fd = rustix::fs::openat(
+                                dfd,
+                                cname,
+                                OFlags::RDONLY
+                                    | OFlags::NONBLOCK
+                                    | OFlags::CLOEXEC
+                                    | OFlags::NOCTTY
+                                    | OFlags::NOFOLLOW,
+                                Mode::empty(),
+                            )
+                            .map_err(|e| Error::io(&full, e.into()))?;
+                            let f = fs::File::from(fd);
+                            meta.xattrs = xattrs.read_at(
+                                XattrAt::Fd(std::os::fd::AsFd::as_fd(&f), &full),
+                                Some(st.dev),
+                            )?;
+                            ranges = data_ranges(&full, &f, st.size, st.blocks, progress)?;
+                            if content.inline_room(st.size) {
+                                read_small(&full, &f, st.size, &mut small)?;
+                                content.add_inline(&path, name, ident, &small)
+                            } else {
+                                content.add_identity(&path, name, ident)
+                            }
+                        };
+                        NodeKind::File {
+                            size: st.size,
+                            content: id,
+                            data_ranges: ranges,
+                            link,
+                        }
+                    }
+                    S_IFLNK => {
+                        let t = rustix::fs::readlinkat(dfd, cname, Vec::new())
+                            .map_err(|err| Error::io(p(), err.into()))?;
+                        NodeKind::Symlink {
+                            target: t.into_bytes(),
+                        }
+                    }
+                    S_IFCHR => NodeKind::CharDev {
+                        major: st.rdev.0,
+                        minor: st.rdev.1,
+                    },
+                    S_IFBLK => NodeKind::BlockDev {
+                        major: st.rdev.0,
+                        minor: st.rdev.1,
+                    },
+                    S_IFIFO => NodeKind::Fifo,
+                    _ => NodeKind::Socket,
+                };
+                if let Some(x) = found_xattrs {
+                    meta.xattrs = x;
                 }
-            } else if ft.is_symlink() {
-                let t = fs::read_link(&p).map_err(|err| Error::io(&p, err))?;
-                NodeKind::Symlink {
-                    target: t.into_os_string().into_vec(),
+                let is_dir = matches!(kind, NodeKind::Dir { .. });
+                let id = tree
+                    .add(node, name, kind, meta)
+                    .ok_or_else(|| Error::io(p(), std::io::Error::other("duplicate name")))?;
+                if is_dir {
+                    let sub = p();
+                    // A mount point inside the tree: check what is mounted there.
+                    if st.dev != root_dev {
+                        refuse_pseudo_fs(&sub)?;
+                    }
+                    stack.push((sub, id, depth + 1, (st.dev, st.ino)));
                 }
-            } else if ft.is_char_device() || ft.is_block_device() {
-                let (major, minor) = split_dev(md.rdev());
-                if ft.is_char_device() {
-                    NodeKind::CharDev { major, minor }
-                } else {
-                    NodeKind::BlockDev { major, minor }
-                }
-            } else if ft.is_fifo() {
-                NodeKind::Fifo
-            } else {
-                NodeKind::Socket
-            };
-            let is_dir = matches!(kind, NodeKind::Dir { .. });
-            let id = tree
-                .add(node, name.as_bytes(), kind, meta)
-                .ok_or_else(|| Error::io(&p, std::io::Error::other("duplicate name")))?;
-            if is_dir {
-                // A mount point inside the tree: check what is mounted there.
-                if md.dev() != root_dev {
-                    refuse_pseudo_fs(&p)?;
-                }
-                stack.push((p, id, depth + 1, (md.dev(), md.ino())));
             }
         }
     }
     Ok(tree)
+}
+
+/// Entries of a directory probed at a time: their `statx` results wait in memory for the
+/// tree, so a directory of millions is taken a few thousand at a time.
+const SCAN_BATCH: usize = 4096;
+
+/// Fewest entries worth a second thread.
+const SCAN_SPLIT: usize = 256;
+
+/// What the scan found of an entry before it is added to the tree: its `statx`, and the
+/// extended attributes of one that is not opened (an empty file, a directory, a symlink, a
+/// special file); a file with data has its attributes read through its descriptor.
+type Probed = Result<(Stat, Option<Vec<(String, Vec<u8>)>>), Error>;
+
+fn probe(
+    dir: rustix::fd::BorrowedFd<'_>,
+    path: &Path,
+    name: &std::ffi::CStr,
+    xattrs: &mut XattrReader,
+) -> Probed {
+    let p = || path.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
+    let st = Stat::at(dir, name).map_err(|e| Error::io(p(), e.into()))?;
+    let opened = st.kind() == 0o100_000 && st.size > 0;
+    let found = if opened {
+        None
+    } else {
+        Some(xattrs.read_at(XattrAt::Path(&p()), Some(st.dev))?)
+    };
+    Ok((st, found))
+}
+
+/// Probes `names` of the directory `dir` (at `path`) in order; a large batch on two threads
+/// (the system calls are most of a scan's time, and the kernel runs them on both cores).
+fn probe_batch(
+    dir: rustix::fd::BorrowedFd<'_>,
+    path: &Path,
+    names: &[std::ffi::CString],
+    xattrs: &mut XattrReader,
+    xattrs2: &mut XattrReader,
+) -> Result<Vec<Probed>, Error> {
+    let all = |names: &[std::ffi::CString], x: &mut XattrReader| -> Vec<Probed> {
+        names.iter().map(|n| probe(dir, path, n, x)).collect()
+    };
+    if names.len() < SCAN_SPLIT {
+        return Ok(all(names, xattrs));
+    }
+    let (first, second) = names.split_at(names.len() / 2);
+    std::thread::scope(|s| {
+        let other = std::thread::Builder::new().spawn_scoped(s, || all(second, xattrs2));
+        let mut out = all(first, xattrs);
+        match other {
+            Ok(h) => match h.join() {
+                Ok(rest) => out.extend(rest),
+                Err(_) => {
+                    return Err(Error::io(
+                        path,
+                        std::io::Error::other("a scanning thread failed"),
+                    ))
+                }
+            },
+            // No second thread to be had: this one does the rest.
+            Err(_) => out.extend(all(second, xattrs)),
+        }
+        Ok(out)
+    })
 }
