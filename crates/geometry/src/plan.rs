@@ -402,6 +402,7 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
             SizeSpec::Bytes(b) => Some(b),
             SizeSpec::Fill => None,
             SizeSpec::Source => return Err(unresolved_source(0)),
+            SizeSpec::Auto(_) => return Err(unresolved_auto(0)),
         };
         let size = match (img.size, req) {
             (Some(sz), Some(r)) if r > sz => {
@@ -559,6 +560,7 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
         let size = match p.size {
             SizeSpec::Bytes(b) => round_up(b, e).ok_or_else(|| overflow(psize(i)))?,
             SizeSpec::Source => return Err(unresolved_source(i)),
+            SizeSpec::Auto(_) => return Err(unresolved_auto(i)),
             SizeSpec::Fill => {
                 let disk = img.size.unwrap_or(0);
                 let usable_end = round_down(disk.saturating_sub(tail_bytes), e);
@@ -734,6 +736,13 @@ fn unresolved_source(i: usize) -> LayoutError {
     LayoutError::new(
         LayoutKey::Partition(i, PartKey::Size),
         "missing; give a size, or plan through the image builder, which takes the size of source",
+    )
+}
+
+fn unresolved_auto(i: usize) -> LayoutError {
+    LayoutError::new(
+        LayoutKey::Partition(i, PartKey::Size),
+        "\"auto\" is computed from the contents by the image builder (blockwise_image::plan_full), not by the layout planner alone",
     )
 }
 

@@ -1,0 +1,247 @@
+//! `size = "auto"`: the smallest multiple of the erase block whose FAT volume holds a tree,
+//! computed from the planner's geometry and the writer's own directory scan (entries with
+//! their long names, dot entries, the label), never by writing.
+//!
+//! What a tree needs does not depend on the volume's size, only on the cluster size and on
+//! whether the root is the fixed FAT12/16 one: [`FatNeeds`] keeps the directories' entry
+//! counts and the file sizes, and [`smallest`] walks the erase-block multiples upwards from a
+//! lower bound, planning each one exactly as [`crate::plan()`] does, until the clusters the
+//! plan gives hold what the tree needs plus the headroom. The walk is linear because the
+//! geometry is not monotone in the size (the automatic type and cluster size change at
+//! thresholds: fat16 at 16 MiB uses smaller clusters than fat12 below it), so the first size
+//! that fits is the smallest one, and the one below it is known not to fit.
+
+use std::collections::HashMap;
+
+use blockwise_geometry::{format_size, FatPlan, FatType, FsKind, Tree};
+
+use crate::options::{Field, Invalid};
+use crate::plan::{check_request, plan_layout};
+use crate::write::{scan, MAX_DIR_ENTRIES};
+use crate::{Error, FatRequest};
+
+/// What a tree needs of any FAT volume.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FatNeeds {
+    /// 32-byte entries of the root directory (label, long and short names).
+    pub root_entries: u64,
+    /// 32-byte entries of every other directory (dot entries included), in scan order.
+    dir_entries: Vec<u64>,
+    /// Sizes of the non-empty files (hard links are copies on FAT).
+    file_sizes: Vec<u64>,
+    /// Regular files written (empty ones included).
+    pub files: u64,
+    /// Directories below the root.
+    pub directories: u64,
+    /// Bytes of file data.
+    pub file_bytes: u64,
+}
+
+impl FatNeeds {
+    /// Scans `tree` as the writer does (names checked, long names counted, symlinks and
+    /// special files left out); `label` says whether the root holds a volume-label entry.
+    ///
+    /// # Errors
+    /// The writer's own refusals: bad or clashing names, files of 4 GiB, directories over
+    /// 65,536 entries.
+    pub fn new(tree: &Tree, label: bool) -> Result<FatNeeds, Error> {
+        let dirs = scan(tree, None, label, &mut Vec::new())?;
+        let mut out = FatNeeds {
+            root_entries: 0,
+            dir_entries: Vec::with_capacity(dirs.len()),
+            file_sizes: Vec::new(),
+            files: 0,
+            directories: 0,
+            file_bytes: 0,
+        };
+        for (i, d) in dirs.iter().enumerate() {
+            if i == 0 {
+                out.root_entries = d.slots;
+            } else {
+                out.dir_entries.push(d.slots);
+                out.directories += 1;
+            }
+            for size in d.file_sizes() {
+                out.files += 1;
+                out.file_bytes = out.file_bytes.saturating_add(size);
+                if size > 0 {
+                    out.file_sizes.push(size);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// 32-byte directory entries of every directory, the root included.
+    #[must_use]
+    pub fn entries(&self) -> u64 {
+        self.dir_entries
+            .iter()
+            .fold(self.root_entries, |a, &s| a.saturating_add(s))
+    }
+
+    /// Clusters of `cluster_bytes` the tree takes: every directory (the root too unless it
+    /// is the fixed FAT12/16 one) at least one cluster, every non-empty file its own run.
+    #[must_use]
+    pub fn clusters(&self, cluster_bytes: u64, fixed_root: bool) -> u64 {
+        let cb = cluster_bytes.max(1);
+        let dir = |slots: u64| slots.saturating_mul(32).div_ceil(cb).max(1);
+        let root = if fixed_root {
+            0
+        } else {
+            dir(self.root_entries)
+        };
+        let dirs = self
+            .dir_entries
+            .iter()
+            .fold(0u64, |a, &s| a.saturating_add(dir(s)));
+        let files = self
+            .file_sizes
+            .iter()
+            .fold(0u64, |a, &s| a.saturating_add(s.div_ceil(cb)));
+        root.saturating_add(dirs).saturating_add(files)
+    }
+}
+
+/// The result of [`smallest`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AutoFat {
+    /// The partition size: a multiple of the erase block.
+    pub size_bytes: u64,
+    /// The plan of a volume of that size (what [`crate::plan()`] gives for it).
+    pub plan: FatPlan,
+    /// What the tree needs.
+    pub needs: FatNeeds,
+    /// Clusters the tree takes in this volume.
+    pub used_clusters: u64,
+    /// Clusters left free.
+    pub free_clusters: u64,
+    /// Free bytes that were asked for.
+    pub headroom_bytes: u64,
+}
+
+/// Why a candidate size does not hold the tree, for the message when none does.
+fn shortfall_text(plan: &FatPlan, used: u64, headroom: u64, needs: &FatNeeds) -> String {
+    let cb = u64::from(plan.cluster_bytes);
+    if plan.kind != FatType::Fat32 && needs.root_entries > crate::ROOT_ENTRIES {
+        return format!(
+            "the {} root directory holds {} entries but needs {}",
+            plan.kind.name(),
+            crate::ROOT_ENTRIES,
+            needs.root_entries
+        );
+    }
+    format!(
+        "{} needs {used} clusters of {} and {} free, the volume has {}",
+        plan.kind.name(),
+        format_size(cb),
+        format_size(headroom),
+        plan.cluster_count
+    )
+}
+
+/// The smallest multiple of `req.erase_block_bytes` (at least one) whose volume holds `tree`
+/// with at least `headroom_bytes` free; `req.partition_size_bytes` is ignored.
+///
+/// # Errors
+/// The request's own errors (options, label), the writer's refusals of the tree
+/// ([`FatNeeds::new`]), and [`Error::Invalid`] naming [`Field::Size`] when no volume of the
+/// requested type holds it.
+pub fn smallest(req: &FatRequest, tree: &Tree, headroom_bytes: u64) -> Result<AutoFat, Error> {
+    let e = req.erase_block_bytes;
+    let at = |size: u64| FatRequest {
+        partition_size_bytes: size,
+        ..req.clone()
+    };
+    // Options, label and erase block are checked once, at the smallest candidate.
+    let checked = check_request(&at(e.max(512)))?;
+    let s = checked.g.s;
+    let needs = FatNeeds::new(tree, checked.label.is_some())?;
+    if needs.root_entries > MAX_DIR_ENTRIES {
+        return Err(Error::DirectoryTooLarge {
+            path: "/".into(),
+            entries: needs.root_entries,
+            max: MAX_DIR_ENTRIES,
+        });
+    }
+    // A lower bound: the files and directories in clusters of one sector, and the headroom.
+    let floor = needs
+        .clusters(s, true)
+        .saturating_mul(s)
+        .saturating_add(headroom_bytes);
+    let first = (floor / e).max(1);
+    // The largest volume any allowed type can have (FAT counts sectors in 32 bits).
+    let kinds: &[FatType] = match req.fs {
+        FsKind::Fat(Some(t)) => match t {
+            FatType::Fat12 => &[FatType::Fat12],
+            FatType::Fat16 => &[FatType::Fat16],
+            FatType::Fat32 => &[FatType::Fat32],
+        },
+        _ => &[FatType::Fat12, FatType::Fat16, FatType::Fat32],
+    };
+    let max_cluster = req.options.cluster.unwrap_or(e.min(128 * s));
+    let type_max = kinds
+        .iter()
+        .map(|k| {
+            (k.max_clusters() + 2)
+                .saturating_mul(max_cluster)
+                .saturating_mul(2)
+                .saturating_add(4 * e)
+        })
+        .max()
+        .unwrap_or(0);
+    let ceiling = type_max.min(u64::from(u32::MAX).saturating_mul(s));
+    let mut cache: HashMap<(u64, bool), u64> = HashMap::new();
+    let mut last_why = None;
+    let mut k = first;
+    loop {
+        let Some(size) = k.checked_mul(e).filter(|&b| b <= ceiling) else {
+            break;
+        };
+        match plan_layout(&at(size)) {
+            Ok((layout, plan)) => {
+                let fixed = layout.kind != FatType::Fat32;
+                let cb = layout.cluster_bytes();
+                let used = *cache
+                    .entry((cb, fixed))
+                    .or_insert_with(|| needs.clusters(cb, fixed));
+                let root_ok = !fixed || needs.root_entries <= layout.root_entries;
+                let free = layout.clusters.checked_sub(used);
+                if let Some(free) = free.filter(|&f| {
+                    root_ok && f.checked_mul(cb).is_some_and(|b| b >= headroom_bytes)
+                }) {
+                    return Ok(AutoFat {
+                        size_bytes: size,
+                        plan,
+                        needs,
+                        used_clusters: used,
+                        free_clusters: free,
+                        headroom_bytes,
+                    });
+                }
+                last_why = Some(shortfall_text(&plan, used, headroom_bytes, &needs));
+            }
+            Err(Error::Invalid(i)) => last_why = Some(i.reason),
+            Err(other) => return Err(other),
+        }
+        k += 1;
+    }
+    let kind = match req.fs {
+        FsKind::Fat(Some(t)) => t.name(),
+        _ => "FAT",
+    };
+    Err(Error::Invalid(Invalid::new(
+        Field::Size,
+        format!(
+            "\"auto\": no {kind} volume holds the contents ({} files, {} of data{}){}",
+            needs.files,
+            format_size(needs.file_bytes),
+            if headroom_bytes > 0 {
+                format!(" with {} free", format_size(headroom_bytes))
+            } else {
+                String::new()
+            },
+            last_why.map_or_else(String::new, |w| format!(": at the largest size tried, {w}"))
+        ),
+    )))
+}
