@@ -13,9 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use blockwise_test_kit::{
-    assert_same_tree, blockwise, e2fsck_clean, fsck_fat_clean, have, have_loop, is_root,
-    mcopy_out, oracles_required, output_text, run, tempdir, XorShift64,
-    with_kernel_mount, write_file,
+    assert_same_tree, blockwise, e2fsck_clean, fsck_fat_clean, have, have_loop, is_root, mcopy_out,
+    oracles_required, output_text, run, tempdir, with_kernel_mount, write_file, XorShift64,
 };
 
 fn build(spec: &Path, out: &Path) -> Output {
@@ -90,7 +89,10 @@ fn name(r: &mut XorShift64, k: usize) -> String {
     match r.next_u64() % 4 {
         0 => format!("F{k}.BIN"),
         1 => format!("a longer name {k} with spaces.txt"),
-        2 => format!("{}-{k}", "very-long-name".repeat(1 + (r.next_u64() % 12) as usize)),
+        2 => format!(
+            "{}-{k}",
+            "very-long-name".repeat(1 + (r.next_u64() % 12) as usize)
+        ),
         _ => format!("file{k}"),
     }
 }
@@ -150,7 +152,11 @@ fn random_case(r: &mut XorShift64) -> Case {
         journal: r.next_u64() % 2 == 0,
         erase: pick(r, &[128u64 << 10, 256 << 10, 1 << 20]),
         table: pick(r, &["none", "none", "mbr", "gpt"]),
-        percent: if headroom { pick(r, &[0, 10, 20, 50]) } else { 0 },
+        percent: if headroom {
+            pick(r, &[0, 10, 20, 50])
+        } else {
+            0
+        },
         extra: if headroom {
             pick(r, &[0u64, 64 << 10, 1 << 20])
         } else {
@@ -227,7 +233,11 @@ fn run_case(n: u64, case: &Case, r: &mut XorShift64) {
     };
     let bytes = random_tree(r, &tree, max, root_max);
     let ctx = format!("case {n}: {case:?}, {bytes} bytes");
-    let spec = write_file(d.path(), "auto.toml", &case.spec(&format!("\"{}\"", case.size_text())));
+    let spec = write_file(
+        d.path(),
+        "auto.toml",
+        &case.spec(&format!("\"{}\"", case.size_text())),
+    );
     let img = d.path().join("auto.img");
     let o = build(&spec, &img);
     assert!(o.status.success(), "{ctx}: {}", output_text(&o));
@@ -339,7 +349,10 @@ fn free_bytes(case: &Case, part: &Path, dir: &Path) -> Option<u64> {
 #[test]
 fn auto_sizes_are_tight_and_hold_the_tree() {
     if oracles_required() {
-        assert!(is_root() && have_loop(), "the df check needs root and loop devices");
+        assert!(
+            is_root() && have_loop(),
+            "the df check needs root and loop devices"
+        );
     }
     let cases: u64 = std::env::var("AUTO_SIZE_CASES")
         .ok()
@@ -406,7 +419,11 @@ fn bad_grammar_and_unsupported_filesystems_name_the_key() {
     );
     let o = blockwise!().run(["plan".as_ref(), spec.as_os_str()]);
     assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
-    assert!(output_text(&o).contains("partition[1].size"), "{}", output_text(&o));
+    assert!(
+        output_text(&o).contains("partition[1].size"),
+        "{}",
+        output_text(&o)
+    );
 }
 
 #[test]
@@ -419,7 +436,9 @@ fn plain_auto_on_read_only_filesystems_is_their_own_size() {
         let spec = write_file(
             d.path(),
             "ro.toml",
-            &format!("[image]\nseed = 1\n[[partition]]\nfs = \"erofs\"\n{size}contents = \"tree\"\n"),
+            &format!(
+                "[image]\nseed = 1\n[[partition]]\nfs = \"erofs\"\n{size}contents = \"tree\"\n"
+            ),
         );
         plan_json(&spec)["partitions"][0]["size_bytes"].clone()
     };

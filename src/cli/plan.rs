@@ -116,8 +116,7 @@ impl LayoutFlags {
                 SizeSpec::Fill
             } else if sz.get(..4).is_some_and(|h| h.eq_ignore_ascii_case("auto")) {
                 SizeSpec::Auto(
-                    blockwise_geometry::AutoSize::parse(sz)
-                        .map_err(|e| SpecError::new(&key, e))?,
+                    blockwise_geometry::AutoSize::parse(sz).map_err(|e| SpecError::new(&key, e))?,
                 )
             } else {
                 SizeSpec::Bytes(

@@ -207,9 +207,9 @@ pub fn smallest(req: &FatRequest, tree: &Tree, headroom_bytes: u64) -> Result<Au
                     .or_insert_with(|| needs.clusters(cb, fixed));
                 let root_ok = !fixed || needs.root_entries <= layout.root_entries;
                 let free = layout.clusters.checked_sub(used);
-                if let Some(free) = free.filter(|&f| {
-                    root_ok && f.checked_mul(cb).is_some_and(|b| b >= headroom_bytes)
-                }) {
+                if let Some(free) = free
+                    .filter(|&f| root_ok && f.checked_mul(cb).is_some_and(|b| b >= headroom_bytes))
+                {
                     return Ok(AutoFat {
                         size_bytes: size,
                         plan,

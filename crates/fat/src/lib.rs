@@ -57,8 +57,8 @@ pub mod raw;
 mod time;
 mod write;
 
-pub use blockwise_geometry::{FatType, MAX_FAT32_CLUSTERS};
 pub use auto::{smallest, AutoFat, FatNeeds};
+pub use blockwise_geometry::{FatType, MAX_FAT32_CLUSTERS};
 pub use names::{lfn_checksum, long_name, BadName};
 pub use options::{validate_label, FatOptions, Field, Invalid};
 pub use plan::{Layout, ROOT_ENTRIES};

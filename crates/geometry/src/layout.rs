@@ -255,7 +255,11 @@ fn parse_percent(s: &str) -> Option<u32> {
         return None;
     }
     let whole: u32 = if int.is_empty() { 0 } else { int.parse().ok()? };
-    let mut f: u32 = if frac.is_empty() { 0 } else { frac.parse().ok()? };
+    let mut f: u32 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse().ok()?
+    };
     if frac.len() == 1 {
         f *= 10;
     }
@@ -321,7 +325,10 @@ impl<'de> Deserialize<'de> for SizeSpec {
                 if s.trim().eq_ignore_ascii_case("fill") {
                     return Ok(SizeSpec::Fill);
                 }
-                if s.trim().get(..4).is_some_and(|h| h.eq_ignore_ascii_case("auto")) {
+                if s.trim()
+                    .get(..4)
+                    .is_some_and(|h| h.eq_ignore_ascii_case("auto"))
+                {
                     return AutoSize::parse(s).map(SizeSpec::Auto).map_err(E::custom);
                 }
                 parse_size(s).map(SizeSpec::Bytes).map_err(E::custom)

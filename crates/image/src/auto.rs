@@ -6,8 +6,8 @@
 //! same as leaving `size` out.
 
 use blockwise_geometry::{
-    format_size, plan as plan_layout, AutoSize, FsKind, FsPlan, Layout, NodeKind, Plan,
-    SizeSpec, Tree,
+    format_size, plan as plan_layout, AutoSize, FsKind, FsPlan, Layout, NodeKind, Plan, SizeSpec,
+    Tree,
 };
 
 use crate::assemble::{ext4_failure, ext4_request, fat_failure, fat_request};
