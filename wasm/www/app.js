@@ -353,7 +353,7 @@ function partRow(fs = 'fat32', size = '256MiB', label = '') {
   sel.addEventListener('change', () => { folder.hidden = !hasFiles(sel.value); });
   folder.hidden = !hasFiles(fs);
   dropZone(row, async (dt) => { if (hasFiles(sel.value)) setFolder(row, await folderFromDrop(dt)); });
-  row.append(head, field('filesystem', sel, `${id}-fs-err`), field('size (or fill)', sizeIn, `${id}-size-err`), field('label', labelIn, `${id}-label-err`), folder, rm);
+  row.append(head, field('filesystem', sel, `${id}-fs-err`), field('size (fill, auto)', sizeIn, `${id}-size-err`), field('label', labelIn, `${id}-label-err`), folder, rm);
   row.renumber = (n) => {
     head.textContent = `#${n}`;
     rm.setAttribute('aria-label', `Remove partition ${n}`);

@@ -189,3 +189,112 @@ pub fn smallest(req: &Ext4Request, tree: &Tree, headroom_bytes: u64) -> Result<A
         ),
     )))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{plan, Ext4Options};
+    use blockwise_geometry::{Meta, NodeKind};
+
+    fn req(e: u64, opts: Ext4Options) -> Ext4Request {
+        Ext4Request {
+            partition_start_bytes: e,
+            partition_size_bytes: 0,
+            erase_block_bytes: e,
+            options: opts,
+            label: None,
+            seed: 1,
+            timestamp: 0,
+        }
+    }
+
+    fn tree(sizes: &[u64]) -> Tree {
+        let mut t = Tree::default();
+        for (i, &size) in sizes.iter().enumerate() {
+            let file = NodeKind::File {
+                size,
+                content: 0,
+                data_ranges: None,
+                link: None,
+            };
+            t.add(0, format!("f{i}"), file, Meta::default()).unwrap();
+        }
+        t
+    }
+
+    /// Fits: planned without error, and with the journal asked for.
+    fn fits(r: &Ext4Request, size: u64, t: &Tree) -> bool {
+        let r = Ext4Request {
+            partition_size_bytes: size,
+            ..r.clone()
+        };
+        match plan(&r, Some(t)) {
+            Ok(p) => !r.options.journal || p.features.iter().any(|f| f == "has_journal"),
+            Err(_) => false,
+        }
+    }
+
+    #[test]
+    fn tight_around_the_inode_ratio_and_journal_steps() {
+        // Data sizes around the thresholds where the geometry is not monotone: the inode
+        // ratio at 3 MiB and 512 MiB, the journal at 128 MiB (32768 blocks) and 1 GiB.
+        const MIB: u64 = 1 << 20;
+        for (e, block) in [(4 * MIB, 4096u32), (MIB, 4096), (MIB, 1024)] {
+            for data in [1, 2, 3, 100, 118, 122, 126, 470, 480, 490, 500, 1000, 1010] {
+                for journal in [true, false] {
+                    let opts = Ext4Options {
+                        block_size: block,
+                        journal,
+                        ..Ext4Options::default()
+                    };
+                    let r = req(e, opts);
+                    let t = tree(&[data * MIB / 2, data * MIB / 2, 5]);
+                    let fit = smallest(&r, &t, 0).unwrap();
+                    let ctx = format!("E {e}, {block}-byte blocks, {data} MiB, journal {journal}");
+                    assert_eq!(fit.size_bytes % e, 0, "{ctx}");
+                    assert!(fits(&r, fit.size_bytes, &t), "{ctx}: {}", fit.size_bytes);
+                    assert!(
+                        fit.size_bytes == e || !fits(&r, fit.size_bytes - e, &t),
+                        "{ctx}: {} also fits",
+                        fit.size_bytes - e
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn headroom_is_available_and_tight() {
+        const MIB: u64 = 1 << 20;
+        let r = req(MIB, Ext4Options::default());
+        let t = tree(&[10 * MIB]);
+        for headroom in [1, MIB, 50 * MIB, 700 * MIB] {
+            let fit = smallest(&r, &t, headroom).unwrap();
+            assert!(fit.available_bytes >= headroom, "{headroom}");
+            let below = Ext4Request {
+                partition_size_bytes: fit.size_bytes - MIB,
+                ..r.clone()
+            };
+            match try_size(&below, &t, headroom, true).unwrap() {
+                Ok(f) => panic!(
+                    "{headroom}: {} also leaves {}",
+                    f.size_bytes, f.available_bytes
+                ),
+                Err(missing) => assert!(missing > 0),
+            }
+        }
+    }
+
+    #[test]
+    fn a_fixed_inode_count_too_small_is_an_error_not_a_loop() {
+        let opts = Ext4Options {
+            inodes: Some(16),
+            ..Ext4Options::default()
+        };
+        let t = tree(&[1; 40]);
+        assert!(matches!(
+            smallest(&req(1 << 20, opts), &t, 0),
+            Err(Error::NoSpace { more_inodes, .. }) if more_inodes > 0
+        ));
+    }
+}

@@ -164,12 +164,6 @@ pub fn smallest(req: &FatRequest, tree: &Tree, headroom_bytes: u64) -> Result<Au
             max: MAX_DIR_ENTRIES,
         });
     }
-    // A lower bound: the files and directories in clusters of one sector, and the headroom.
-    let floor = needs
-        .clusters(s, true)
-        .saturating_mul(s)
-        .saturating_add(headroom_bytes);
-    let first = (floor / e).max(1);
     // The largest volume any allowed type can have (FAT counts sectors in 32 bits).
     let kinds: &[FatType] = match req.fs {
         FsKind::Fat(Some(t)) => match t {
@@ -179,6 +173,20 @@ pub fn smallest(req: &FatRequest, tree: &Tree, headroom_bytes: u64) -> Result<Au
         },
         _ => &[FatType::Fat12, FatType::Fat16, FatType::Fat32],
     };
+    if !kinds.contains(&FatType::Fat32) && needs.root_entries > crate::ROOT_ENTRIES {
+        let kind = kinds.first().map_or("fat16", |k| k.name());
+        return Err(Error::RootDirFull {
+            kind,
+            entries: needs.root_entries,
+            max: crate::ROOT_ENTRIES,
+        });
+    }
+    // A lower bound: the files and directories in clusters of one sector, and the headroom.
+    let floor = needs
+        .clusters(s, true)
+        .saturating_mul(s)
+        .saturating_add(headroom_bytes);
+    let first = (floor / e).max(1);
     let max_cluster = req.options.cluster.unwrap_or(e.min(128 * s));
     let type_max = kinds
         .iter()
@@ -194,10 +202,7 @@ pub fn smallest(req: &FatRequest, tree: &Tree, headroom_bytes: u64) -> Result<Au
     let mut cache: HashMap<(u64, bool), u64> = HashMap::new();
     let mut last_why = None;
     let mut k = first;
-    loop {
-        let Some(size) = k.checked_mul(e).filter(|&b| b <= ceiling) else {
-            break;
-        };
+    while let Some(size) = k.checked_mul(e).filter(|&b| b <= ceiling) {
         match plan_layout(&at(size)) {
             Ok((layout, plan)) => {
                 let fixed = layout.kind != FatType::Fat32;
@@ -244,4 +249,127 @@ pub fn smallest(req: &FatRequest, tree: &Tree, headroom_bytes: u64) -> Result<Au
             last_why.map_or_else(String::new, |w| format!(": at the largest size tried, {w}"))
         ),
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{plan, write, FatOptions};
+    use blockwise_geometry::{Meta, NodeKind, SectorSize, SparseImage};
+
+    fn req(fs: FsKind, e: u64) -> FatRequest {
+        FatRequest {
+            partition_start_bytes: e,
+            partition_size_bytes: 0,
+            device_sector: SectorSize::S512,
+            erase_block_bytes: e,
+            fs,
+            options: FatOptions::default(),
+            label: Some("AUTO".into()),
+            seed: 1,
+        }
+    }
+
+    /// `files` files of `size` bytes (all content 0), half of them in a subdirectory, with
+    /// long names.
+    fn tree(files: usize, size: u64) -> Tree {
+        let mut t = Tree::default();
+        let sub = t
+            .add(
+                0,
+                "sub dir",
+                NodeKind::Dir {
+                    children: Vec::new(),
+                },
+                Meta::default(),
+            )
+            .unwrap();
+        for i in 0..files {
+            let file = NodeKind::File {
+                size,
+                content: 0,
+                data_ranges: None,
+                link: None,
+            };
+            let parent = if i % 2 == 0 { 0 } else { sub };
+            t.add(
+                parent,
+                format!("a long file name {i}.bin"),
+                file,
+                Meta::default(),
+            )
+            .unwrap();
+        }
+        t
+    }
+
+    /// The writer's verdict: planned and written without error.
+    fn holds(r: &FatRequest, size: u64, t: &Tree, content: &Vec<Vec<u8>>) -> bool {
+        let r = FatRequest {
+            partition_size_bytes: size,
+            ..r.clone()
+        };
+        let Ok(p) = plan(&r) else { return false };
+        let mut img = SparseImage::new(size);
+        write(&mut img, &r, &p, t, content, 0).is_ok()
+    }
+
+    #[test]
+    fn tight_across_the_automatic_type_steps() {
+        // Around 16 MiB fs = "fat" moves from fat12 (4 KiB clusters) to fat16 (2 KiB).
+        const MIB: u64 = 1 << 20;
+        let content = vec![vec![7u8; (MIB / 2) as usize]];
+        for (fs, e) in [
+            (FsKind::Fat(None), MIB),
+            (FsKind::Fat(None), 256 << 10),
+            (FsKind::Fat(Some(FatType::Fat12)), 256 << 10),
+            (FsKind::Fat(Some(FatType::Fat16)), MIB),
+        ] {
+            for files in [1, 20, 28, 30, 31, 33, 40] {
+                let t = tree(files, MIB / 2);
+                let r = req(fs, e);
+                let ctx = format!("{fs} E {e}, {files} files");
+                match smallest(&r, &t, 0) {
+                    Ok(fit) => {
+                        assert!(holds(&r, fit.size_bytes, &t, &content), "{ctx}");
+                        assert!(
+                            fit.size_bytes == e || !holds(&r, fit.size_bytes - e, &t, &content),
+                            "{ctx}: {} also holds it",
+                            fit.size_bytes - e
+                        );
+                    }
+                    // fat12 tops out near 16 MiB with 4 KiB clusters.
+                    Err(Error::Invalid(i)) if fs == FsKind::Fat(Some(FatType::Fat12)) => {
+                        assert_eq!(i.field, Field::Size, "{ctx}");
+                        assert!(
+                            i.reason.contains("no fat12 volume holds"),
+                            "{ctx}: {}",
+                            i.reason
+                        );
+                    }
+                    Err(other) => panic!("{ctx}: {other}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_full_fixed_root_needs_fat32() {
+        // 600 short names do not fit the 512-entry FAT16 root.
+        let mut t = Tree::default();
+        for i in 0..600 {
+            let file = NodeKind::File {
+                size: 1,
+                content: 0,
+                data_ranges: None,
+                link: None,
+            };
+            t.add(0, format!("F{i}.TXT"), file, Meta::default())
+                .unwrap();
+        }
+        let err = smallest(&req(FsKind::Fat(Some(FatType::Fat16)), 1 << 20), &t, 0).unwrap_err();
+        assert!(err.to_string().contains("root directory"), "{err}");
+        let fit = smallest(&req(FsKind::Fat(Some(FatType::Fat32)), 1 << 20), &t, 0).unwrap();
+        assert_eq!(fit.plan.kind, FatType::Fat32);
+    }
 }
