@@ -6,10 +6,13 @@
 //! whether the root is the fixed FAT12/16 one: [`FatNeeds`] keeps the directories' entry
 //! counts and the file sizes, and [`smallest`] walks the erase-block multiples upwards from a
 //! lower bound, planning each one exactly as [`crate::plan()`] does, until the clusters the
-//! plan gives hold what the tree needs plus the headroom. The walk is linear because the
-//! geometry is not monotone in the size (the automatic type and cluster size change at
-//! thresholds: fat16 at 16 MiB uses smaller clusters than fat12 below it), so the first size
-//! that fits is the smallest one, and the one below it is known not to fit.
+//! plan gives hold what the tree needs plus the headroom. For one FAT type the cluster size
+//! only grows with the volume, so a volume `x` bytes larger holds at most `x` more bytes of
+//! clusters and the walk may jump by what is missing; with `fs = "fat"` below 512 MiB the
+//! type changes (fat16 at 16 MiB has smaller clusters than fat12 below it) and the walk goes
+//! one multiple at a time. The FAT padding that aligns the data area can shrink as the volume
+//! grows, so after the first fit the multiples below it are checked down to the last size
+//! known not to fit: the result holds the tree and the multiple below it does not.
 
 use std::collections::HashMap;
 
@@ -102,6 +105,9 @@ impl FatNeeds {
         root.saturating_add(dirs).saturating_add(files)
     }
 }
+
+/// Candidates [`smallest`] plans at most before giving up.
+const MAX_ROUNDS: u32 = 1 << 20;
 
 /// The result of [`smallest`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -200,36 +206,83 @@ pub fn smallest(req: &FatRequest, tree: &Tree, headroom_bytes: u64) -> Result<Au
         .unwrap_or(0);
     let ceiling = type_max.min(u64::from(u32::MAX).saturating_mul(s));
     let mut cache: HashMap<(u64, bool), u64> = HashMap::new();
-    let mut last_why = None;
-    let mut k = first;
-    while let Some(size) = k.checked_mul(e).filter(|&b| b <= ceiling) {
-        match plan_layout(&at(size)) {
-            Ok((layout, plan)) => {
-                let fixed = layout.kind != FatType::Fat32;
-                let cb = layout.cluster_bytes();
-                let used = *cache
-                    .entry((cb, fixed))
-                    .or_insert_with(|| needs.clusters(cb, fixed));
-                let root_ok = !fixed || needs.root_entries <= layout.root_entries;
-                let free = layout.clusters.checked_sub(used);
-                if let Some(free) = free
-                    .filter(|&f| root_ok && f.checked_mul(cb).is_some_and(|b| b >= headroom_bytes))
-                {
-                    return Ok(AutoFat {
-                        size_bytes: size,
-                        plan,
-                        needs,
-                        used_clusters: used,
-                        free_clusters: free,
-                        headroom_bytes,
-                    });
-                }
-                last_why = Some(shortfall_text(&plan, used, headroom_bytes, &needs));
-            }
-            Err(Error::Invalid(i)) => last_why = Some(i.reason),
+    // One candidate: `Ok(fit)`, or `Err(bytes at least missing)` (0 when growing may not
+    // help at once: the plan failed or the fixed root is full), with the reason.
+    let mut eval = |size: u64| -> Result<Result<AutoFat, (u64, String)>, Error> {
+        let (layout, plan) = match plan_layout(&at(size)) {
+            Ok(v) => v,
+            Err(Error::Invalid(i)) => return Ok(Err((0, i.reason))),
             Err(other) => return Err(other),
+        };
+        let fixed = layout.kind != FatType::Fat32;
+        let cb = layout.cluster_bytes();
+        let used = *cache
+            .entry((cb, fixed))
+            .or_insert_with(|| needs.clusters(cb, fixed));
+        let why = || shortfall_text(&plan, used, headroom_bytes, &needs);
+        if fixed && needs.root_entries > layout.root_entries {
+            return Ok(Err((0, why())));
         }
-        k += 1;
+        let need = used.saturating_mul(cb).saturating_add(headroom_bytes);
+        let have = layout.clusters.saturating_mul(cb);
+        if need > have {
+            return Ok(Err((need - have, why())));
+        }
+        Ok(Ok(AutoFat {
+            size_bytes: size,
+            plan,
+            needs: needs.clone(),
+            used_clusters: used,
+            free_clusters: layout.clusters - used,
+            headroom_bytes,
+        }))
+    };
+    // With fs = "fat" the type (and with it the cluster size) changes below 512 MiB (fat12
+    // that runs out of clusters gives way to fat16 with smaller ones, fat16 to fat32 at
+    // 512 MiB): there the walk goes one multiple at a time; above, and for a fixed type,
+    // the cluster size only grows with the size.
+    let linear_below: u64 = if matches!(req.fs, FsKind::Fat(None)) {
+        512 << 20
+    } else {
+        0
+    };
+    let mut last_why = None;
+    let mut failed: Option<u64> = None;
+    let mut k = first;
+    let mut rounds: u32 = 0;
+    while let Some(size) = k.checked_mul(e).filter(|&b| b <= ceiling) {
+        rounds += 1;
+        if rounds > MAX_ROUNDS {
+            break;
+        }
+        match eval(size)? {
+            Ok(mut fit) => {
+                // A volume that grew by x holds at most x more bytes of clusters, except
+                // where the FAT padding that aligns the data area shrinks: so the multiples
+                // below the first fit are checked down to the last one known not to fit.
+                while let Some(below) = fit.size_bytes.checked_sub(e).filter(|&b| b > 0) {
+                    if failed.is_some_and(|f| below <= f) {
+                        break;
+                    }
+                    match eval(below)? {
+                        Ok(smaller) => fit = smaller,
+                        Err(_) => break,
+                    }
+                }
+                return Ok(fit);
+            }
+            Err((missing, why)) => {
+                failed = Some(size);
+                last_why = Some(why);
+                // The type and cluster size stay or grow with the size (fixed type), so the
+                // bytes missing are at least that many more bytes of volume.
+                k = if size < linear_below {
+                    k + 1
+                } else {
+                    k.saturating_add(missing.div_ceil(e).max(1))
+                };
+            }
+        }
     }
     let kind = match req.fs {
         FsKind::Fat(Some(t)) => t.name(),
