@@ -114,6 +114,10 @@ impl LayoutFlags {
             }
             let size = if sz.eq_ignore_ascii_case("fill") {
                 SizeSpec::Fill
+            } else if sz.get(..4).is_some_and(|h| h.eq_ignore_ascii_case("auto")) {
+                SizeSpec::Auto(
+                    blockwise_geometry::AutoSize::parse(sz).map_err(|e| SpecError::new(&key, e))?,
+                )
             } else {
                 SizeSpec::Bytes(
                     blockwise_geometry::parse_size(sz)

@@ -362,7 +362,7 @@ function partRow(fs = 'fat32', size = '256MiB', label = '') {
   folder.hidden = !hasFiles(fs);
   verity.hidden = !readOnly(fs);
   dropZone(row, async (dt) => { if (hasFiles(sel.value)) setFolder(row, await folderFromDrop(dt)); });
-  row.append(head, field('filesystem', sel, `${id}-fs-err`), field('size (or fill)', sizeIn, `${id}-size-err`), field('label', labelIn, `${id}-label-err`), folder, verity, rm);
+  row.append(head, field('filesystem', sel, `${id}-fs-err`), field('size (fill, auto)', sizeIn, `${id}-size-err`), field('label', labelIn, `${id}-label-err`), folder, verity, rm);
   row.renumber = (n) => {
     head.textContent = `#${n}`;
     rm.setAttribute('aria-label', `Remove partition ${n}`);

@@ -57,6 +57,7 @@
 //! checksums (raw CRC32C, crc16, the htree hash) in [`csum`]. Readers such as the verifier
 //! use both.
 
+mod auto;
 mod build;
 pub mod csum;
 mod dir;
@@ -66,6 +67,7 @@ mod options;
 pub mod raw;
 mod xattr;
 
+pub use auto::{kernel_reserve_blocks, smallest, AutoExt4};
 pub use features::Features;
 pub use options::{validate_label, Ext4Backend, Ext4Options, Ext4Profile, Field, Invalid};
 

@@ -49,6 +49,7 @@
 //! and returns one [`Warning`] per skipped node in [`WriteReport::warnings`]. Hard links
 //! (files sharing `link`) become independent copies.
 
+mod auto;
 mod names;
 mod options;
 mod plan;
@@ -56,6 +57,7 @@ pub mod raw;
 mod time;
 mod write;
 
+pub use auto::{smallest, AutoFat, FatNeeds};
 pub use blockwise_geometry::{FatType, MAX_FAT32_CLUSTERS};
 pub use names::{lfn_checksum, long_name, BadName};
 pub use options::{validate_label, FatOptions, Field, Invalid};

@@ -85,9 +85,9 @@ enum Shortfall {
 
 /// The request, reduced to sectors.
 #[derive(Clone, Copy, Debug)]
-struct Geom {
+pub(crate) struct Geom {
     /// Sector bytes S.
-    s: u64,
+    pub(crate) s: u64,
     /// Erase block in sectors.
     a: u64,
     /// Partition start in sectors, modulo `a`.
@@ -245,19 +245,19 @@ fn mib_up(bytes: u64) -> String {
 }
 
 /// Validated request parameters.
-struct Checked {
-    g: Geom,
+pub(crate) struct Checked {
+    pub(crate) g: Geom,
     erase: u64,
     start: u64,
     size: u64,
-    label: Option<String>,
+    pub(crate) label: Option<String>,
 }
 
 fn invalid(field: Field, reason: impl Into<String>) -> Error {
     Error::Invalid(Invalid::new(field, reason))
 }
 
-fn check_request(req: &FatRequest) -> Result<Checked, Error> {
+pub(crate) fn check_request(req: &FatRequest) -> Result<Checked, Error> {
     let e = req.erase_block_bytes;
     if !e.is_power_of_two() || e < 512 {
         return Err(invalid(

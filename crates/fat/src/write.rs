@@ -30,7 +30,7 @@ use blockwise_geometry::FatType;
 /// Coalescing buffer size: writes go out in chunks of up to this many bytes.
 const CHUNK: usize = 8 << 20;
 /// Most entries a directory may hold (2 MiB of 32-byte entries).
-const MAX_DIR_ENTRIES: u64 = 65_536;
+pub(crate) const MAX_DIR_ENTRIES: u64 = 65_536;
 
 /// One child entry of a directory.
 struct Entry {
@@ -41,14 +41,24 @@ struct Entry {
     time: FatTime,
 }
 
+impl Dir {
+    /// Sizes of the regular files listed in this directory (empty files included).
+    pub(crate) fn file_sizes(&self) -> impl Iterator<Item = u64> + '_ {
+        self.entries
+            .iter()
+            .filter(|e| e.attr & ATTR_DIRECTORY == 0)
+            .map(|e| u64::from(e.size))
+    }
+}
+
 /// One directory: its entries and where it lives.
-struct Dir {
+pub(crate) struct Dir {
     node: NodeId,
     /// Parent directory's index in the `dirs` list (the root is its own parent).
     parent: usize,
     entries: Vec<Entry>,
     /// 32-byte slots (dot entries, label, LFN and short entries).
-    slots: u64,
+    pub(crate) slots: u64,
     /// First cluster (0 for the FAT12/16 fixed root).
     cluster: u32,
     /// Clusters allocated.
@@ -166,10 +176,12 @@ fn entry_time(tree: &Tree, id: NodeId) -> FatTime {
     })
 }
 
-/// Pass 1: every directory's entries, in breadth-first order (index 0 = root).
-fn scan(
+/// Pass 1: every directory's entries, in breadth-first order (index 0 = root). `layout`
+/// `None` (sizing for `size = "auto"`) leaves the root's entry count unchecked: the caller
+/// checks it against each candidate's type.
+pub(crate) fn scan(
     tree: &Tree,
-    layout: &Layout,
+    layout: Option<&Layout>,
     label: bool,
     warnings: &mut Vec<Warning>,
 ) -> Result<Vec<Dir>, Error> {
@@ -324,7 +336,9 @@ fn scan(
                 time: entry_time(tree, c),
             });
         }
-        if is_root && layout.kind != FatType::Fat32 {
+        if is_root && layout.is_none() {
+            // Sizing: the candidate's type decides.
+        } else if let Some(layout) = layout.filter(|l| is_root && l.kind != FatType::Fat32) {
             if slots > layout.root_entries {
                 return Err(Error::RootDirFull {
                     kind: layout.kind.name(),
@@ -698,7 +712,7 @@ pub(crate) fn write_volume<S: BlockSink + ?Sized>(
     // warns, but pi-gen's `bootfs` is the norm and Linux, Windows and the boot firmwares
     // match it; one warning on every build is noise (issue 32).
     let mut warnings = Vec::new();
-    let mut dirs = scan(tree, layout, label.is_some(), &mut warnings)?;
+    let mut dirs = scan(tree, Some(layout), label.is_some(), &mut warnings)?;
     // One warning for the whole volume, not one per file.
     let mut with_xattrs = tree
         .nodes

@@ -160,6 +160,136 @@ pub enum SizeSpec {
     /// No size given: for `fs = "raw"` the length of `source`, filled in by the image
     /// builder before planning; for anything else an error.
     Source,
+    /// `"auto"`, `"auto+20%+200MiB"`: the smallest erase-block multiple that holds the
+    /// contents with the filesystem's overhead and the headroom asked for, computed by the
+    /// image builder (FAT and ext4 planners) before planning.
+    Auto(AutoSize),
+}
+
+/// The headroom of `size = "auto…"`: space left free for files after the contents.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct AutoSize {
+    /// Percent of the contents' file bytes, in hundredths (`20%` = 2000).
+    pub percent_hundredths: u32,
+    /// Bytes on top.
+    pub extra_bytes: u64,
+}
+
+impl AutoSize {
+    /// Largest percentage accepted (1000%).
+    pub const MAX_PERCENT: u32 = 1000;
+
+    /// No headroom: plain `"auto"`.
+    #[must_use]
+    pub fn is_plain(self) -> bool {
+        self == AutoSize::default()
+    }
+
+    /// Free bytes asked for a tree whose files hold `content_bytes`: the percentage of it
+    /// (rounded up) plus the fixed bytes; `None` on overflow.
+    #[must_use]
+    pub fn headroom(self, content_bytes: u64) -> Option<u64> {
+        let pct = u128::from(content_bytes)
+            .checked_mul(u128::from(self.percent_hundredths))?
+            .div_ceil(10_000);
+        u64::try_from(pct).ok()?.checked_add(self.extra_bytes)
+    }
+
+    /// Parses `auto`, `auto+20%`, `auto+200MiB`, `auto+20%+200MiB` (terms in any order,
+    /// each kind at most once; case and spaces around `+` ignored).
+    pub fn parse(s: &str) -> Result<AutoSize, String> {
+        let t = s.trim();
+        let head = t.get(..4).unwrap_or("");
+        if !head.eq_ignore_ascii_case("auto") {
+            return Err(format!("{s:?}: an automatic size starts with \"auto\""));
+        }
+        let mut out = AutoSize::default();
+        let (mut pct, mut bytes) = (false, false);
+        let rest = t.get(4..).unwrap_or("").trim_start();
+        if rest.is_empty() {
+            return Ok(out);
+        }
+        let Some(rest) = rest.strip_prefix('+') else {
+            return Err(format!(
+                "{s:?}: after \"auto\" only \"+N%\" (percent of the contents) and \"+SIZE\" (like \"+200MiB\") may follow"
+            ));
+        };
+        for term in rest.split('+').map(str::trim) {
+            if term.is_empty() {
+                return Err(format!("{s:?}: an empty term after \"+\""));
+            }
+            if let Some(num) = term.strip_suffix('%') {
+                if pct {
+                    return Err(format!("{s:?}: the percentage is given twice"));
+                }
+                pct = true;
+                out.percent_hundredths = parse_percent(num.trim()).ok_or_else(|| {
+                    format!(
+                        "{s:?}: {term:?} is not a percentage from 0% to {}% (at most two decimals)",
+                        AutoSize::MAX_PERCENT
+                    )
+                })?;
+            } else {
+                if bytes {
+                    return Err(format!("{s:?}: the extra size is given twice"));
+                }
+                bytes = true;
+                out.extra_bytes = parse_size(term).map_err(|e| {
+                    format!("{s:?}: {term:?} is neither a percentage like \"20%\" nor a size like \"200MiB\" ({e})")
+                })?;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// `"20"`, `"12.5"`, `"0.25"` as hundredths of a percent, at most [`AutoSize::MAX_PERCENT`].
+fn parse_percent(s: &str) -> Option<u32> {
+    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    if int.is_empty() && frac.is_empty()
+        || !int.bytes().all(|b| b.is_ascii_digit())
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+        || frac.len() > 2
+        || int.len() > 5
+    {
+        return None;
+    }
+    let whole: u32 = if int.is_empty() { 0 } else { int.parse().ok()? };
+    let mut f: u32 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse().ok()?
+    };
+    if frac.len() == 1 {
+        f *= 10;
+    }
+    let v = whole.checked_mul(100)?.checked_add(f)?;
+    (v <= AutoSize::MAX_PERCENT * 100).then_some(v)
+}
+
+impl fmt::Display for AutoSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("auto")?;
+        let p = self.percent_hundredths;
+        if p != 0 {
+            if p % 100 == 0 {
+                write!(f, "+{}%", p / 100)?;
+            } else {
+                write!(f, "+{}.{:02}%", p / 100, p % 100)?;
+            }
+        }
+        if self.extra_bytes != 0 {
+            let b = self.extra_bytes;
+            match [("TiB", 40u32), ("GiB", 30), ("MiB", 20), ("KiB", 10)]
+                .into_iter()
+                .find(|&(_, sh)| b >> sh > 0 && b % (1u64 << sh) == 0)
+            {
+                Some((unit, sh)) => write!(f, "+{}{unit}", b >> sh)?,
+                None => write!(f, "+{b}")?,
+            }
+        }
+        Ok(())
+    }
 }
 
 impl SizeSpec {
@@ -176,7 +306,7 @@ impl<'de> Deserialize<'de> for SizeSpec {
         impl Visitor<'_> for V {
             type Value = SizeSpec;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a size like \"256MiB\", a number of bytes, or \"fill\"")
+                f.write_str("a size like \"256MiB\", a number of bytes, \"fill\" or \"auto\"")
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<SizeSpec, E> {
                 Ok(SizeSpec::Bytes(v))
@@ -194,6 +324,12 @@ impl<'de> Deserialize<'de> for SizeSpec {
             fn visit_str<E: de::Error>(self, s: &str) -> Result<SizeSpec, E> {
                 if s.trim().eq_ignore_ascii_case("fill") {
                     return Ok(SizeSpec::Fill);
+                }
+                if s.trim()
+                    .get(..4)
+                    .is_some_and(|h| h.eq_ignore_ascii_case("auto"))
+                {
+                    return AutoSize::parse(s).map(SizeSpec::Auto).map_err(E::custom);
                 }
                 parse_size(s).map(SizeSpec::Bytes).map_err(E::custom)
             }
@@ -804,5 +940,60 @@ mod tests {
             Some(FsKind::Fat(Some(FatType::Fat16)))
         );
         assert_eq!(FsKind::Fat(None).as_str(), "fat");
+    }
+}
+
+#[cfg(test)]
+mod auto_tests {
+    use super::AutoSize;
+
+    fn check(s: &str, want: Result<(u32, u64), &str>) {
+        match (AutoSize::parse(s), want) {
+            (Ok(a), Ok((p, b))) => {
+                assert_eq!((a.percent_hundredths, a.extra_bytes), (p, b), "{s}");
+                // Display gives a spelling that parses back to the same value.
+                assert_eq!(AutoSize::parse(&a.to_string()), Ok(a), "{s} -> {a}");
+            }
+            (Err(e), Err(part)) => assert!(e.contains(part), "{s}: {e}"),
+            (got, want) => panic!("{s}: got {got:?}, want {want:?}"),
+        }
+    }
+
+    #[test]
+    fn grammar() {
+        check("auto", Ok((0, 0)));
+        check(" AUTO ", Ok((0, 0)));
+        check("auto+20%", Ok((2000, 0)));
+        check("auto+200MiB", Ok((0, 200 << 20)));
+        check("auto+20%+200MiB", Ok((2000, 200 << 20)));
+        check("auto + 200MiB + 12.5%", Ok((1250, 200 << 20)));
+        check("auto+0.25%+1000", Ok((25, 1000)));
+        check("auto+1000%", Ok((100_000, 0)));
+        check("auto+1001%", Err("not a percentage"));
+        check("auto+20", Ok((0, 20)));
+        check("auto+20%+30%", Err("given twice"));
+        check("auto+1MiB+2MiB", Err("given twice"));
+        check("auto+", Err("empty term"));
+        check("auto-20%", Err("only \"+N%\""));
+        check("auto20%", Err("only \"+N%\""));
+        check("auto+x", Err("neither a percentage"));
+        check("auto+1.234%", Err("not a percentage"));
+        check("auto+-5%", Err("not a percentage"));
+        check("auto+.%", Err("not a percentage"));
+    }
+
+    #[test]
+    fn headroom_rounds_up_and_checks_overflow() {
+        let a = AutoSize {
+            percent_hundredths: 2000,
+            extra_bytes: 100,
+        };
+        assert_eq!(a.headroom(1001), Some(201 + 100));
+        assert_eq!(AutoSize::default().headroom(u64::MAX), Some(0));
+        let big = AutoSize {
+            percent_hundredths: 100_000,
+            extra_bytes: 0,
+        };
+        assert_eq!(big.headroom(u64::MAX), None);
     }
 }

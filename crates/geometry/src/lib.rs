@@ -41,8 +41,8 @@ pub use fsplan::{
 pub use guid::{derive_u64, Guid};
 pub use io::{BlockSink, BlockSource, OutOfBounds, SparseImage, SubSink, SubSource, WindowError};
 pub use layout::{
-    check_erase_block, DiskId, FsKind, ImageKey, ImageSpec, Layout, LayoutError, LayoutKey,
-    PartKey, PartitionLayout, SeedChoice, SizeSpec, TableKind, ERASE_BLOCK_RANGE,
+    check_erase_block, AutoSize, DiskId, FsKind, ImageKey, ImageSpec, Layout, LayoutError,
+    LayoutKey, PartKey, PartitionLayout, SeedChoice, SizeSpec, TableKind, ERASE_BLOCK_RANGE,
     MAX_MBR_PARTITIONS,
 };
 pub use plan::{place_raw, plan, ExtendedPlan, GptPlan, PartitionPlan, Plan, RawPlan, TablePlan};

@@ -384,111 +384,290 @@ pub fn derive_mbr_signature(seed: u64) -> u32 {
 /// ```
 pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
     spec.validate()?;
-    let img = &spec.image;
-    let s = img.sector_size;
-    let sb = s.bytes_u64();
-    let e = img.erase_block;
-    let n = spec.partitions.len();
-    let overflow = |key: LayoutKey| LayoutError::new(key, "size arithmetic overflows 64 bits");
-    let psize = |i: usize| LayoutKey::Partition(i, PartKey::Size);
-    let isize_ = LayoutKey::Image(ImageKey::Size);
-
-    if img.table == TableKind::None {
-        let p = spec
-            .partitions
-            .first()
-            .ok_or_else(|| LayoutError::new(LayoutKey::Partitions, "missing"))?;
-        let req = match p.size {
-            SizeSpec::Bytes(b) => Some(b),
-            SizeSpec::Fill => None,
-            SizeSpec::Source => return Err(unresolved_source(0)),
-        };
-        let size = match (img.size, req) {
-            (Some(sz), Some(r)) if r > sz => {
-                return Err(LayoutError::new(
-                    isize_,
-                    format!(
-                        "{} is smaller than partition[1].size ({}): {} more needed",
-                        format_size(sz),
-                        format_size(r),
-                        format_size(r - sz)
-                    ),
-                ))
-            }
-            (Some(sz), _) => sz,
-            (None, Some(r)) => round_up(r, sb).ok_or_else(|| overflow(psize(0)))?,
-            (None, None) => return Err(LayoutError::new(psize(0), "\"fill\" needs image.size")),
-        };
-        let mut plan = Plan {
-            size_bytes: size,
-            sector_bytes: s,
-            erase_block_bytes: e,
-            table: TablePlan {
-                kind: TableKind::None,
-                disk_id: None,
-            },
-            partitions: vec![PartitionPlan {
-                index: 0,
-                spec_index: 0,
-                start_bytes: 0,
-                size_bytes: size,
-                type_: resolve(TableKind::None, p.fs, None)
-                    .map_err(|r| LayoutError::new(LayoutKey::Partition(0, PartKey::Type), r))?,
-                name: None,
-                bootable: false,
-                guid: None,
-                content: p.fs,
-                logical: false,
-                ebr_bytes: None,
-                aligned: true,
-                checked: true,
-                alignment_bytes: alignment_of(0).min(largest_pow2_le(size)),
-                filesystem: None,
-                in_table: true,
-                attributes: GptAttributes::NONE,
-                slot: None,
-            }],
-            extended: None,
-            gpt: None,
-            aligned: true,
-            notes: Vec::new(),
-            raw: Vec::new(),
-            slots: Vec::new(),
-            seed: img.seed,
-        };
-        plan.refresh_aligned();
-        return Ok(plan);
+    if spec.image.table == TableKind::None {
+        return plan_bare(spec);
     }
-
+    let img = &spec.image;
     let gpt = img.table == TableKind::Gpt;
-    let head_bytes = if gpt {
-        (2 + gpt_entry_sectors(s)) * sb
-    } else {
-        sb
+    let table = TableBounds::of(img);
+    let first = first_partition(spec, &table)?;
+    let placed = place_partitions(spec, &table, first)?;
+    let size = disk_size(img, &table, placed.end)?;
+    let extended = placed.ext_start.map(|start| ExtendedPlan {
+        start_bytes: start,
+        size_bytes: placed.end - start,
+    });
+    if !gpt {
+        check_mbr_limit(&placed.parts, img.sector_size)?;
+    }
+    let mut plan = Plan {
+        size_bytes: size,
+        sector_bytes: img.sector_size,
+        erase_block_bytes: img.erase_block,
+        table: TablePlan {
+            kind: img.table,
+            disk_id: Some(disk_id(img)),
+        },
+        partitions: placed.parts,
+        extended,
+        gpt: gpt.then(|| gpt_plan(size, img.sector_size)),
+        aligned: true,
+        notes: placed.notes,
+        raw: Vec::new(),
+        slots: Vec::new(),
+        seed: img.seed,
     };
-    let tail_bytes = if gpt {
-        (1 + gpt_entry_sectors(s)) * sb
-    } else {
-        0
+    plan.refresh_aligned();
+    plan.refresh_slots();
+    Ok(plan)
+}
+
+fn overflow(key: LayoutKey) -> LayoutError {
+    LayoutError::new(key, "size arithmetic overflows 64 bits")
+}
+
+fn psize(i: usize) -> LayoutKey {
+    LayoutKey::Partition(i, PartKey::Size)
+}
+
+const IMAGE_SIZE: LayoutKey = LayoutKey::Image(ImageKey::Size);
+
+/// `table = "none"`: the one partition is the whole image, from byte 0.
+fn plan_bare(spec: &Layout) -> Result<Plan, LayoutError> {
+    let img = &spec.image;
+    let sb = img.sector_size.bytes_u64();
+    let p = spec
+        .partitions
+        .first()
+        .ok_or_else(|| LayoutError::new(LayoutKey::Partitions, "missing"))?;
+    let req = match p.size {
+        SizeSpec::Bytes(b) => Some(b),
+        SizeSpec::Fill => None,
+        SizeSpec::Source => return Err(unresolved_source(0)),
+        SizeSpec::Auto(_) => return Err(unresolved_auto(0)),
     };
-    let first = match img.first_partition {
-        Some(fp) => {
-            if fp < head_bytes {
+    let size = match (img.size, req) {
+        (Some(sz), Some(r)) if r > sz => {
+            return Err(LayoutError::new(
+                IMAGE_SIZE,
+                format!(
+                    "{} is smaller than partition[1].size ({}): {} more needed",
+                    format_size(sz),
+                    format_size(r),
+                    format_size(r - sz)
+                ),
+            ))
+        }
+        (Some(sz), _) => sz,
+        (None, Some(r)) => round_up(r, sb).ok_or_else(|| overflow(psize(0)))?,
+        (None, None) => return Err(LayoutError::new(psize(0), "\"fill\" needs image.size")),
+    };
+    let mut plan = Plan {
+        size_bytes: size,
+        sector_bytes: img.sector_size,
+        erase_block_bytes: img.erase_block,
+        table: TablePlan {
+            kind: TableKind::None,
+            disk_id: None,
+        },
+        partitions: vec![PartitionPlan {
+            index: 0,
+            spec_index: 0,
+            start_bytes: 0,
+            size_bytes: size,
+            type_: resolve(TableKind::None, p.fs, None)
+                .map_err(|r| LayoutError::new(LayoutKey::Partition(0, PartKey::Type), r))?,
+            name: None,
+            bootable: false,
+            guid: None,
+            content: p.fs,
+            logical: false,
+            ebr_bytes: None,
+            aligned: true,
+            checked: true,
+            alignment_bytes: alignment_of(0).min(largest_pow2_le(size)),
+            filesystem: None,
+            in_table: true,
+            attributes: GptAttributes::NONE,
+            slot: None,
+        }],
+        extended: None,
+        gpt: None,
+        aligned: true,
+        notes: Vec::new(),
+        raw: Vec::new(),
+        slots: Vec::new(),
+        seed: img.seed,
+    };
+    plan.refresh_aligned();
+    Ok(plan)
+}
+
+/// What the partition table takes at the start and the end of the disk.
+struct TableBounds {
+    gpt: bool,
+    /// Bytes from 0 the table needs (MBR sector, or GPT header and entries).
+    head_bytes: u64,
+    /// Bytes at the end (the backup GPT), 0 for MBR.
+    tail_bytes: u64,
+}
+
+impl TableBounds {
+    fn of(img: &crate::layout::ImageSpec) -> Self {
+        let s = img.sector_size;
+        let sb = s.bytes_u64();
+        let gpt = img.table == TableKind::Gpt;
+        TableBounds {
+            gpt,
+            head_bytes: if gpt {
+                (2 + gpt_entry_sectors(s)) * sb
+            } else {
+                sb
+            },
+            tail_bytes: if gpt {
+                (1 + gpt_entry_sectors(s)) * sb
+            } else {
+                0
+            },
+        }
+    }
+}
+
+/// Where the first partition starts: `first-partition`, else one erase block (or the SD
+/// Association's boundary unit for an exFAT first partition), past the table.
+fn first_partition(spec: &Layout, table: &TableBounds) -> Result<u64, LayoutError> {
+    let img = &spec.image;
+    match img.first_partition {
+        Some(fp) if fp < table.head_bytes => Err(LayoutError::new(
+            LayoutKey::Image(ImageKey::FirstPartition),
+            format!(
+                "{} leaves no room for the {} partition table ({} needed)",
+                format_size(fp),
+                img.table,
+                format_size(table.head_bytes)
+            ),
+        )),
+        Some(fp) => Ok(fp),
+        None => round_up(
+            table
+                .head_bytes
+                .max(sda_first_partition(spec).unwrap_or(img.erase_block)),
+            img.erase_block,
+        )
+        .ok_or_else(|| overflow(LayoutKey::Image(ImageKey::FirstPartition))),
+    }
+}
+
+/// The partitions placed one after another.
+struct Placed {
+    parts: Vec<PartitionPlan>,
+    notes: Vec<String>,
+    /// End of the last partition.
+    end: u64,
+    /// Start of the MBR extended partition, when there is one.
+    ext_start: Option<u64>,
+}
+
+/// The cursor of [`place_partitions`]: where the next partition goes and what ends last.
+struct Cursor {
+    next: u64,
+    /// The end of what is already placed (the table, then each partition), for explicit
+    /// starts.
+    placed_end: u64,
+    placed_what: String,
+}
+
+/// Checks an explicit `start` against what is placed before it; a start off the erase block
+/// is allowed with a note.
+fn explicit_start(
+    i: usize,
+    st: u64,
+    logical: bool,
+    e: u64,
+    cur: &Cursor,
+    notes: &mut Vec<String>,
+) -> Result<(), LayoutError> {
+    if logical {
+        return Err(LayoutError::part(
+            i,
+            PartKey::Start,
+            "an explicit start is not supported for logical partitions (the fifth and later of an MBR table); use table = \"gpt\"",
+        ));
+    }
+    if st < cur.placed_end {
+        return Err(LayoutError::part(
+            i,
+            PartKey::Start,
+            format!(
+                "{} ({} bytes) overlaps {}, which ends at {} ({} bytes); partitions are placed in spec order",
+                format_size(st),
+                st,
+                cur.placed_what,
+                format_size(cur.placed_end),
+                cur.placed_end
+            ),
+        ));
+    }
+    if st % e != 0 {
+        notes.push(format!(
+            "partition[{}].start: {} is not on a {} erase-block boundary: writes to it straddle erase blocks (marked NO)",
+            i + 1,
+            format_size(st),
+            format_size(e)
+        ));
+    }
+    Ok(())
+}
+
+/// The size of partition `i` starting at `start`: its size rounded up to the erase block,
+/// or ("fill") up to the last erase block before the table's tail.
+fn partition_size(
+    spec: &Layout,
+    i: usize,
+    p: &PartitionLayout,
+    start: u64,
+    tail_bytes: u64,
+) -> Result<u64, LayoutError> {
+    let e = spec.image.erase_block;
+    match p.size {
+        SizeSpec::Bytes(b) => round_up(b, e).ok_or_else(|| overflow(psize(i))),
+        SizeSpec::Source => Err(unresolved_source(i)),
+        SizeSpec::Auto(_) => Err(unresolved_auto(i)),
+        SizeSpec::Fill => {
+            let disk = spec.image.size.unwrap_or(0);
+            let usable_end = round_down(disk.saturating_sub(tail_bytes), e);
+            if usable_end <= start {
                 return Err(LayoutError::new(
-                    LayoutKey::Image(ImageKey::FirstPartition),
+                    IMAGE_SIZE,
                     format!(
-                        "{} leaves no room for the {} partition table ({} needed)",
-                        format_size(fp),
-                        img.table,
-                        format_size(head_bytes)
+                        "{} leaves nothing for partition[{}] (\"fill\"), which would start at {}: at least {} more needed",
+                        format_size(disk),
+                        i + 1,
+                        format_size(start),
+                        format_size(start + e + tail_bytes - disk.min(start + e + tail_bytes))
                     ),
                 ));
             }
-            fp
+            Ok(usable_end - start)
         }
-        None => round_up(head_bytes.max(sda_first_partition(spec).unwrap_or(e)), e)
-            .ok_or_else(|| overflow(LayoutKey::Image(ImageKey::FirstPartition)))?,
-    };
+    }
+}
+
+/// The GPT unique partition GUID of copy `k` of partition `i`.
+fn partition_guid(seed: u64, i: usize, p: &PartitionLayout, k: usize) -> Guid {
+    match (p.uuid, k) {
+        (Some(u), _) => u,
+        (None, 0) => Guid::derive(seed, "gpt-partition", i as u64),
+        // Later slots: their own GUIDs (k < 256 slots).
+        (None, k) => Guid::derive(seed, "gpt-partition-slot", ((i as u64) << 8) | k as u64),
+    }
+}
+
+/// Places every partition (each A/B slot a copy of its own) in spec order from `first`.
+fn place_partitions(spec: &Layout, table: &TableBounds, first: u64) -> Result<Placed, LayoutError> {
+    let img = &spec.image;
+    let e = img.erase_block;
+    let gpt = table.gpt;
     let tabled: usize = spec
         .partitions
         .iter()
@@ -497,12 +676,13 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
         .sum();
     let use_extended = !gpt && tabled > 4;
 
-    let mut parts = Vec::with_capacity(n);
+    let mut parts = Vec::with_capacity(spec.partitions.len());
     let mut notes = Vec::new();
-    let mut cursor = first;
-    // The end of what is already placed (the table, then each partition), for explicit starts.
-    let mut placed_end = head_bytes;
-    let mut placed_what = format!("the {} partition table", img.table);
+    let mut cur = Cursor {
+        next: first,
+        placed_end: table.head_bytes,
+        placed_what: format!("the {} partition table", img.table),
+    };
     let mut ext_start = None;
     // Tabled partitions before this one.
     let mut t = 0usize;
@@ -517,66 +697,18 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
         let mut ebr = None;
         // An explicit start places the first slot; the others follow it.
         if let Some(st) = p.start.filter(|_| k == 0) {
-            if logical {
-                return Err(LayoutError::part(
-                    i,
-                    PartKey::Start,
-                    "an explicit start is not supported for logical partitions (the fifth and later of an MBR table); use table = \"gpt\"",
-                ));
-            }
-            if st < placed_end {
-                return Err(LayoutError::part(
-                    i,
-                    PartKey::Start,
-                    format!(
-                        "{} ({} bytes) overlaps {}, which ends at {} ({} bytes); partitions are placed in spec order",
-                        format_size(st),
-                        st,
-                        placed_what,
-                        format_size(placed_end),
-                        placed_end
-                    ),
-                ));
-            }
-            if st % e != 0 {
-                notes.push(format!(
-                    "partition[{}].start: {} is not on a {} erase-block boundary: writes to it straddle erase blocks (marked NO)",
-                    i + 1,
-                    format_size(st),
-                    format_size(e)
-                ));
-            }
-            cursor = st;
+            explicit_start(i, st, logical, e, &cur, &mut notes)?;
+            cur.next = st;
         }
         if logical {
             // Each logical partition is preceded by one erase block that holds its EBR, so
             // both the EBR and the partition start on erase-block boundaries.
-            ext_start.get_or_insert(cursor);
-            ebr = Some(cursor);
-            cursor = cursor.checked_add(e).ok_or_else(|| overflow(psize(i)))?;
+            ext_start.get_or_insert(cur.next);
+            ebr = Some(cur.next);
+            cur.next = cur.next.checked_add(e).ok_or_else(|| overflow(psize(i)))?;
         }
-        let start = cursor;
-        let size = match p.size {
-            SizeSpec::Bytes(b) => round_up(b, e).ok_or_else(|| overflow(psize(i)))?,
-            SizeSpec::Source => return Err(unresolved_source(i)),
-            SizeSpec::Fill => {
-                let disk = img.size.unwrap_or(0);
-                let usable_end = round_down(disk.saturating_sub(tail_bytes), e);
-                if usable_end <= start {
-                    return Err(LayoutError::new(
-                        isize_,
-                        format!(
-                            "{} leaves nothing for partition[{}] (\"fill\"), which would start at {}: at least {} more needed",
-                            format_size(disk),
-                            i + 1,
-                            format_size(start),
-                            format_size(start + e + tail_bytes - disk.min(start + e + tail_bytes))
-                        ),
-                    ));
-                }
-                usable_end - start
-            }
-        };
+        let start = cur.next;
+        let size = partition_size(spec, i, p, start, table.tail_bytes)?;
         // With an extended partition, number 4 is the container and logicals are 5, 6, ….
         // A partition left out of the table has no number (0).
         let index = if !p.in_table {
@@ -600,14 +732,7 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
             type_,
             name: if gpt { p.name_for(slot) } else { None },
             bootable: p.bootable,
-            guid: (gpt && p.in_table).then(|| match (p.uuid, k) {
-                (Some(u), _) => u,
-                (None, 0) => Guid::derive(img.seed, "gpt-partition", i as u64),
-                // Later slots: their own GUIDs (k < 256 slots).
-                (None, k) => {
-                    Guid::derive(img.seed, "gpt-partition-slot", ((i as u64) << 8) | k as u64)
-                }
-            }),
+            guid: (gpt && p.in_table).then(|| partition_guid(img.seed, i, p, k)),
             content: p.fs,
             logical,
             ebr_bytes: ebr,
@@ -620,25 +745,40 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
             slot: slot.map(str::to_string),
         });
         let pend = start.checked_add(size).ok_or_else(|| overflow(psize(i)))?;
-        placed_end = pend;
-        placed_what = format!("partition[{}]", i + 1);
+        cur.placed_end = pend;
+        cur.placed_what = format!("partition[{}]", i + 1);
         // Following partitions go on the next erase block, as without an explicit start.
-        cursor = round_up(pend, e).ok_or_else(|| overflow(psize(i)))?;
+        cur.next = round_up(pend, e).ok_or_else(|| overflow(psize(i)))?;
     }
-    let end = placed_end;
-    let size = match img.size {
+    Ok(Placed {
+        parts,
+        notes,
+        end: cur.placed_end,
+        ext_start,
+    })
+}
+
+/// The disk size: `image.size` (checked to hold the layout), else the end of the last
+/// partition on the erase block, plus the GPT tail rounded up to it.
+fn disk_size(
+    img: &crate::layout::ImageSpec,
+    table: &TableBounds,
+    end: u64,
+) -> Result<u64, LayoutError> {
+    let e = img.erase_block;
+    match img.size {
         Some(disk) => {
             let need = end
-                .checked_add(tail_bytes)
-                .ok_or_else(|| overflow(isize_))?;
+                .checked_add(table.tail_bytes)
+                .ok_or_else(|| overflow(IMAGE_SIZE))?;
             if need > disk {
                 return Err(LayoutError::new(
-                    isize_,
+                    IMAGE_SIZE,
                     format!(
                         "the layout needs {} ({} bytes{}) but image.size is {}: {} more needed",
                         format_size(need),
                         need,
-                        if gpt {
+                        if table.gpt {
                             ", including the backup GPT"
                         } else {
                             ""
@@ -648,92 +788,78 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
                     ),
                 ));
             }
-            disk
+            Ok(disk)
         }
         None => {
             // The derived size ends on the erase block (and the GPT tail with it), even
             // when an explicit start put the last partition off the grid.
-            let tail = if gpt {
-                round_up(tail_bytes, e).ok_or_else(|| overflow(isize_))?
+            let tail = if table.gpt {
+                round_up(table.tail_bytes, e).ok_or_else(|| overflow(IMAGE_SIZE))?
             } else {
                 0
             };
             round_up(end, e)
                 .and_then(|end| end.checked_add(tail))
-                .ok_or_else(|| overflow(isize_))?
-        }
-    };
-
-    let extended = ext_start.map(|start| ExtendedPlan {
-        start_bytes: start,
-        size_bytes: end - start,
-    });
-
-    if !gpt {
-        // MBR stores LBAs and counts as u32.
-        let limit = (1u64 << 32) * sb;
-        let over = parts
-            .iter()
-            .find(|p| p.end_bytes() > limit)
-            .map(|p| (p.spec_index, p.end_bytes()));
-        if let Some((i, pend)) = over {
-            return Err(LayoutError::new(
-                psize(i),
-                format!(
-                    "the partition ends at {}, past the MBR limit of {} with {}-byte sectors; use table = \"gpt\"{}",
-                    format_size(pend),
-                    format_size(limit),
-                    s,
-                    if s == SectorSize::S512 { " (or sector-size = 4096 if the device has 4 KiB sectors)" } else { "" }
-                ),
-            ));
+                .ok_or_else(|| overflow(IMAGE_SIZE))
         }
     }
+}
 
-    let gpt_plan = gpt.then(|| {
-        let total = size / sb;
-        let es = gpt_entry_sectors(s);
-        GptPlan {
-            entry_sectors: es,
-            first_usable_lba: 2 + es,
-            last_usable_lba: total - 2 - es,
-            backup_entries_lba: total - 1 - es,
-            backup_header_lba: total - 1,
-        }
-    });
+/// MBR stores LBAs and counts as u32: no partition may end past 2^32 sectors.
+fn check_mbr_limit(parts: &[PartitionPlan], s: SectorSize) -> Result<(), LayoutError> {
+    let limit = (1u64 << 32) * s.bytes_u64();
+    let over = parts
+        .iter()
+        .find(|p| p.end_bytes() > limit)
+        .map(|p| (p.spec_index, p.end_bytes()));
+    match over {
+        Some((i, pend)) => Err(LayoutError::new(
+            psize(i),
+            format!(
+                "the partition ends at {}, past the MBR limit of {} with {}-byte sectors; use table = \"gpt\"{}",
+                format_size(pend),
+                format_size(limit),
+                s,
+                if s == SectorSize::S512 { " (or sector-size = 4096 if the device has 4 KiB sectors)" } else { "" }
+            ),
+        )),
+        None => Ok(()),
+    }
+}
 
-    let disk_id = match (img.table, img.disk_id) {
+/// Where the GPT structures of a disk of `size` bytes go.
+fn gpt_plan(size: u64, s: SectorSize) -> GptPlan {
+    let total = size / s.bytes_u64();
+    let es = gpt_entry_sectors(s);
+    GptPlan {
+        entry_sectors: es,
+        first_usable_lba: 2 + es,
+        last_usable_lba: total - 2 - es,
+        backup_entries_lba: total - 1 - es,
+        backup_header_lba: total - 1,
+    }
+}
+
+/// `disk-id`, else derived from the seed.
+fn disk_id(img: &crate::layout::ImageSpec) -> DiskId {
+    match (img.table, img.disk_id) {
         (_, Some(id)) => id,
         (TableKind::Gpt, None) => DiskId::Gpt(Guid::derive(img.seed, "gpt-disk", 0)),
         _ => DiskId::Mbr(derive_mbr_signature(img.seed)),
-    };
-
-    let mut plan = Plan {
-        size_bytes: size,
-        sector_bytes: s,
-        erase_block_bytes: e,
-        table: TablePlan {
-            kind: img.table,
-            disk_id: Some(disk_id),
-        },
-        partitions: parts,
-        extended,
-        gpt: gpt_plan,
-        aligned: true,
-        notes,
-        raw: Vec::new(),
-        slots: Vec::new(),
-        seed: img.seed,
-    };
-    plan.refresh_aligned();
-    plan.refresh_slots();
-    Ok(plan)
+    }
 }
 
 fn unresolved_source(i: usize) -> LayoutError {
     LayoutError::new(
         LayoutKey::Partition(i, PartKey::Size),
         "missing; give a size, or plan through the image builder, which takes the size of source",
+    )
+}
+
+fn unresolved_auto(i: usize) -> LayoutError {
+    LayoutError::new(
+        LayoutKey::Partition(i, PartKey::Size),
+        "\"auto\" is computed from the contents by the image builder (blockwise_image::plan_full), not by the layout planner alone",
     )
 }
 

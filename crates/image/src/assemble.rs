@@ -124,7 +124,7 @@ fn exfat_failure(si: usize, e: blockwise_exfat::Error) -> Error {
 
 /// A FAT writer error for the partition at 0-based spec index `si`: request errors become
 /// spec errors with their key, the rest stay typed.
-fn fat_failure(si: usize, e: blockwise_fat::Error) -> Error {
+pub(crate) fn fat_failure(si: usize, e: blockwise_fat::Error) -> Error {
     match e {
         blockwise_fat::Error::Invalid(i) => Error::Spec(fat_error(si, i)),
         other => Error::partition(si + 1, PartitionError::Fat(other)),
@@ -132,7 +132,7 @@ fn fat_failure(si: usize, e: blockwise_fat::Error) -> Error {
 }
 
 /// An ext4 writer error for the partition at 0-based spec index `si`.
-fn ext4_failure(si: usize, e: blockwise_ext4::Error) -> Error {
+pub(crate) fn ext4_failure(si: usize, e: blockwise_ext4::Error) -> Error {
     match e {
         blockwise_ext4::Error::Invalid(i) => Error::Spec(ext4_error(si, i)),
         other => Error::partition(si + 1, PartitionError::Ext4(other)),
@@ -150,6 +150,7 @@ fn internal(si: usize) -> Error {
 /// size its inode count to the contents. `timestamp` is the filesystem creation time.
 pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<Plan, Error> {
     let mut layout = spec.layout();
+    let auto_notes = crate::auto::resolve(spec, trees, timestamp, &mut layout)?;
     crate::rofs::resolve_sizes(spec, trees, timestamp, &mut layout)?;
     let mut plan = plan_layout(&layout).map_err(layout_error)?;
     plan_raw(spec, &mut plan)?;
@@ -238,6 +239,7 @@ pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<
     plan.refresh_aligned();
     plan.refresh_slots();
     slot_notes(spec, &mut plan);
+    crate::auto::attach_notes(&mut plan, auto_notes);
     Ok(plan)
 }
 

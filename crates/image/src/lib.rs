@@ -26,6 +26,7 @@
 //! ```
 
 mod assemble;
+mod auto;
 mod entries;
 mod error;
 mod mounts;

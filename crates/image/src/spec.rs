@@ -518,6 +518,7 @@ impl Spec {
         let mut spec: Spec = serde_path_to_error::deserialize(de)
             .map_err(|e| from_serde(e.path(), e.inner().message()))?;
         spec.validate()?;
+        crate::auto::normalise(&mut spec);
         spec.pin_seed();
         Ok(spec)
     }
@@ -542,6 +543,7 @@ impl Spec {
         let mut spec: Spec = serde_path_to_error::deserialize(de)
             .map_err(|e| from_serde(e.path(), &message(e.inner())))?;
         spec.validate()?;
+        crate::auto::normalise(&mut spec);
         spec.pin_seed();
         Ok(spec)
     }
@@ -580,6 +582,7 @@ impl Spec {
                 ));
             }
         }
+        crate::auto::validate(self)?;
         self.layout().validate().map_err(layout_error)?;
         for (i, p) in self.partitions.iter().enumerate() {
             p.validate(i, &self.image)?;
@@ -871,7 +874,7 @@ fn pbase(i: usize) -> String {
     format!("partition[{}]", i.saturating_add(1))
 }
 
-fn pkey(i: usize, k: &str) -> String {
+pub(crate) fn pkey(i: usize, k: &str) -> String {
     format!("{}.{k}", pbase(i))
 }
 

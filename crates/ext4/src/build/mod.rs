@@ -45,6 +45,10 @@ pub(crate) struct Prepared {
     last_ino: u32,
     timestamp: i64,
     label: [u8; 16],
+    /// Inodes the tree needs (reserved ones and lost+found included).
+    pub need_inodes: u64,
+    /// Blocks the inodes' data, directories, extent trees and xattr blocks took.
+    pub data_blocks: u64,
 }
 
 impl Prepared {
@@ -76,7 +80,9 @@ impl Prepared {
             csum_seed,
         }
         .build(req.timestamp)?;
+        let free_before = geo.used.free_total();
         alloc::allocate(&mut geo, &mut inodes)?;
+        let data_blocks = free_before - geo.used.free_total();
         let label = label_bytes(req)?;
         Ok(Prepared {
             geo,
@@ -87,6 +93,8 @@ impl Prepared {
             last_ino: num.last_ino,
             timestamp: req.timestamp,
             label,
+            need_inodes,
+            data_blocks,
         })
     }
 
