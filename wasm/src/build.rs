@@ -105,7 +105,7 @@ fn route<'a>(spec: &Spec, e: &'a FileEntry, key: &str) -> Result<(usize, &'a str
     } else {
         spec.partitions
             .iter()
-            .position(|p| p.fs.is_fat() || p.fs == FsKind::Ext4)
+            .position(|p| p.fs.is_fat() || p.fs.is_ext())
             .map(|i| (i, path))
     };
     found.ok_or_else(|| {
@@ -198,7 +198,7 @@ pub fn prepare(spec: &Spec, entries: &[FileEntry]) -> Result<Job, Failure> {
         let key = format!("files[{i}].path");
         let (si, inner) = route(spec, e, &key)?;
         let fs = spec.partitions.get(si).map(|p| p.fs);
-        if !fs.is_some_and(|fs| fs.is_fat() || fs == FsKind::Ext4) {
+        if !fs.is_some_and(|fs| fs.is_fat() || fs.is_ext()) {
             return Err(Failure::spec(
                 key,
                 format!(
@@ -237,7 +237,7 @@ pub fn prepare(spec: &Spec, entries: &[FileEntry]) -> Result<Job, Failure> {
         .iter()
         .enumerate()
         .map(|(si, p)| {
-            (p.fs.is_fat() || p.fs == FsKind::Ext4).then(|| {
+            (p.fs.is_fat() || p.fs.is_ext()).then(|| {
                 let (mtime, mtime_nsec) = dir_time(si);
                 Tree::new(Meta {
                     mtime_nsec,

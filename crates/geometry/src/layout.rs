@@ -69,6 +69,10 @@ pub enum FsKind {
     Fat(Option<FatType>),
     /// ext4.
     Ext4,
+    /// ext2: the ext4 writer without journal, extents and the other ext4 features.
+    Ext2,
+    /// ext3: ext2 with a journal.
+    Ext3,
     /// F2FS, through `mkfs.f2fs` and `sload.f2fs` (f2fs-tools).
     F2fs,
     /// exFAT (`blockwise-exfat`).
@@ -90,7 +94,7 @@ pub enum FsKind {
 impl FsKind {
     /// The spellings `fs` accepts, for messages.
     pub const CHOICES: &'static str =
-        "fat12, fat16, fat32, fat, exfat, ext4, f2fs, squashfs, erofs, verity, swap, raw, none";
+        "fat12, fat16, fat32, fat, exfat, ext4, ext3, ext2, f2fs, squashfs, erofs, verity, swap, raw, none";
 
     /// The spec spelling.
     #[must_use]
@@ -99,6 +103,8 @@ impl FsKind {
             FsKind::Fat(None) => "fat",
             FsKind::Fat(Some(t)) => t.name(),
             FsKind::Ext4 => "ext4",
+            FsKind::Ext2 => "ext2",
+            FsKind::Ext3 => "ext3",
             FsKind::F2fs => "f2fs",
             FsKind::Exfat => "exfat",
             FsKind::Swap => "swap",
@@ -108,6 +114,12 @@ impl FsKind {
             FsKind::Raw => "raw",
             FsKind::None => "none",
         }
+    }
+
+    /// ext2, ext3 or ext4: written by the ext4 crate, options in `partition.ext4`.
+    #[must_use]
+    pub fn is_ext(self) -> bool {
+        matches!(self, FsKind::Ext2 | FsKind::Ext3 | FsKind::Ext4)
     }
 
     /// Any FAT variant.
@@ -123,6 +135,8 @@ impl FsKind {
         Some(match lower.as_str() {
             "fat" | "vfat" => FsKind::Fat(None),
             "ext4" => FsKind::Ext4,
+            "ext2" => FsKind::Ext2,
+            "ext3" => FsKind::Ext3,
             "f2fs" => FsKind::F2fs,
             "exfat" => FsKind::Exfat,
             "swap" => FsKind::Swap,

@@ -653,7 +653,7 @@ impl PartitionSpec {
                 ));
             }
         }
-        let tree_fs = self.fs.is_fat() || matches!(self.fs, FsKind::Ext4 | FsKind::Exfat);
+        let tree_fs = self.fs.is_fat() || self.fs.is_ext() || self.fs == FsKind::Exfat;
         if (self.mount.is_some() || !self.exclude.is_empty()) && !tree_fs {
             let key = if self.mount.is_some() {
                 "mount"
@@ -691,6 +691,8 @@ impl PartitionSpec {
             && !matches!(
                 self.fs,
                 FsKind::Ext4
+                    | FsKind::Ext2
+                    | FsKind::Ext3
                     | FsKind::Swap
                     | FsKind::Exfat
                     | FsKind::F2fs
@@ -717,7 +719,7 @@ impl PartitionSpec {
                 format!(
                     "only FAT and exFAT have a volume ID (this partition is {}){}",
                     self.fs,
-                    if self.fs == FsKind::Ext4 {
+                    if self.fs.is_ext() {
                         "; use fs-uuid for ext4"
                     } else {
                         ""
@@ -765,7 +767,13 @@ impl PartitionSpec {
         if !self.entries.is_empty()
             && !matches!(
                 self.fs,
-                FsKind::Ext4 | FsKind::Exfat | FsKind::F2fs | FsKind::Erofs | FsKind::Squashfs
+                FsKind::Ext4
+                    | FsKind::Ext2
+                    | FsKind::Ext3
+                    | FsKind::Exfat
+                    | FsKind::F2fs
+                    | FsKind::Erofs
+                    | FsKind::Squashfs
             )
         {
             return Err(SpecError::new(
@@ -793,7 +801,7 @@ impl PartitionSpec {
             let label = &label;
             if self.fs.is_fat() {
                 blockwise_fat::validate_label(label).map_err(|e| fat_error(i, e))?;
-            } else if self.fs == FsKind::Ext4 {
+            } else if self.fs.is_ext() {
                 blockwise_ext4::validate_label(label).map_err(|e| ext4_error(i, e))?;
             } else if self.fs == FsKind::Exfat {
                 blockwise_exfat::validate_label(label).map_err(|e| exfat_error(i, e))?;
