@@ -308,6 +308,12 @@ pub struct ImageSpec {
     /// File timestamps when not preserved; `None` = `SOURCE_DATE_EPOCH` or 0 (resolved by the caller).
     #[serde(deserialize_with = "opt_uint::<_, u64, MAX_TIMESTAMP>")]
     pub timestamp: Option<u64>,
+    /// MBR: the entry (1–4) that holds the extended partition (genimage's
+    /// `extended-partition`): entries before it are primary, the partitions after them
+    /// logical (5, 6, …) unless `primary = true`; `None` = entry 4 when there are more than
+    /// four partitions.
+    #[serde(deserialize_with = "opt_uint::<_, u8, 4>")]
+    pub extended_partition: Option<u8>,
 }
 
 impl Default for ImageSpec {
@@ -322,6 +328,7 @@ impl Default for ImageSpec {
             seed_choice: SeedChoice::Derived,
             seed: 1,
             timestamp: None,
+            extended_partition: None,
         }
     }
 }
@@ -367,6 +374,9 @@ pub struct PartitionLayout {
     /// A/B slots (`slots = ["a", "b"]`): the partition is laid out once per slot, each copy
     /// on its own erase blocks, its name and label suffixed `_a`, `_b`, …; empty = one.
     pub slots: Vec<String>,
+    /// MBR: a primary partition after the logical ones (genimage's `forced-primary`), in
+    /// the entries after the extended partition's.
+    pub primary: bool,
 }
 
 impl PartitionLayout {
@@ -385,6 +395,7 @@ impl PartitionLayout {
             in_table: true,
             attributes: GptAttributes::NONE,
             slots: Vec::new(),
+            primary: false,
         }
     }
 
@@ -427,6 +438,8 @@ pub enum ImageKey {
     FirstPartition,
     /// `disk-id`.
     DiskId,
+    /// `extended-partition`.
+    ExtendedPartition,
 }
 
 impl ImageKey {
@@ -440,6 +453,7 @@ impl ImageKey {
             ImageKey::Table => "table",
             ImageKey::FirstPartition => "first-partition",
             ImageKey::DiskId => "disk-id",
+            ImageKey::ExtendedPartition => "extended-partition",
         }
     }
 }
@@ -463,6 +477,8 @@ pub enum PartKey {
     Start,
     /// `in-partition-table`.
     InPartitionTable,
+    /// `primary`.
+    Primary,
     /// `attributes`.
     Attributes,
     /// `slots`.
@@ -482,6 +498,7 @@ impl PartKey {
             PartKey::Uuid => "uuid",
             PartKey::Start => "start",
             PartKey::InPartitionTable => "in-partition-table",
+            PartKey::Primary => "primary",
             PartKey::Attributes => "attributes",
             PartKey::Slots => "slots",
         }

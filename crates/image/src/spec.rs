@@ -308,6 +308,9 @@ pub struct PartitionSpec {
     /// A/B slots (`["a", "b"]`): one partition per slot, names and labels suffixed.
     #[serde(default)]
     pub slots: Vec<String>,
+    /// MBR: primary although it follows logical partitions (genimage's `forced-primary`).
+    #[serde(default, deserialize_with = "blockwise_geometry::de::boolean")]
+    pub primary: bool,
 }
 
 fn yes() -> bool {
@@ -399,6 +402,7 @@ impl PartitionSpec {
             in_partition_table: true,
             attributes: GptAttributes::NONE,
             slots: Vec::new(),
+            primary: false,
         }
     }
 
@@ -419,6 +423,7 @@ impl PartitionSpec {
             in_table: self.in_partition_table,
             attributes,
             slots: self.slots.clone(),
+            primary: self.primary,
         }
     }
 

@@ -972,14 +972,16 @@ impl Cx {
                 } else if i == 4 && in_table_count > 4 {
                     4
                 } else {
-                    self.err(l, Some("extended-partition"), format!("= {i}: blockwise always makes partitions 1-3 primary and puts the extended partition in entry 4 when there are more than four; it cannot make entry {i} the extended one"));
-                    0
+                    out.image.push(("extended-partition".into(), i.to_string()));
+                    i
                 }
             }
         };
         for p in &parts {
             if let Some(l) = p.forced_primary {
-                self.err(l, Some("forced-primary"), format!("partition {:?}: blockwise makes every partition after the third a logical one; it cannot force one back to primary", display_str(p.name)));
+                if kind != "mbr" || ext == 0 {
+                    self.err(l, Some("forced-primary"), format!("partition {:?}: there is no extended partition to keep it out of (genimage refuses it too)", display_str(p.name)));
+                }
             }
         }
         // Placement by genimage's rules, and the spec entries.
@@ -1019,7 +1021,9 @@ impl Cx {
             let mut logical = false;
             if in_table {
                 count = count.saturating_add(1);
-                if ext != 0 && count >= ext {
+                if ext != 0 && count >= ext && p.forced_primary.is_some() {
+                    e.key("primary", "true".into());
+                } else if ext != 0 && count >= ext {
                     logical = true;
                     if count == ext {
                         now = round_up(now, hd_align).unwrap_or(now);
