@@ -20,9 +20,13 @@ const DIRECT: u64 = 12;
 /// (0 = the block `i_block` points to) and its index at that level.
 type Key = (u8, u8, u64);
 
+/// The pointer blocks on the way to one logical block, root first, each with the slot the
+/// way goes through.
+type Path = Vec<(Key, u64)>;
+
 /// The pointer blocks on the way to logical block `l` (root first) and the slot of `l` in
 /// the last one; `None` for a direct block, `Err(())` past what three levels map.
-fn path(l: u64, p: u64) -> Result<Option<(Vec<(Key, u64)>, u64)>, ()> {
+fn path(l: u64, p: u64) -> Result<Option<(Path, u64)>, ()> {
     if l < DIRECT {
         return Ok(None);
     }
@@ -133,9 +137,9 @@ impl Prepared {
                 // Every node on the path, root first, takes the next reserved block when
                 // first needed; then each is linked from its parent.
                 for (level, &(k, _)) in path.iter().enumerate() {
-                    if !nodes.contains_key(&k) {
+                    if let std::collections::btree_map::Entry::Vacant(v) = nodes.entry(k) {
                         let nr = reserved.next().unwrap_or(0);
-                        nodes.insert(k, (nr, vec![0u8; bs as usize]));
+                        v.insert((nr, vec![0u8; bs as usize]));
                         order.push(k);
                         if level == 0 {
                             put(&mut root, DIRECT + u64::from(k.0), nr);
