@@ -104,6 +104,50 @@ label = "root"
 "#,
     );
     // One erase block of ext4: no room for an aligned inode table (a note, not a verdict).
+    // genimage parity: extended partition in entry 2, a forced primary after the logical
+    // ones (entry 3), native ext2/ext3 and an inode ratio; sfdisk reads the same table.
+    check(
+        d,
+        "ext23-logical",
+        r#"
+[image]
+erase-block = "1MiB"
+extended-partition = 2
+[[partition]]
+fs = "ext2"
+size = "8MiB"
+contents = "tree"
+ext4 = { inode-ratio = 8192 }
+[[partition]]
+fs = "ext3"
+size = "16MiB"
+contents = "tree"
+[[partition]]
+fs = "ext4"
+size = "8MiB"
+ext4 = { inode-ratio = 65536 }
+[[partition]]
+fs = "fat16"
+size = "16MiB"
+primary = true
+"#,
+    );
+    let sf = blockwise_test_kit::run(
+        "sfdisk",
+        &["-d".as_ref(), d.join("ext23-logical.img").as_os_str()],
+    );
+    let sf = String::from_utf8_lossy(&sf.stdout).into_owned();
+    for want in [
+        "img1 : start=        2048, size=       16384, type=83",
+        "img2 : start=       18432, size=       53248, type=f",
+        "img3 : start=       71680, size=       32768, type=e",
+        "img5 : start=       20480, size=       32768, type=83",
+        "img6 : start=       55296, size=       16384, type=83",
+    ] {
+        if blockwise_test_kit::have("sfdisk") {
+            assert!(sf.contains(want), "{want}\n{sf}");
+        }
+    }
     check(
         d,
         "small-ext4",

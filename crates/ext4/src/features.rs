@@ -3,18 +3,19 @@
 use crate::raw::{
     CompatFeatures as C, Feature, FeatureSet, IncompatFeatures as I, RoCompatFeatures as R,
 };
-use crate::{Error, Ext4Backend, Ext4Options, Ext4Profile, Field, Invalid};
+use crate::{Error, Ext4Backend, Ext4Options, Ext4Profile, ExtKind, Field, Invalid};
 
 /// Picks one switch out of [`Features`].
 type Slot = fn(&mut Features) -> &mut bool;
 
 /// Each switch of [`Features`] and the feature bit it controls (names come from
 /// [`FEATURE_NAMES`](crate::raw::FEATURE_NAMES)).
-const SWITCHES: [(Feature, Slot); 12] = [
+const SWITCHES: [(Feature, Slot); 13] = [
     (Feature::Compat(C::HAS_JOURNAL), |f| &mut f.has_journal),
     (Feature::Compat(C::EXT_ATTR), |f| &mut f.ext_attr),
     (Feature::Compat(C::DIR_INDEX), |f| &mut f.dir_index),
     (Feature::Incompat(I::FILETYPE), |f| &mut f.filetype),
+    (Feature::Incompat(I::EXTENTS), |f| &mut f.extents),
     (Feature::Incompat(I::BIT64), |f| &mut f.bit64),
     (Feature::Incompat(I::FLEX_BG), |f| &mut f.flex_bg),
     (Feature::RoCompat(R::SPARSE_SUPER), |f| &mut f.sparse_super),
@@ -30,7 +31,7 @@ const SWITCHES: [(Feature, Slot); 12] = [
 /// Always written; cannot be removed.
 const ALWAYS: FeatureSet = FeatureSet {
     compat: C::empty(),
-    incompat: I::EXTENTS,
+    incompat: I::empty(),
     ro_compat: R::LARGE_FILE,
 };
 
@@ -56,8 +57,7 @@ const NEVER_WRITTEN: FeatureSet = FeatureSet {
         .union(R::VERITY),
 };
 
-/// Features this writer can produce. Every image also has `filetype`, `extent`,
-/// `large_file` and `sparse_super` unless removed where allowed.
+/// Features this writer can produce. Every image also has `large_file`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Features {
     /// compat 0x4: internal journal.
@@ -68,6 +68,8 @@ pub struct Features {
     pub dir_index: bool,
     /// incompat 0x2: file type in directory entries.
     pub filetype: bool,
+    /// incompat 0x40: files mapped by extents (else by ext2's direct and indirect blocks).
+    pub extents: bool,
     /// incompat 0x80: 64-bit block numbers, 64-byte group descriptors.
     pub bit64: bool,
     /// incompat 0x200: flexible block groups.
@@ -98,6 +100,7 @@ impl Features {
             ext_attr: true,
             dir_index: true,
             filetype: true,
+            extents: true,
             bit64: !compat,
             flex_bg: true,
             sparse_super: true,
@@ -107,6 +110,24 @@ impl Features {
             extra_isize: true,
             metadata_csum: !compat,
         };
+        if opts.kind != ExtKind::Ext4 {
+            // mke2fs.conf's base_features (resize_inode aside, which this writer never
+            // makes), and for ext3 its journal.
+            if opts.kind == ExtKind::Ext3 && !opts.journal {
+                return Err(Error::Invalid(Invalid::new(
+                    Field::Journal,
+                    "fs = \"ext3\" is ext2 with a journal: use fs = \"ext2\" for none",
+                )));
+            }
+            f = Features {
+                has_journal: opts.kind == ExtKind::Ext3,
+                ext_attr: true,
+                dir_index: true,
+                filetype: true,
+                sparse_super: true,
+                ..Features::default()
+            };
+        }
         for edit in &opts.features {
             let edit = edit.trim();
             let (on, name) =
@@ -126,7 +147,7 @@ impl Features {
                         continue;
                     }
                     return Err(Error::Unsupported {
-                        feature: "removing extent or large_file (the writer always uses them)",
+                        feature: "removing large_file (the writer always sets it)",
                     });
                 }
                 Some(k) if NEVER_WRITTEN.contains(k) => {
@@ -148,6 +169,12 @@ impl Features {
         }
         if f.metadata_csum {
             f.uninit_bg = false;
+        }
+        if f.bit64 && !f.extents && !lenient {
+            return Err(Error::Invalid(Invalid::new(
+                Field::Features,
+                "64bit needs extent (as mke2fs says): remove \"^extent\" or add \"^64bit\"",
+            )));
         }
         Ok(f)
     }

@@ -473,6 +473,14 @@ impl Geometry {
                 }
                 None => match default_journal_blocks(blocks) {
                     Some(j) => j,
+                    None if opts.kind == crate::ExtKind::Ext3 => {
+                        return Err(Error::Invalid(Invalid::new(
+                            Field::Size,
+                            format!(
+                                "{blocks} blocks are too few for ext3's journal (mke2fs needs 2048): use a larger partition or ext4.block-size = 1024"
+                            ),
+                        )));
+                    }
                     None => {
                         notes.push(format!(
                             "The filesystem has only {blocks} blocks, too few for a journal (mke2fs needs 2048): no journal."
@@ -510,13 +518,21 @@ impl Geometry {
         let ipb = bs / inode_size;
         let ipg_unit = lcm(8, ipb);
         let ipg_max = (8 * bs) / ipg_unit * ipg_unit;
-        let ratio = match size {
+        if let Some(r) = opts.inode_ratio.filter(|&r| r < bs) {
+            return Err(Error::Invalid(Invalid::new(
+                Field::InodeRatio,
+                format!(
+                    "{r} bytes per inode is less than the {bs}-byte block: mke2fs makes smaller block groups for that, blockwise does not; use a ratio of at least {bs} or a smaller ext4.block-size"
+                ),
+            )));
+        }
+        let ratio = opts.inode_ratio.unwrap_or(match size {
             0..0x30_0000 => 8192,
             0x30_0000..0x2000_0000 => 4096,
             0x2000_0000..0x400_0000_0000 => 16384,
             0x400_0000_0000..0x1000_0000_0000 => 32768,
             _ => 65536,
-        };
+        });
         let mut groups;
         let mut ipg;
         let mut itb;
@@ -529,6 +545,14 @@ impl Geometry {
             };
             let wanted = wanted.max(16);
             ipg = wanted.div_ceil(groups).div_ceil(ipg_unit) * ipg_unit;
+            if inodes_exact.is_none() && opts.inodes.is_none() {
+                // mke2fs's rounding of a ratio's count (ext2fs_initialize): per group up to
+                // whole inode-table blocks, then down to a multiple of 8.
+                let by_ratio = (blocks * bs / ratio).div_ceil(groups).div_ceil(ipb) * ipb / 8 * 8;
+                if by_ratio >= 16 && by_ratio * groups >= inodes_min && by_ratio <= ipg_max {
+                    ipg = by_ratio;
+                }
+            }
             if ipg > ipg_max {
                 if inodes_exact.is_none() && opts.inodes.is_none() && inodes_min <= ipg_max * groups
                 {

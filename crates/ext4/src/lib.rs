@@ -69,7 +69,7 @@ mod xattr;
 
 pub use auto::{kernel_reserve_blocks, smallest, AutoExt4};
 pub use features::Features;
-pub use options::{validate_label, Ext4Backend, Ext4Options, Ext4Profile, Field, Invalid};
+pub use options::{validate_label, Ext4Backend, Ext4Options, Ext4Profile, ExtKind, Field, Invalid};
 
 use blockwise_geometry::{BlockSink, ContentError, ContentSource, Ext4Plan, Tree};
 
@@ -122,6 +122,20 @@ pub enum Error {
         /// Inodes missing.
         more_inodes: u64,
         /// Block size, to turn blocks into bytes.
+        block_bytes: u64,
+    },
+    /// A file larger than ext2/ext3 block maps hold (12 + P + P² + P³ blocks).
+    #[error("{path} is {size} bytes; a block-mapped ({kind}) filesystem of {block_bytes}-byte blocks holds files of at most {max} bytes: use a larger ext4.block-size or fs = \"ext4\"")]
+    FileTooLarge {
+        /// Path of the file.
+        path: String,
+        /// Its size.
+        size: u64,
+        /// The most a block map holds.
+        max: u64,
+        /// ext2 or ext3.
+        kind: &'static str,
+        /// Block size.
         block_bytes: u64,
     },
     /// An extended attribute namespace ext4 cannot store.
@@ -270,7 +284,7 @@ fn to_plan(req: &Ext4Request, prep: &build::Prepared) -> Ext4Plan {
                 .cloned(),
         );
         let mut plan = Ext4Plan {
-            kind: "ext4".to_string(),
+            kind: g.feat.flags().kind().to_string(),
             label: req.label.clone().filter(|l| !l.is_empty()),
             uuid: Some(build::uuid_string(&prep.uuid)),
             block_bytes: g.bs as u32,
@@ -288,7 +302,7 @@ fn to_plan(req: &Ext4Request, prep: &build::Prepared) -> Ext4Plan {
         return plan;
     }
     let mut plan = Ext4Plan {
-        kind: "ext4".to_string(),
+        kind: g.feat.flags().kind().to_string(),
         label: req.label.clone().filter(|l| !l.is_empty()),
         uuid: Some(build::uuid_string(&prep.uuid)),
         block_bytes: g.bs as u32,

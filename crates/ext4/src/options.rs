@@ -31,6 +31,30 @@ pub enum Ext4Profile {
     Compat,
 }
 
+/// Which generation of the format `fs` asked for: the feature set starts from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ExtKind {
+    /// `fs = "ext2"`: no journal, block-mapped files, 32-bit descriptors (`mke2fs -t ext2`).
+    Ext2,
+    /// `fs = "ext3"`: ext2 with a journal (`mke2fs -t ext3`).
+    Ext3,
+    /// `fs = "ext4"`: the profile's features.
+    #[default]
+    Ext4,
+}
+
+impl ExtKind {
+    /// The spec spelling.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExtKind::Ext2 => "ext2",
+            ExtKind::Ext3 => "ext3",
+            ExtKind::Ext4 => "ext4",
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for Ext4Backend {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         from_str(d, "\"native\" or \"mke2fs\"", |s| match s {
@@ -52,6 +76,9 @@ impl<'de> Deserialize<'de> for Ext4Profile {
 }
 
 const U32_MAX: u64 = u32::MAX as u64;
+/// mke2fs's bounds for `-i` (`EXT2_MIN_BLOCK_SIZE`, `EXT2_MAX_BLOCK_SIZE * 1024`).
+const MIN_INODE_RATIO: u64 = 1024;
+const MAX_INODE_RATIO: u64 = 64 << 20;
 
 /// ext4 options (`partition.ext4`).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -78,6 +105,10 @@ pub struct Ext4Options {
     /// Number of inodes; `None` = like mke2fs (one per 16 KiB).
     #[serde(deserialize_with = "opt_uint::<_, u64, U32_MAX>")]
     pub inodes: Option<u64>,
+    /// Bytes per inode (mke2fs `-i`): one inode per this many bytes of the filesystem;
+    /// `None` = mke2fs's ratio for the size. Exclusive with `inodes`.
+    #[serde(deserialize_with = "opt_size")]
+    pub inode_ratio: Option<u64>,
     /// Reserved blocks percentage (0–50).
     #[serde(deserialize_with = "uint::<_, u8, 100>")]
     pub reserved_percent: u8,
@@ -92,6 +123,10 @@ pub struct Ext4Options {
     /// key of `partition.ext4`: the image crate sets it from the partition's `fs-uuid`.
     #[serde(skip)]
     pub uuid: Option<[u8; 16]>,
+    /// ext2, ext3 or ext4: not a key of `partition.ext4`, the image crate sets it from the
+    /// partition's `fs`.
+    #[serde(skip)]
+    pub kind: ExtKind,
 }
 
 impl Default for Ext4Options {
@@ -104,11 +139,13 @@ impl Default for Ext4Options {
             journal_size: None,
             inode_size: 256,
             inodes: None,
+            inode_ratio: None,
             reserved_percent: 5,
             backend: Ext4Backend::Native,
             profile: Ext4Profile::Default,
             features: Vec::new(),
             uuid: None,
+            kind: ExtKind::Ext4,
         }
     }
 }
@@ -201,6 +238,20 @@ impl Ext4Options {
                 format!("{}: must be 0 to 50", self.reserved_percent),
             ));
         }
+        if let Some(r) = self.inode_ratio {
+            if !(MIN_INODE_RATIO..=MAX_INODE_RATIO).contains(&r) {
+                return Err(Invalid::new(
+                    Field::InodeRatio,
+                    format!("{r}: must be from 1KiB to 64MiB bytes per inode (as mke2fs -i)"),
+                ));
+            }
+            if self.inodes.is_some() {
+                return Err(Invalid::new(
+                    Field::InodeRatio,
+                    "set either ext4.inodes (a count) or ext4.inode-ratio (bytes per inode), not both",
+                ));
+            }
+        }
         for (field, v) in [
             (Field::Stride, self.stride),
             (Field::StripeWidth, self.stripe_width),
@@ -260,10 +311,14 @@ pub enum Field {
     InodeSize,
     /// `ext4.inodes`.
     Inodes,
+    /// `ext4.inode-ratio`.
+    InodeRatio,
     /// `ext4.reserved-percent`.
     ReservedPercent,
     /// `ext4.journal-size`.
     JournalSize,
+    /// `ext4.journal`.
+    Journal,
     /// `ext4.stride`.
     Stride,
     /// `ext4.stripe-width`.
@@ -281,8 +336,10 @@ impl Field {
             Field::BlockSize => Some("block-size"),
             Field::InodeSize => Some("inode-size"),
             Field::Inodes => Some("inodes"),
+            Field::InodeRatio => Some("inode-ratio"),
             Field::ReservedPercent => Some("reserved-percent"),
             Field::JournalSize => Some("journal-size"),
+            Field::Journal => Some("journal"),
             Field::Stride => Some("stride"),
             Field::StripeWidth => Some("stripe-width"),
             Field::Features => Some("features"),
@@ -325,6 +382,21 @@ mod tests {
         assert_eq!(
             field(d().block_size(1024).inode_size(2048)),
             Field::InodeSize
+        );
+        assert_eq!(
+            field(Ext4Options {
+                inode_ratio: Some(512),
+                ..d()
+            }),
+            Field::InodeRatio
+        );
+        assert_eq!(
+            field(Ext4Options {
+                inode_ratio: Some(65536),
+                inodes: Some(100),
+                ..d()
+            }),
+            Field::InodeRatio
         );
         assert_eq!(
             field(Ext4Options {

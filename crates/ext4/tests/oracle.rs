@@ -526,3 +526,175 @@ fn full_filesystem_is_clean() {
     }
     ext4_view_matches(img, &g);
 }
+
+/// `fs = "ext2"` / `"ext3"`: block-mapped files (direct, single, double and, with 1 KiB
+/// blocks, triple indirect), an htree directory, no ext4 features. e2fsck finds them clean,
+/// on a clean image and on a dirty device; dumpe2fs lists the features mke2fs -t ext2/ext3
+/// gives for the same size (resize_inode aside, which blockwise never makes); debugfs and
+/// the kernel (its ext4 driver, read-only) read back the source tree.
+#[test]
+fn ext2_ext3_like_mke2fs() {
+    use blockwise_ext4::ExtKind;
+    if !have("e2fsck") || !have("debugfs") || !have("mke2fs") {
+        return;
+    }
+    let d = tempdir!();
+    let mut g = small_tree();
+    // 400 blocks of 1 KiB: past the single indirect block into the double one.
+    g.file(0, "double.bin", bytes(3, 400 * 1024));
+    // Data at 66 MiB of an 1 KiB-block file is under the triple indirect block.
+    g.sparse(
+        0,
+        "triple.img",
+        (66 << 20) + 4096,
+        vec![(0, 100), (66 << 20, (66 << 20) + 4096)],
+    );
+    let many = g.dir(0, "many");
+    for i in 0..400 {
+        g.file(
+            many,
+            &format!("entry-with-a-longer-name-{i:04}"),
+            vec![b'x'; i % 7],
+        );
+    }
+    let src = d.path().join("src");
+    materialize(&g.tree, &g.content, &src);
+    let size: u64 = 96 << 20;
+    for (kind, bs) in [
+        (ExtKind::Ext2, 1024u32),
+        (ExtKind::Ext3, 1024),
+        (ExtKind::Ext2, 4096),
+        (ExtKind::Ext3, 4096),
+    ] {
+        let name = format!("{}-{bs}", kind.as_str());
+        eprintln!("checking {name}");
+        let opts = Ext4Options {
+            kind,
+            block_size: bs,
+            ..Ext4Options::default()
+        };
+        let req = request(size, opts);
+        let plan = blockwise_ext4::plan(&req, Some(&g.tree)).unwrap();
+        assert_eq!(plan.kind, kind.as_str());
+        let img = build(&req, &g.tree, &g.content);
+        let p = out(d.path(), &format!("{name}.img"));
+        save(&img, &p);
+        e2fsck_clean(&p, Some("testfs"));
+        // The same features as mke2fs -t ext2/ext3 of this size.
+        let reference = out(d.path(), "mke2fs.img");
+        std::fs::write(&reference, b"").unwrap();
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&reference)
+            .unwrap();
+        f.set_len(size).unwrap();
+        let o = command("mke2fs")
+            .args(["-q", "-F", "-t", kind.as_str(), "-O", "^resize_inode", "-b"])
+            .arg(bs.to_string())
+            .arg(&reference)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        let features = |img: &std::path::Path| {
+            let h = command("dumpe2fs").arg("-h").arg(img).output().unwrap();
+            String::from_utf8_lossy(&h.stdout)
+                .lines()
+                .find(|l| l.starts_with("Filesystem features:"))
+                .map(str::to_string)
+                .unwrap()
+        };
+        assert_eq!(features(&p), features(&reference), "{name}");
+        assert_eq!(
+            features(&p),
+            format!("Filesystem features:      {}", plan.features.join(" "))
+        );
+        let st = debugfs(&p, "stat /triple.img");
+        assert!(!st.contains("EXTENTS"), "{st}");
+        let outd = d.path().join(format!("out-{name}"));
+        std::fs::create_dir(&outd).unwrap();
+        debugfs(&p, &format!("rdump / {}", outd.display()));
+        assert_same_tree(&src, &outd, &["lost+found", "dev"]);
+        if have_loop() {
+            with_kernel_mount(&p, "ext4", &d.path().join("mnt"), |m| {
+                assert_same_tree(&src, m, &["lost+found", "dev"]);
+            });
+        }
+        // Written onto a dirty device: the zeroed inode tables keep it clean.
+        let mut dev = vec![0xA5u8; size as usize];
+        blockwise_ext4::write(&mut dev, &req, &plan, &g.tree, &g.content).unwrap();
+        std::fs::write(&p, &dev).unwrap();
+        e2fsck_clean(&p, Some("testfs"));
+    }
+    // ext3 without a journal is refused, naming the key.
+    let req = request(
+        size,
+        Ext4Options {
+            kind: ExtKind::Ext3,
+            journal: false,
+            ..Ext4Options::default()
+        },
+    );
+    let e = blockwise_ext4::plan(&req, Some(&g.tree)).unwrap_err();
+    assert!(e.to_string().contains("ext2 with a journal"), "{e}");
+}
+
+/// `ext4.inode-ratio` gives the inode count `mke2fs -i` gives (mke2fs's rounding: whole
+/// inode-table blocks per group, then down to a multiple of 8), and a ratio under the block
+/// size is refused naming the key.
+#[test]
+fn inode_ratio_like_mke2fs() {
+    if !have("mke2fs") || !have("dumpe2fs") {
+        return;
+    }
+    let d = tempdir!();
+    let reference = out(d.path(), "ratio.img");
+    for (size, bs, ratio) in [
+        (300u64 << 20, 1024u32, 8192u64),
+        (300 << 20, 4096, 4096),
+        (64 << 20, 1024, 1024),
+        (1100 << 20, 2048, 65536),
+        (300 << 20, 4096, 1 << 20),
+    ] {
+        let opts = Ext4Options {
+            block_size: bs,
+            inode_ratio: Some(ratio),
+            ..Ext4Options::default()
+        };
+        let plan = blockwise_ext4::plan(&request(size, opts), None).unwrap();
+        std::fs::write(&reference, b"").unwrap();
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&reference)
+            .unwrap();
+        f.set_len(size).unwrap();
+        let o = command("mke2fs")
+            .args(["-q", "-F", "-t", "ext4", "-b", &bs.to_string(), "-i"])
+            .arg(ratio.to_string())
+            .arg(&reference)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        let h = command("dumpe2fs")
+            .arg("-h")
+            .arg(&reference)
+            .output()
+            .unwrap();
+        let h = String::from_utf8_lossy(&h.stdout);
+        let count = h
+            .lines()
+            .find_map(|l| l.strip_prefix("Inode count:"))
+            .map(|v| v.trim().parse::<u64>().unwrap())
+            .unwrap();
+        assert_eq!(plan.inodes, count, "{size} B, {bs}-byte blocks, -i {ratio}");
+    }
+    let opts = Ext4Options {
+        inode_ratio: Some(2048),
+        ..Ext4Options::default()
+    };
+    match blockwise_ext4::plan(&request(64 << 20, opts), None) {
+        Err(blockwise_ext4::Error::Invalid(i)) => {
+            assert_eq!(i.field, blockwise_ext4::Field::InodeRatio);
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -69,6 +69,10 @@ pub enum FsKind {
     Fat(Option<FatType>),
     /// ext4.
     Ext4,
+    /// ext2: the ext4 writer without journal, extents and the other ext4 features.
+    Ext2,
+    /// ext3: ext2 with a journal.
+    Ext3,
     /// F2FS, through `mkfs.f2fs` and `sload.f2fs` (f2fs-tools).
     F2fs,
     /// exFAT (`blockwise-exfat`).
@@ -90,7 +94,7 @@ pub enum FsKind {
 impl FsKind {
     /// The spellings `fs` accepts, for messages.
     pub const CHOICES: &'static str =
-        "fat12, fat16, fat32, fat, exfat, ext4, f2fs, squashfs, erofs, verity, swap, raw, none";
+        "fat12, fat16, fat32, fat, exfat, ext4, ext3, ext2, f2fs, squashfs, erofs, verity, swap, raw, none";
 
     /// The spec spelling.
     #[must_use]
@@ -99,6 +103,8 @@ impl FsKind {
             FsKind::Fat(None) => "fat",
             FsKind::Fat(Some(t)) => t.name(),
             FsKind::Ext4 => "ext4",
+            FsKind::Ext2 => "ext2",
+            FsKind::Ext3 => "ext3",
             FsKind::F2fs => "f2fs",
             FsKind::Exfat => "exfat",
             FsKind::Swap => "swap",
@@ -108,6 +114,12 @@ impl FsKind {
             FsKind::Raw => "raw",
             FsKind::None => "none",
         }
+    }
+
+    /// ext2, ext3 or ext4: written by the ext4 crate, options in `partition.ext4`.
+    #[must_use]
+    pub fn is_ext(self) -> bool {
+        matches!(self, FsKind::Ext2 | FsKind::Ext3 | FsKind::Ext4)
     }
 
     /// Any FAT variant.
@@ -123,6 +135,8 @@ impl FsKind {
         Some(match lower.as_str() {
             "fat" | "vfat" => FsKind::Fat(None),
             "ext4" => FsKind::Ext4,
+            "ext2" => FsKind::Ext2,
+            "ext3" => FsKind::Ext3,
             "f2fs" => FsKind::F2fs,
             "exfat" => FsKind::Exfat,
             "swap" => FsKind::Swap,
@@ -430,6 +444,12 @@ pub struct ImageSpec {
     /// File timestamps when not preserved; `None` = `SOURCE_DATE_EPOCH` or 0 (resolved by the caller).
     #[serde(deserialize_with = "opt_uint::<_, u64, MAX_TIMESTAMP>")]
     pub timestamp: Option<u64>,
+    /// MBR: the entry (1–4) that holds the extended partition (genimage's
+    /// `extended-partition`): entries before it are primary, the partitions after them
+    /// logical (5, 6, …) unless `primary = true`; `None` = entry 4 when there are more than
+    /// four partitions.
+    #[serde(deserialize_with = "opt_uint::<_, u8, 4>")]
+    pub extended_partition: Option<u8>,
 }
 
 impl Default for ImageSpec {
@@ -444,6 +464,7 @@ impl Default for ImageSpec {
             seed_choice: SeedChoice::Derived,
             seed: 1,
             timestamp: None,
+            extended_partition: None,
         }
     }
 }
@@ -489,6 +510,9 @@ pub struct PartitionLayout {
     /// A/B slots (`slots = ["a", "b"]`): the partition is laid out once per slot, each copy
     /// on its own erase blocks, its name and label suffixed `_a`, `_b`, …; empty = one.
     pub slots: Vec<String>,
+    /// MBR: a primary partition after the logical ones (genimage's `forced-primary`), in
+    /// the entries after the extended partition's.
+    pub primary: bool,
 }
 
 impl PartitionLayout {
@@ -507,6 +531,7 @@ impl PartitionLayout {
             in_table: true,
             attributes: GptAttributes::NONE,
             slots: Vec::new(),
+            primary: false,
         }
     }
 
@@ -549,6 +574,8 @@ pub enum ImageKey {
     FirstPartition,
     /// `disk-id`.
     DiskId,
+    /// `extended-partition`.
+    ExtendedPartition,
 }
 
 impl ImageKey {
@@ -562,6 +589,7 @@ impl ImageKey {
             ImageKey::Table => "table",
             ImageKey::FirstPartition => "first-partition",
             ImageKey::DiskId => "disk-id",
+            ImageKey::ExtendedPartition => "extended-partition",
         }
     }
 }
@@ -585,6 +613,8 @@ pub enum PartKey {
     Start,
     /// `in-partition-table`.
     InPartitionTable,
+    /// `primary`.
+    Primary,
     /// `attributes`.
     Attributes,
     /// `slots`.
@@ -604,6 +634,7 @@ impl PartKey {
             PartKey::Uuid => "uuid",
             PartKey::Start => "start",
             PartKey::InPartitionTable => "in-partition-table",
+            PartKey::Primary => "primary",
             PartKey::Attributes => "attributes",
             PartKey::Slots => "slots",
         }

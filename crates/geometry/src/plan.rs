@@ -66,6 +66,115 @@ pub struct ExtendedPlan {
     pub start_bytes: u64,
     /// Size of the extended partition, bytes.
     pub size_bytes: u64,
+    /// The MBR entry (1–4) that holds it.
+    #[serde(skip)]
+    pub entry: u8,
+}
+
+/// Which MBR entries the partitions take.
+struct MbrNumbers {
+    /// The entry of the extended partition, when there is one.
+    ext_entry: Option<u8>,
+    /// Per partition copy (in spec order, slots expanded): logical, and its number (0 when
+    /// not in the table).
+    of: Vec<(bool, u32)>,
+}
+
+/// Numbers the partitions of an MBR table: with an extended partition in entry N (the
+/// spec's `extended-partition`, else 4 when there are more than four partitions), the first
+/// N-1 are primary, the rest logical (5, 6, …) except those with `primary = true`, which
+/// must follow every logical one and take the entries after N.
+fn mbr_numbers(spec: &Layout) -> Result<MbrNumbers, LayoutError> {
+    let img = &spec.image;
+    let ext_key = || LayoutKey::Image(ImageKey::ExtendedPartition);
+    let tabled: usize = spec
+        .partitions
+        .iter()
+        .filter(|p| p.in_table)
+        .map(PartitionLayout::copies)
+        .sum();
+    if img.table != TableKind::Mbr {
+        if img.extended_partition.is_some() {
+            return Err(LayoutError::new(
+                ext_key(),
+                format!(
+                    "is for MBR tables; table = \"{}\" has no extended partition",
+                    img.table
+                ),
+            ));
+        }
+        if let Some(i) = spec.partitions.iter().position(|p| p.primary) {
+            return Err(LayoutError::part(
+                i,
+                PartKey::Primary,
+                format!(
+                    "is for MBR tables; table = \"{}\" has no logical partitions",
+                    img.table
+                ),
+            ));
+        }
+    }
+    let ext = match img.extended_partition {
+        Some(0) => {
+            return Err(LayoutError::new(
+                ext_key(),
+                "0: the extended partition takes one of the MBR's entries 1 to 4",
+            ))
+        }
+        Some(n) => Some(n),
+        None if img.table == TableKind::Mbr && tabled > 4 => Some(4),
+        None => None,
+    };
+    let mut of = Vec::new();
+    let (mut t, mut logicals, mut forced) = (0u32, 0u32, 0u32);
+    let mut first_forced: Option<usize> = None;
+    for (i, p) in spec.partitions.iter().enumerate() {
+        for _ in 0..p.copies() {
+            if !p.in_table {
+                of.push((false, 0));
+                continue;
+            }
+            let n = match ext {
+                None => (false, t + 1),
+                Some(e) if t + 1 < u32::from(e) => (false, t + 1),
+                Some(e) if p.primary => {
+                    forced += 1;
+                    first_forced.get_or_insert(i);
+                    let entry = u32::from(e) + forced;
+                    if entry > 4 {
+                        return Err(LayoutError::part(
+                            i,
+                            PartKey::Primary,
+                            format!("extended-partition = {e} leaves {} primary entries after it, and more partitions ask for one", 4 - u32::from(e)),
+                        ));
+                    }
+                    (false, entry)
+                }
+                Some(_) => {
+                    if let Some(j) = first_forced {
+                        return Err(LayoutError::part(
+                            i,
+                            PartKey::Primary,
+                            format!("a logical partition after partition[{}], which has primary = true: the logical partitions must be consecutive; put the primary ones after them", j + 1),
+                        ));
+                    }
+                    logicals += 1;
+                    (true, 4 + logicals)
+                }
+            };
+            of.push(n);
+            t += 1;
+        }
+    }
+    if let Some(e) = ext {
+        if logicals == 0 {
+            return Err(LayoutError::new(
+                ext_key(),
+                format!("= {e}, but no partition follows the first {} to be logical; leave extended-partition out", u32::from(e) - 1),
+            ));
+        }
+    }
+    Ok(MbrNumbers { ext_entry: ext, of })
 }
 
 /// One planned partition.
@@ -395,8 +504,24 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
     let size = disk_size(img, &table, placed.end)?;
     let extended = placed.ext_start.map(|start| ExtendedPlan {
         start_bytes: start,
-        size_bytes: placed.end - start,
+        size_bytes: placed.ext_end - start,
+        entry: placed.ext_entry.unwrap_or(4),
     });
+    let mut placed = placed;
+    // Forced primaries follow the logical partitions on disk; list them as fdisk and verify
+    // do, primaries before logicals.
+    if placed
+        .parts
+        .iter()
+        .any(|p| p.in_table && !p.logical && p.index > 0)
+        && placed
+            .parts
+            .iter()
+            .skip_while(|p| !p.logical)
+            .any(|p| !p.logical && p.in_table)
+    {
+        placed.parts.sort_by_key(|p| p.logical);
+    }
     if !gpt {
         check_mbr_limit(&placed.parts, img.sector_size)?;
     }
@@ -566,6 +691,10 @@ struct Placed {
     end: u64,
     /// Start of the MBR extended partition, when there is one.
     ext_start: Option<u64>,
+    /// End of the last logical partition.
+    ext_end: u64,
+    /// The MBR entry of the extended partition.
+    ext_entry: Option<u8>,
 }
 
 /// The cursor of [`place_partitions`]: where the next partition goes and what ends last.
@@ -591,7 +720,7 @@ fn explicit_start(
         return Err(LayoutError::part(
             i,
             PartKey::Start,
-            "an explicit start is not supported for logical partitions (the fifth and later of an MBR table); use table = \"gpt\"",
+            "an explicit start is not supported for logical partitions (after the extended partition's entry of an MBR table); use table = \"gpt\"",
         ));
     }
     if st < cur.placed_end {
@@ -668,13 +797,8 @@ fn place_partitions(spec: &Layout, table: &TableBounds, first: u64) -> Result<Pl
     let img = &spec.image;
     let e = img.erase_block;
     let gpt = table.gpt;
-    let tabled: usize = spec
-        .partitions
-        .iter()
-        .filter(|p| p.in_table)
-        .map(PartitionLayout::copies)
-        .sum();
-    let use_extended = !gpt && tabled > 4;
+    let numbers = mbr_numbers(spec)?;
+    let mut ext_end = 0;
 
     let mut parts = Vec::with_capacity(spec.partitions.len());
     let mut notes = Vec::new();
@@ -684,16 +808,14 @@ fn place_partitions(spec: &Layout, table: &TableBounds, first: u64) -> Result<Pl
         placed_what: format!("the {} partition table", img.table),
     };
     let mut ext_start = None;
-    // Tabled partitions before this one.
-    let mut t = 0usize;
     // One entry per copy: a partition with slots is laid out once per slot.
     let copies = spec.partitions.iter().enumerate().flat_map(|(i, p)| {
         crate::slots::each(&p.slots)
             .enumerate()
             .map(move |(k, slot)| (i, p, k, slot))
     });
-    for (i, p, k, slot) in copies {
-        let logical = p.in_table && use_extended && t >= 3;
+    for (c, (i, p, k, slot)) in copies.enumerate() {
+        let (logical, number) = numbers.of.get(c).copied().unwrap_or((false, 0));
         let mut ebr = None;
         // An explicit start places the first slot; the others follow it.
         if let Some(st) = p.start.filter(|_| k == 0) {
@@ -709,19 +831,9 @@ fn place_partitions(spec: &Layout, table: &TableBounds, first: u64) -> Result<Pl
         }
         let start = cur.next;
         let size = partition_size(spec, i, p, start, table.tail_bytes)?;
-        // With an extended partition, number 4 is the container and logicals are 5, 6, ….
-        // A partition left out of the table has no number (0).
-        let index = if !p.in_table {
-            0
-        } else if use_extended && t >= 3 {
-            t + 2
-        } else {
-            t + 1
-        };
-        if p.in_table {
-            t += 1;
-        }
-        let index = u32::try_from(index).unwrap_or(u32::MAX);
+        // With an extended partition in entry N, logicals are 5, 6, … (mbr_numbers). A
+        // partition left out of the table has no number (0).
+        let index = number;
         let type_ = resolve(img.table, p.fs, p.type_.as_deref())
             .map_err(|r| LayoutError::new(LayoutKey::Partition(i, PartKey::Type), r))?;
         parts.push(PartitionPlan {
@@ -745,6 +857,9 @@ fn place_partitions(spec: &Layout, table: &TableBounds, first: u64) -> Result<Pl
             slot: slot.map(str::to_string),
         });
         let pend = start.checked_add(size).ok_or_else(|| overflow(psize(i)))?;
+        if logical {
+            ext_end = pend;
+        }
         cur.placed_end = pend;
         cur.placed_what = format!("partition[{}]", i + 1);
         // Following partitions go on the next erase block, as without an explicit start.
@@ -755,6 +870,8 @@ fn place_partitions(spec: &Layout, table: &TableBounds, first: u64) -> Result<Pl
         notes,
         end: cur.placed_end,
         ext_start,
+        ext_end,
+        ext_entry: numbers.ext_entry,
     })
 }
 
@@ -969,6 +1086,86 @@ mod tests {
             assert_eq!(q.ebr_bytes.unwrap() + 4 * MIB, q.start_bytes);
         }
         assert_eq!(ext.start_bytes + ext.size_bytes, p.size_bytes);
+    }
+
+    /// genimage's `extended-partition = 2` with two `forced-primary` partitions at the end
+    /// (its hdimage-forced-primary test): entries 1, 3, 4 primary, 2 the container.
+    #[test]
+    fn extended_partition_entry_and_forced_primaries() {
+        let parts = [SizeSpec::Bytes(MIB); 8];
+        let mut sp = spec(TableKind::Mbr, None, MIB, SectorSize::S512, &parts);
+        sp.image.extended_partition = Some(2);
+        sp.partitions[6].primary = true;
+        sp.partitions[7].primary = true;
+        let p = plan(&sp).unwrap();
+        let got: Vec<(u32, u64, bool)> = p
+            .partitions
+            .iter()
+            .map(|q| (q.index, q.start_bytes / 512, q.logical))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (1, 2048, false),
+                (3, 24576, false),
+                (4, 26624, false),
+                (5, 6144, true),
+                (6, 10240, true),
+                (7, 14336, true),
+                (8, 18432, true),
+                (9, 22528, true),
+            ]
+        );
+        let ext = p.extended.unwrap();
+        assert_eq!(
+            (ext.entry, ext.start_bytes / 512, ext.size_bytes / 512),
+            (2, 4096, 20480)
+        );
+        // The refusals, each naming its key.
+        let key = |f: &dyn Fn(&mut Layout)| {
+            let mut s = spec(TableKind::Mbr, None, MIB, SectorSize::S512, &parts);
+            f(&mut s);
+            plan(&s).unwrap_err().key
+        };
+        let ext_key = LayoutKey::Image(ImageKey::ExtendedPartition);
+        assert_eq!(key(&|s| s.image.extended_partition = Some(0)), ext_key);
+        assert_eq!(
+            key(&|s| {
+                s.image.table = TableKind::Gpt;
+                s.image.extended_partition = Some(2);
+            }),
+            ext_key
+        );
+        // Entry 4 with only three partitions leaves nothing logical.
+        assert_eq!(
+            key(&|s| {
+                s.partitions.truncate(3);
+                s.image.extended_partition = Some(4);
+            }),
+            ext_key
+        );
+        // A logical partition after a forced primary one.
+        assert_eq!(
+            key(&|s| {
+                s.image.extended_partition = Some(2);
+                s.partitions[5].primary = true;
+            }),
+            LayoutKey::Partition(6, PartKey::Primary)
+        );
+        // No primary entry after entry 4.
+        assert_eq!(
+            key(&|s| s.partitions[7].primary = true),
+            LayoutKey::Partition(7, PartKey::Primary)
+        );
+        // Entry 3 leaves one primary entry after it.
+        assert_eq!(
+            key(&|s| {
+                s.image.extended_partition = Some(3);
+                s.partitions[6].primary = true;
+                s.partitions[7].primary = true;
+            }),
+            LayoutKey::Partition(7, PartKey::Primary)
+        );
     }
 
     #[test]

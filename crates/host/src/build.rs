@@ -321,7 +321,7 @@ fn predict_mke2fs(
             let Some(ps) = spec.partitions.get(part.spec_index) else {
                 continue;
             };
-            if ps.fs != FsKind::Ext4 || ps.ext4.backend != Ext4Backend::Mke2fs {
+            if !ps.fs.is_ext() || ps.ext4.backend != Ext4Backend::Mke2fs {
                 continue;
             }
             let (Some(blockwise_geometry::FsPlan::Ext4(xp)), Some(req)) =
@@ -409,7 +409,11 @@ pub fn build_with_progress(
                     content: content.add(path, &md),
                 }
             }
-            (FsKind::Ext4, _, _) if p.ext4.backend == Ext4Backend::Mke2fs => Fill::External,
+            (FsKind::Ext4 | FsKind::Ext2 | FsKind::Ext3, _, _)
+                if p.ext4.backend == Ext4Backend::Mke2fs =>
+            {
+                Fill::External
+            }
             (FsKind::F2fs, _, _) => Fill::External,
             (_, Some(t), _) => Fill::Tree(t),
             _ => Fill::Nothing,
@@ -438,7 +442,7 @@ pub fn build_with_progress(
         let Some(ps) = spec.partitions.get(part.spec_index) else {
             continue;
         };
-        if ps.fs != FsKind::Ext4 || ps.ext4.backend != Ext4Backend::Mke2fs {
+        if !ps.fs.is_ext() || ps.ext4.backend != Ext4Backend::Mke2fs {
             continue;
         }
         let index = part.spec_index + 1;

@@ -2,7 +2,7 @@
 //! with its trees into any [`BlockSink`]. No OS I/O: builds for wasm32.
 
 use blockwise_exfat::{ExfatOptions, ExfatRequest};
-use blockwise_ext4::{Ext4Options, Ext4Request};
+use blockwise_ext4::{Ext4Options, Ext4Request, ExtKind};
 use blockwise_fat::{FatOptions, FatRequest};
 use blockwise_geometry::fsplan::f2fs::{plan_f2fs, F2fsRequest};
 use blockwise_geometry::{
@@ -85,6 +85,11 @@ pub fn ext4_request(spec: &Spec, plan: &Plan, i: usize, timestamp: i64) -> Optio
         erase_block_bytes: plan.erase_block_bytes,
         options: Ext4Options {
             uuid: ps.fs_uuid.map(Guid::to_uuid_bytes),
+            kind: match ps.fs {
+                FsKind::Ext2 => ExtKind::Ext2,
+                FsKind::Ext3 => ExtKind::Ext3,
+                _ => ExtKind::Ext4,
+            },
             ..ps.ext4.clone()
         },
         label: ps.label_for(p.slot.as_deref()),
@@ -168,7 +173,7 @@ pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<
                 let fp = blockwise_fat::plan(&req).map_err(|e| fat_failure(si, e))?;
                 Some(FsPlan::Fat(fp))
             }
-            FsKind::Ext4 => {
+            FsKind::Ext4 | FsKind::Ext2 | FsKind::Ext3 => {
                 let req = ext4_request(spec, &plan, i, timestamp).ok_or_else(|| internal(si))?;
                 let tree = trees.get(si).and_then(Option::as_ref);
                 let xp = blockwise_ext4::plan(&req, tree).map_err(|e| ext4_failure(si, e))?;
@@ -261,7 +266,7 @@ fn slot_notes(spec: &Spec, plan: &mut Plan) {
     }
     for (i, ps) in spec.partitions.iter().enumerate() {
         let labelled =
-            matches!(ps.fs, FsKind::Fat(_) | FsKind::Ext4 | FsKind::F2fs) && ps.label.is_some();
+            (ps.fs.is_fat() || ps.fs.is_ext() || ps.fs == FsKind::F2fs) && ps.label.is_some();
         if !ps.slots.is_empty() && !labelled {
             plan.notes.push(format!(
                 "partition[{}].slots: an MBR has no partition names and this partition has no filesystem label, so verify cannot tell its copies are slots (use table = \"gpt\", or a labelled filesystem)",

@@ -191,8 +191,7 @@ pub fn split_mounts(spec: &Spec, trees: &mut [Option<Tree>]) -> Result<(), SpecE
     let external = |i: usize| {
         spec.partitions.get(i).is_some_and(|p| {
             p.fs == blockwise_geometry::FsKind::F2fs
-                || (p.fs == blockwise_geometry::FsKind::Ext4
-                    && p.ext4.backend == blockwise_ext4::Ext4Backend::Mke2fs)
+                || (p.fs.is_ext() && p.ext4.backend == blockwise_ext4::Ext4Backend::Mke2fs)
         })
     };
     for (i, p) in spec.partitions.iter().enumerate() {

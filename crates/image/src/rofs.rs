@@ -70,7 +70,12 @@ pub fn takes_tree(fs: FsKind) -> bool {
     fs.is_fat()
         || matches!(
             fs,
-            FsKind::Ext4 | FsKind::Exfat | FsKind::Erofs | FsKind::Squashfs
+            FsKind::Ext4
+                | FsKind::Ext2
+                | FsKind::Ext3
+                | FsKind::Exfat
+                | FsKind::Erofs
+                | FsKind::Squashfs
         )
 }
 

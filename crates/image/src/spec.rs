@@ -308,6 +308,9 @@ pub struct PartitionSpec {
     /// A/B slots (`["a", "b"]`): one partition per slot, names and labels suffixed.
     #[serde(default)]
     pub slots: Vec<String>,
+    /// MBR: primary although it follows logical partitions (genimage's `forced-primary`).
+    #[serde(default, deserialize_with = "blockwise_geometry::de::boolean")]
+    pub primary: bool,
 }
 
 fn yes() -> bool {
@@ -399,6 +402,7 @@ impl PartitionSpec {
             in_partition_table: true,
             attributes: GptAttributes::NONE,
             slots: Vec::new(),
+            primary: false,
         }
     }
 
@@ -419,6 +423,7 @@ impl PartitionSpec {
             in_table: self.in_partition_table,
             attributes,
             slots: self.slots.clone(),
+            primary: self.primary,
         }
     }
 
@@ -656,7 +661,7 @@ impl PartitionSpec {
                 ));
             }
         }
-        let tree_fs = self.fs.is_fat() || matches!(self.fs, FsKind::Ext4 | FsKind::Exfat);
+        let tree_fs = self.fs.is_fat() || self.fs.is_ext() || self.fs == FsKind::Exfat;
         if (self.mount.is_some() || !self.exclude.is_empty()) && !tree_fs {
             let key = if self.mount.is_some() {
                 "mount"
@@ -694,6 +699,8 @@ impl PartitionSpec {
             && !matches!(
                 self.fs,
                 FsKind::Ext4
+                    | FsKind::Ext2
+                    | FsKind::Ext3
                     | FsKind::Swap
                     | FsKind::Exfat
                     | FsKind::F2fs
@@ -720,7 +727,7 @@ impl PartitionSpec {
                 format!(
                     "only FAT and exFAT have a volume ID (this partition is {}){}",
                     self.fs,
-                    if self.fs == FsKind::Ext4 {
+                    if self.fs.is_ext() {
                         "; use fs-uuid for ext4"
                     } else {
                         ""
@@ -768,7 +775,13 @@ impl PartitionSpec {
         if !self.entries.is_empty()
             && !matches!(
                 self.fs,
-                FsKind::Ext4 | FsKind::Exfat | FsKind::F2fs | FsKind::Erofs | FsKind::Squashfs
+                FsKind::Ext4
+                    | FsKind::Ext2
+                    | FsKind::Ext3
+                    | FsKind::Exfat
+                    | FsKind::F2fs
+                    | FsKind::Erofs
+                    | FsKind::Squashfs
             )
         {
             return Err(SpecError::new(
@@ -796,7 +809,7 @@ impl PartitionSpec {
             let label = &label;
             if self.fs.is_fat() {
                 blockwise_fat::validate_label(label).map_err(|e| fat_error(i, e))?;
-            } else if self.fs == FsKind::Ext4 {
+            } else if self.fs.is_ext() {
                 blockwise_ext4::validate_label(label).map_err(|e| ext4_error(i, e))?;
             } else if self.fs == FsKind::Exfat {
                 blockwise_exfat::validate_label(label).map_err(|e| exfat_error(i, e))?;

@@ -513,16 +513,8 @@ impl Cx {
             return None;
         };
         match kind {
-            "ext4" => e.key("fs", tstr("ext4")),
+            "ext4" | "ext2" | "ext3" => e.key("fs", tstr(kind)),
             "vfat" => e.key("fs", tstr("fat")),
-            "ext2" | "ext3" => {
-                self.err(
-                    node.loc,
-                    Some(kind),
-                    format!("blockwise writes ext4 only; it has no native {kind} writer yet (use an ext4 image or give a prebuilt {kind} file)"),
-                );
-                return None;
-            }
             other => {
                 self.err(
                     node.loc,
@@ -533,8 +525,12 @@ impl Cx {
             }
         }
         let mut features: Option<String> = None;
+        // `partition.ext4` keys from `features` and mke2fs `extraargs`.
+        let mut ext4: Vec<(String, String)> = Vec::new();
+        let is_ext = matches!(kind, "ext2" | "ext3" | "ext4");
         for o in opts {
             let v = scalar(o).unwrap_or_default();
+            let kind = if is_ext { "ext4" } else { kind };
             match (kind, o.key.as_str()) {
                 (_, "label") => e.key("label", tstr(v)),
                 ("ext4", "fs-timestamp") => match parse_timestamp(v) {
@@ -553,6 +549,7 @@ impl Cx {
                 ("ext4", "features") => features = Some(v.to_string()),
                 (_, "extraargs") if v.trim().is_empty() => {}
                 ("vfat", "extraargs") => self.vfat_args(o.loc, v, e),
+                ("ext4", "extraargs") => self.mke2fs_args(o.loc, v, e, &mut ext4, &mut features),
                 (_, "extraargs") => self.err(
                     o.loc,
                     Some("extraargs"),
@@ -574,7 +571,19 @@ impl Cx {
                 .filter(|s| !s.is_empty())
                 .map(tstr)
                 .collect();
-            e.key("ext4", format!("{{ features = [{}] }}", list.join(", ")));
+            ext4.push(("features".into(), format!("[{}]", list.join(", "))));
+        }
+        // genimage runs mke2fs, whose mke2fs.conf makes 1 KiB blocks under 512 MiB ("small",
+        // "floppy"); blockwise's default is 4 KiB.
+        if is_ext
+            && size.is_some_and(|s| s < 512 << 20)
+            && !ext4.iter().any(|(k, _)| k == "block-size")
+        {
+            ext4.insert(0, ("block-size".into(), "1024".into()));
+        }
+        if !ext4.is_empty() {
+            let kv: Vec<String> = ext4.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+            e.key("ext4", format!("{{ {} }}", kv.join(", ")));
         }
         if !empty {
             let dir = match (contents, mountpoint) {
@@ -625,6 +634,75 @@ impl Cx {
                     Some("extraargs"),
                     format!("blockwise runs no mkfs.vfat, so {:?} cannot be passed on; say it with the partition's fat keys (only -n and -F are translated)", display_str(other)),
                 ),
+            }
+        }
+    }
+
+    /// mke2fs arguments blockwise has keys for: `-i` (inode-ratio), `-N` (inodes), `-I`
+    /// (inode-size), `-b` (block-size), `-m` (reserved-percent), `-L` (label), `-U`
+    /// (fs-uuid), `-O` (features, added to `features`); anything else is an error naming it.
+    fn mke2fs_args(
+        &mut self,
+        loc: Loc,
+        args: &str,
+        e: &mut Entry,
+        ext4: &mut Vec<(String, String)>,
+        features: &mut Option<String>,
+    ) {
+        let words = match crate::wic::split(args) {
+            Ok(w) => w,
+            Err(m) => {
+                self.err(loc, Some("extraargs"), m);
+                return;
+            }
+        };
+        let mut it = words.iter();
+        while let Some(w) = it.next() {
+            // `-i 8192` or `-i8192`.
+            let (flag, inline) = match (w.get(..2), w.get(2..)) {
+                (Some(f), Some(rest)) if f.starts_with('-') && !rest.is_empty() && f != "--" => {
+                    (f, Some(rest.to_string()))
+                }
+                _ => (w.as_str(), None),
+            };
+            let key = match flag {
+                "-i" => "inode-ratio",
+                "-N" => "inodes",
+                "-I" => "inode-size",
+                "-b" => "block-size",
+                "-m" => "reserved-percent",
+                "-L" => "label",
+                "-U" => "fs-uuid",
+                "-O" => "features",
+                other => {
+                    self.err(
+                        loc,
+                        Some("extraargs"),
+                        format!("blockwise runs no mke2fs, so {:?} cannot be passed on; say it with the partition's ext4 keys (-i, -N, -I, -b, -m, -L, -U and -O are translated)", display_str(other)),
+                    );
+                    continue;
+                }
+            };
+            let Some(val) = inline.or_else(|| it.next().cloned()) else {
+                self.err(loc, Some("extraargs"), format!("{flag} needs a value"));
+                continue;
+            };
+            match key {
+                "label" | "fs-uuid" => e.key(key, tstr(&val)),
+                "features" => {
+                    *features = Some(match features.take() {
+                        Some(f) => format!("{f},{val}"),
+                        None => val,
+                    });
+                }
+                _ => match val.parse::<u64>() {
+                    Ok(n) => ext4.push((key.to_string(), n.to_string())),
+                    Err(_) => self.err(
+                        loc,
+                        Some("extraargs"),
+                        format!("{flag} {:?}: not a number", display_str(&val)),
+                    ),
+                },
             }
         }
     }
@@ -894,14 +972,16 @@ impl Cx {
                 } else if i == 4 && in_table_count > 4 {
                     4
                 } else {
-                    self.err(l, Some("extended-partition"), format!("= {i}: blockwise always makes partitions 1-3 primary and puts the extended partition in entry 4 when there are more than four; it cannot make entry {i} the extended one"));
-                    0
+                    out.image.push(("extended-partition".into(), i.to_string()));
+                    i
                 }
             }
         };
         for p in &parts {
             if let Some(l) = p.forced_primary {
-                self.err(l, Some("forced-primary"), format!("partition {:?}: blockwise makes every partition after the third a logical one; it cannot force one back to primary", display_str(p.name)));
+                if kind != "mbr" || ext == 0 {
+                    self.err(l, Some("forced-primary"), format!("partition {:?}: there is no extended partition to keep it out of (genimage refuses it too)", display_str(p.name)));
+                }
             }
         }
         // Placement by genimage's rules, and the spec entries.
@@ -941,7 +1021,9 @@ impl Cx {
             let mut logical = false;
             if in_table {
                 count = count.saturating_add(1);
-                if ext != 0 && count >= ext {
+                if ext != 0 && count >= ext && p.forced_primary.is_some() {
+                    e.key("primary", "true".into());
+                } else if ext != 0 && count >= ext {
                     logical = true;
                     if count == ext {
                         now = round_up(now, hd_align).unwrap_or(now);

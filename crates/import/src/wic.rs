@@ -505,6 +505,8 @@ pub fn import(
         let fs = match fstype.as_deref() {
             Some("vfat" | "msdos") => "fat",
             Some("ext4") => "ext4",
+            Some("ext3") => "ext3",
+            Some("ext2") => "ext2",
             Some("swap") => "swap",
             Some("none") | None => {
                 if source == Some("rawcopy") {
@@ -512,14 +514,6 @@ pub fn import(
                 } else {
                     "none"
                 }
-            }
-            Some(t @ ("ext2" | "ext3")) => {
-                cx.err(
-                    p.line,
-                    Some("--fstype"),
-                    format!("{t}: blockwise writes ext4 only; it has no native {t} writer yet"),
-                );
-                "ext4"
             }
             Some(t) => {
                 cx.err(

@@ -239,7 +239,11 @@ mod tests {
         assert_eq!(e.to_string(), "6 primary partitions: an MBR has four slots");
         check(
             &six,
-            |p| p.partitions[3].logical = false,
+            |p| {
+                // Partition 5 made primary in entry 4, which the extended partition holds.
+                p.partitions[3].logical = false;
+                p.partitions[3].index = 4;
+            },
             "NoSlotForExtended { primaries: 4 }",
         );
         check(

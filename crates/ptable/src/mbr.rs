@@ -399,19 +399,26 @@ pub fn mbr_sectors(plan: &Plan) -> Result<Vec<(u64, Vec<u8>)>, PlanError> {
         .iter()
         .filter(|p| p.in_table && !p.logical)
         .collect();
-    for (slot, p) in (1usize..).zip(&primaries) {
+    // A primary's number is its entry (1–4; forced primaries come after the extended one).
+    for p in &primaries {
         let e = partition_entry(p, sector, 0)?;
-        *hdr.get_mut(slot).ok_or(PlanError::TooManyPrimaries {
-            count: primaries.len(),
-        })? = e;
+        let slot = usize::try_from(p.index).unwrap_or(usize::MAX);
+        *hdr.get_mut(slot)
+            .filter(|_| slot >= 1)
+            .ok_or(PlanError::TooManyPrimaries {
+                count: primaries.len(),
+            })? = e;
     }
     if let Some(ext) = &plan.extended {
         let ext_start = to_lba(ext.start_bytes, sector);
         let e = entry(0, 0x0f, ext_start, to_lba(ext.size_bytes, sector), 0)?;
-        *hdr.get_mut(primaries.len().saturating_add(1))
-            .ok_or(PlanError::NoSlotForExtended {
+        let slot = usize::from(ext.entry);
+        let taken = primaries.iter().any(|p| p.index == u32::from(ext.entry));
+        *hdr.get_mut(slot).filter(|_| slot >= 1 && !taken).ok_or(
+            PlanError::NoSlotForExtended {
                 primaries: primaries.len(),
-            })? = e;
+            },
+        )? = e;
         let ebr_of = |p: &PartitionPlan| {
             p.ebr_bytes
                 .map(|b| to_lba(b, sector))

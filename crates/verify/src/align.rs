@@ -440,7 +440,13 @@ pub fn mbr_sector_guessed(plan: &Plan) -> bool {
                 && !p.logical
                 && matches!(
                     p.content,
-                    FsKind::Fat(_) | FsKind::Ext4 | FsKind::Exfat | FsKind::F2fs | FsKind::Swap
+                    FsKind::Fat(_)
+                        | FsKind::Ext4
+                        | FsKind::Ext2
+                        | FsKind::Ext3
+                        | FsKind::Exfat
+                        | FsKind::F2fs
+                        | FsKind::Swap
                 )
         })
 }

@@ -64,8 +64,9 @@ pub fn declared_erase_block(partitions: &[PartitionPlan]) -> (u64, EraseBlockSou
                     "stripe width"
                 };
                 let why = format!(
-                    "declared by partition {}'s ext4 {field} ({blocks} blocks of {})",
+                    "declared by partition {}'s {} {field} ({blocks} blocks of {})",
                     p.index,
+                    x.kind,
                     format_size(bs)
                 );
                 best = Some((bytes, from, p.index, why));

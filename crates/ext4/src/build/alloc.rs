@@ -1,6 +1,7 @@
 //! Data block allocation: the space check, then every inode's xattr block, data runs
 //! (stride-aligned when large) and extent-tree blocks, in inode order.
 
+use super::blockmap::map_blocks_for;
 use super::extent::{push_run, tree_blocks_for, MAX_EXTENT};
 use super::inode::Ino;
 use crate::geom::{Bitmap, Geometry};
@@ -55,11 +56,27 @@ impl Allocator {
 /// Allocates the blocks of every inode (sorted by number) from the free blocks of `geo`.
 pub(super) fn allocate(geo: &mut Geometry, inodes: &mut [Ino]) -> Result<(), Error> {
     let bs = geo.bs;
+    let extents = geo.feat.extents;
+    // Pointer blocks of a block map (ext2/ext3) depend only on the logical runs: from the
+    // wanted runs, or for the journal (placed already) from its extents.
+    let map_blocks = |r: &Ino| -> u64 {
+        let runs: Vec<(u64, u64)> = if r.want.is_empty() {
+            r.extents.iter().map(|e| (e.0, e.1)).collect()
+        } else {
+            r.want.clone()
+        };
+        map_blocks_for(runs.into_iter(), bs).unwrap_or(0)
+    };
     let need: u64 = inodes
         .iter()
         .map(|r| {
             let d: u64 = r.want.iter().map(|w| w.1).sum();
-            d + tree_blocks_for(r.want.len() as u64, bs) + u64::from(!r.attrs().is_empty())
+            let tree = if extents {
+                tree_blocks_for(r.want.len() as u64, bs)
+            } else {
+                map_blocks(r)
+            };
+            d + tree + u64::from(!r.attrs().is_empty())
         })
         .sum();
     let free = geo.used.free_total();
@@ -97,7 +114,11 @@ pub(super) fn allocate(geo: &mut Geometry, inodes: &mut [Ino]) -> Result<(), Err
                 lb += len;
             }
         }
-        let tb = tree_blocks_for(r.extents.len() as u64, bs);
+        let tb = if extents {
+            tree_blocks_for(r.extents.len() as u64, bs)
+        } else {
+            map_blocks(r)
+        };
         if tb > 0 {
             let runs = al.alloc(&mut geo.used, tb, 1).ok_or_else(|| nospace(bs))?;
             let tree = &mut r.rare_mut().tree_blocks;

@@ -67,7 +67,7 @@ impl Prepared {
                 _ => {}
             }
             if !r.tree_blocks().is_empty() {
-                for (nr, b) in self.extent_tree(r).1 {
+                for (nr, b) in self.mapping(r).1 {
                     put(sink, nr * bs, &b)?;
                 }
             }

@@ -135,6 +135,9 @@ impl Prepared {
         match &r.body {
             Body::Raw(b) => raw.i_block = **b,
             _ if r.flags.contains(InodeFlags::EXTENTS) => raw.i_block = self.extent_tree(r).0,
+            _ if !self.geo.feat.extents && !r.extents.is_empty() => {
+                raw.i_block = self.block_map(r).0;
+            }
             _ => {}
         }
         if let Some(x) = r.xattr_block() {
@@ -182,6 +185,21 @@ impl Prepared {
         let bs = g.bs;
         let isz = g.inode_size;
         let mut dirs_per_group: Vec<u64> = vec![0; g.groups as usize];
+        if !g.feat.metadata_csum && !g.feat.uninit_bg {
+            // Without descriptor checksums every inode of every table is read as it is
+            // (ext2/ext3): zero the tables, so that a device's old bytes are no inodes. Zeros
+            // written over holes cost the image map nothing.
+            let zeros = vec![0u8; (bs * 256) as usize];
+            let table = (g.ipg * isz).div_ceil(bs) * bs;
+            for l in &g.loc {
+                let mut off = 0;
+                while off < table {
+                    let n = (table - off).min(zeros.len() as u64);
+                    put(sink, l.inode_table * bs + off, &zeros[..n as usize])?;
+                    off += n;
+                }
+            }
+        }
         let mut k = 0;
         while k < self.inodes.len() {
             let grp = (u64::from(self.inodes[k].ino) - 1) / g.ipg;

@@ -15,7 +15,7 @@ use crate::raw::{
 };
 use crate::Error;
 
-/// The journal inode (mode 0600, extent-mapped over the reserved runs).
+/// The journal inode (mode 0600, mapped over the reserved runs).
 pub(super) fn inode(geo: &Geometry, ts: i64) -> Ino {
     let mut j = Ino::new(JOURNAL_INO, S_IFREG | 0o600, ts);
     j.size = geo.journal_blocks * geo.bs;
@@ -25,7 +25,9 @@ pub(super) fn inode(geo: &Geometry, ts: i64) -> Ino {
         l += n;
     }
     j.body = Body::Journal;
-    j.flags = InodeFlags::EXTENTS;
+    if geo.feat.extents {
+        j.flags = InodeFlags::EXTENTS;
+    }
     j
 }
 
@@ -34,7 +36,7 @@ impl Prepared {
     pub(super) fn jnl_blocks(&self) -> Option<[U32; 17]> {
         let j = self.inodes.iter().find(|r| r.ino == JOURNAL_INO)?;
         let mut out = [U32::ZERO; 17];
-        out.as_mut_bytes()[..N_BLOCKS * 4].copy_from_slice(&self.extent_tree(j).0);
+        out.as_mut_bytes()[..N_BLOCKS * 4].copy_from_slice(&self.mapping(j).0);
         out[N_BLOCKS].set((j.size >> 32) as u32);
         out[N_BLOCKS + 1].set(j.size as u32);
         Some(out)

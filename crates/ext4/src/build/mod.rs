@@ -8,6 +8,7 @@
 //! ([`groups`]) and finally the superblocks with the descriptor copies ([`superblock`]).
 
 mod alloc;
+mod blockmap;
 mod data;
 mod extent;
 mod groups;

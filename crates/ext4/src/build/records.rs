@@ -45,6 +45,12 @@ impl Records<'_> {
             seen[ino as usize] = true;
             inodes.push(self.node(id, ino)?);
         }
+        if !self.geo.feat.extents {
+            // ext2/ext3: every inode is block-mapped.
+            for r in &mut inodes {
+                r.flags.remove(InodeFlags::EXTENTS);
+            }
+        }
         inodes.sort_by_key(|r| r.ino);
         Ok(inodes)
     }
@@ -115,6 +121,18 @@ impl Records<'_> {
                     });
                 }
                 r.want = mapped_runs(*size, data_ranges.as_ref(), bs);
+                if !self.geo.feat.extents {
+                    let max = super::blockmap::max_blocks(bs);
+                    if r.want.last().is_some_and(|&(l, n)| l + n > max) {
+                        return Err(Error::FileTooLarge {
+                            path: tree.path(id),
+                            size: *size,
+                            max: max * bs,
+                            kind: self.geo.feat.flags().kind(),
+                            block_bytes: bs,
+                        });
+                    }
+                }
                 r.body = Body::Content(*content);
                 r.flags |= InodeFlags::EXTENTS;
             }

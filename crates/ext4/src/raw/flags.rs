@@ -254,6 +254,33 @@ impl FeatureSet {
         }
     }
 
+    /// `ext2`, `ext3` or `ext4`, as e2fsprogs classifies a filesystem by its features: any
+    /// ext4-only feature makes it ext4, else a journal ext3, else ext2. The planner names
+    /// its plans and the verifier its findings by this one rule.
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        let ext4_incompat = IncompatFeatures::EXTENTS
+            | IncompatFeatures::BIT64
+            | IncompatFeatures::FLEX_BG
+            | IncompatFeatures::META_BG
+            | IncompatFeatures::EA_INODE
+            | IncompatFeatures::INLINE_DATA
+            | IncompatFeatures::LARGEDIR;
+        let ext4_ro = RoCompatFeatures::HUGE_FILE
+            | RoCompatFeatures::DIR_NLINK
+            | RoCompatFeatures::EXTRA_ISIZE
+            | RoCompatFeatures::GDT_CSUM
+            | RoCompatFeatures::METADATA_CSUM
+            | RoCompatFeatures::BIGALLOC;
+        if self.incompat.intersects(ext4_incompat) || self.ro_compat.intersects(ext4_ro) {
+            "ext4"
+        } else if self.compat.contains(CompatFeatures::HAS_JOURNAL) {
+            "ext3"
+        } else {
+            "ext2"
+        }
+    }
+
     /// Whether every bit of `f` is set.
     #[must_use]
     pub fn contains(&self, f: Feature) -> bool {

@@ -102,27 +102,7 @@ impl Superblock {
     /// `ext2`, `ext3` or `ext4` (e2fsprogs' classification).
     #[must_use]
     pub fn kind(&self) -> &'static str {
-        let f = self.feature_set();
-        let ext4_incompat = IncompatFeatures::EXTENTS
-            | IncompatFeatures::BIT64
-            | IncompatFeatures::FLEX_BG
-            | IncompatFeatures::META_BG
-            | IncompatFeatures::EA_INODE
-            | IncompatFeatures::INLINE_DATA
-            | IncompatFeatures::LARGEDIR;
-        let ext4_ro = RoCompatFeatures::HUGE_FILE
-            | RoCompatFeatures::DIR_NLINK
-            | RoCompatFeatures::EXTRA_ISIZE
-            | RoCompatFeatures::GDT_CSUM
-            | RoCompatFeatures::METADATA_CSUM
-            | RoCompatFeatures::BIGALLOC;
-        if f.incompat.intersects(ext4_incompat) || f.ro_compat.intersects(ext4_ro) {
-            "ext4"
-        } else if f.compat.contains(CompatFeatures::HAS_JOURNAL) {
-            "ext3"
-        } else {
-            "ext2"
-        }
+        self.feature_set().kind()
     }
 
     /// Enabled features, mke2fs spelling (unknown bits as `FEATURE_C12` like e2fsprogs).

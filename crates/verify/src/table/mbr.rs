@@ -30,6 +30,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 self.r.extended.get_or_insert(ExtendedPlan {
                     start_bytes: start,
                     size_bytes: size,
+                    entry: slot,
                 });
                 continue;
             }
