@@ -19,7 +19,9 @@ pub struct Options {
     /// Chunk size in bytes (writes never cross a multiple of it); a multiple of the block
     /// size, at most [`MAX_CHUNK`]. Default 4 MiB, the usual erase block.
     pub chunk: u64,
-    /// Write zeros where the image has holes (otherwise they keep the old bytes).
+    /// Write zeros also where the source says its holes are free space
+    /// ([`Source::holes_are_free`]); other holes are written as zeros anyway on a target that
+    /// does not read zeros there.
     pub zero_holes: bool,
     /// Discard (BLKDISCARD) the whole device first.
     pub discard: bool,
@@ -382,7 +384,16 @@ pub fn write(
             .into());
         }
     }
-    let ranges = match (opts.zero_holes, size, src.ranges()) {
+    // Holes are skipped only where the image says they are free space (a block map,
+    // DONT_CARE chunks, a build's map) or the target reads zeros there anyway (a regular
+    // file, emptied first); otherwise (a sparse file's holes, a zstd stream's all-zero
+    // frames) they may be a zeroed table, and the card's old bytes must not show through.
+    let zero_holes = opts.zero_holes || (!src.holes_are_free() && !dev.holes_read_zero());
+    // The image's own data ranges, to say how many zeros were added.
+    let own_data: u64 = src.ranges().map_or(u64::MAX, |r| {
+        r.iter().map(|(a, b)| b.saturating_sub(*a)).sum()
+    });
+    let ranges = match (zero_holes, size, src.ranges()) {
         (true, Some(s), _) => vec![(0, s)],
         (_, _, Some(r)) => r,
         (_, _, None) => vec![(0, u64::MAX)],
@@ -694,7 +705,15 @@ pub fn write(
         }
     }
     let seconds = started.elapsed().as_secs_f64();
-    if !opts.zero_holes && size.is_some() && !dev.holes_read_zero() {
+    if zero_holes && !opts.zero_holes && size.is_some() {
+        let holes = image_size.saturating_sub(own_data);
+        if holes > 0 && !interrupted {
+            notes.push(format!(
+                "{holes} bytes of zeros outside the image's data were written too: no block map says they are free space (a .bmap beside the image skips them)"
+            ));
+        }
+    }
+    if !zero_holes && size.is_some() && !dev.holes_read_zero() {
         let holes = image_size.saturating_sub(mapped_total.unwrap_or(0));
         if holes > 0 && !interrupted {
             notes.push(format!(
