@@ -395,7 +395,9 @@ mod tests {
         let mut junk = frame(&a);
         junk.extend_from_slice(&[0u8; 16]);
         let mut out = Vec::new();
-        let r = decoder(Codec::Lz4, &junk[..]).unwrap().read_to_end(&mut out);
+        let r = decoder(Codec::Lz4, &junk[..])
+            .unwrap()
+            .read_to_end(&mut out);
         assert!(r.is_err(), "{} bytes", out.len());
     }
 }
