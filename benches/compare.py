@@ -892,6 +892,11 @@ class Bench:
                 ("xz (level 6)", ".img.xz", "xz -T0",
                  lambda raw, out: [Step(["xz", "-q", "-T0", "-k", "-f", str(raw)])],
                  raw.with_name(raw.name + ".xz")),
+                # Like with like on this machine's cores: xz with as many threads as
+                # blockwise's packer pool (one per core).
+                ("xz (level 6), xz -T2", ".img.xz", "xz -T2",
+                 lambda raw, out: [Step(["xz", "-q", "-T2", "-k", "-f", str(raw)])],
+                 raw.with_name(raw.name + ".xz")),
             ]:
                 ours = o / f"enc-{tag}-blockwise{ext}"
                 two = peer_out or o / f"enc-{tag}-peer{ext}"
@@ -934,8 +939,18 @@ class Bench:
                 subprocess.run(["losetup", "-d", c["dev"]], check=False)
             backing.unlink(missing_ok=True)
 
+        # The raw image's .bmap under another name (write would pick up encw-rpi.img.bmap
+        # for the rows without one): without it the image's zeros are written too.
+        bmap = self.out / "encw-rpi.map.bmap"
+        quiet([self.bw, "build", str(spec), "-o", str(self.out / "encw-rpi-b.img"), "-q",
+               "--bmap", str(bmap)])
+        (self.out / "encw-rpi-b.img").unlink(missing_ok=True)
         rows = [
-            Row("blockwise write .img --no-verify", lambda c: [
+            Row("blockwise write .img --bmap --no-verify", lambda c: [
+                Step([self.bw, "write", str(raw), c["dev"], "--bmap", str(bmap), "--yes", "-q",
+                      "--no-verify"])],
+                setup=setup, teardown=teardown, blockwise=True),
+            Row("blockwise write .img (no .bmap: zeros written) --no-verify", lambda c: [
                 Step([self.bw, "write", str(raw), c["dev"], "--yes", "-q", "--no-verify"])],
                 setup=setup, teardown=teardown, blockwise=True),
             Row("simg2img .simg onto the device + sync", lambda c: [

@@ -37,7 +37,9 @@ pub struct WriteArgs {
     /// Chunk size, aligned to the erase block (default 4MiB).
     #[arg(long, value_name = "SIZE", default_value = "4MiB")]
     pub chunk: String,
-    /// Write zeros where the image has holes (otherwise they keep the old contents).
+    /// Write zeros also where a block map (.bmap, Android sparse DONT_CARE) leaves the image
+    /// out (otherwise those ranges keep the old contents; holes without a block map are
+    /// always written as zeros on a device).
     #[arg(long)]
     pub zero_holes: bool,
     /// Discard (BLKDISCARD) the whole device before writing.

@@ -1027,7 +1027,8 @@ fn write_error(py: Python<'_>, e: WriteFailure, src_path: &Path, target: &Path) 
 ///     partition_ok: allow a partition as the target.
 ///     bmap: the image's bmap (default: `IMAGE.bmap` or `IMAGE.img.bmap` beside it).
 ///     chunk: the write size, bytes or like `"4MiB"` (at most 64 MiB).
-///     zero_holes: write zeros over the image's holes instead of skipping them.
+///     zero_holes: write zeros also where a block map leaves the image out (holes without
+///         one are always written as zeros on a device).
 ///     discard: discard (TRIM) the target's unmapped ranges first.
 ///     direct: fail instead of falling back to buffered writes when `O_DIRECT` is refused.
 ///     base_dir: the directory a spec dict's relative paths resolve against.

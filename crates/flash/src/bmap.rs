@@ -87,9 +87,29 @@ fn hex32(s: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
+/// `text` without its XML comments: bmaptool's own header comment names the elements
+/// (`<MappedBlocksCount> blocks instead of <BlocksCount> blocks`), which a search for an
+/// element must not find. An unterminated comment runs to the end.
+fn strip_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find("<!--") {
+        out.push_str(rest.get(..open).unwrap_or_default());
+        let after = rest.get(open.saturating_add(4)..).unwrap_or_default();
+        rest = match after.find("-->") {
+            Some(close) => after.get(close.saturating_add(3)..).unwrap_or_default(),
+            None => "",
+        };
+    }
+    out.push_str(rest);
+    out
+}
+
 impl Bmap {
     /// Parses a bmaptool 1.4/2.0 file, checking the file checksum and every range.
-    pub fn parse(text: &str) -> Result<Bmap, BmapError> {
+    pub fn parse(raw: &str) -> Result<Bmap, BmapError> {
+        let stripped = strip_comments(raw);
+        let text = stripped.as_str();
         let version = text
             .find("<bmap version=\"")
             .and_then(|i| text.get(i.checked_add(15)?..))
@@ -107,7 +127,8 @@ impl Bmap {
             .and_then(hex32)
             .ok_or(BmapError::Field("BmapFileChecksum"))?;
         let hex = element(text, "BmapFileChecksum").unwrap_or("");
-        let zeroed = text.replacen(hex, &"0".repeat(hex.len()), 1);
+        // The checksum covers the file as written, comments included.
+        let zeroed = raw.replacen(hex, &"0".repeat(hex.len()), 1);
         if Sha256::digest(zeroed.as_bytes()).as_slice() != file_sum {
             return Err(BmapError::FileChecksum);
         }
@@ -279,6 +300,10 @@ impl<S: Source> Source for Checked<S> {
     fn size(&self) -> Option<u64> {
         Some(self.image_size)
     }
+    /// The block map says what is free.
+    fn holes_are_free(&self) -> bool {
+        true
+    }
     fn ranges(&self) -> Option<Vec<(u64, u64)>> {
         Some(self.ranges.clone())
     }
@@ -350,6 +375,29 @@ mod tests {
         let b = Bmap::parse(&text).unwrap();
         assert_eq!(b.image_size, 40960);
         assert_eq!(b.byte_ranges(), [(0, 8192), (16384, 20480), (36864, 40960)]);
+    }
+
+    /// bmaptool's header comment names `<BlocksCount>` before the element: comments are not
+    /// searched, but the file checksum covers them.
+    #[test]
+    fn comments_naming_elements_are_skipped() {
+        let data = vec![1u8; 8192];
+        let plain = bmap_text_for(&data, 4096, &[(0, 8192)]);
+        let commented = plain.replace(
+                "<bmap version=\"2.0\">",
+                "<!-- <MappedBlocksCount> blocks instead of\n <BlocksCount> blocks. -->\n<bmap version=\"2.0\">\n    <!-- Image size: <ImageSize> x -->",
+            );
+        // Re-sign the edited text as bmaptool would.
+        let hex = element(&commented, "BmapFileChecksum").unwrap().to_string();
+        let zeroed = commented.replacen(&hex, &"0".repeat(64), 1);
+        let sum: String = Sha256::digest(zeroed.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let signed = zeroed.replacen(&"0".repeat(64), &sum, 1);
+        let b = Bmap::parse(&signed).unwrap();
+        assert_eq!((b.image_size, b.byte_ranges()), (8192, vec![(0, 8192)]));
+        assert_eq!(strip_comments("a<!--b-->c<!--d"), "ac");
     }
 
     #[test]

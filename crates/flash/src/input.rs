@@ -231,6 +231,11 @@ impl Source for ContainerSource {
     fn size(&self) -> Option<u64> {
         self.decoded.size().or(self.expected)
     }
+    /// Android sparse DONT_CARE chunks are free space by the format's word; a seekable
+    /// zstd's all-zero frames are only zeros.
+    fn holes_are_free(&self) -> bool {
+        self.decoded.kind() == blockwise_container::ContainerKind::AndroidSparse
+    }
     fn ranges(&self) -> Option<Vec<(u64, u64)>> {
         self.decoded
             .mapped()

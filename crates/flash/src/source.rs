@@ -33,6 +33,14 @@ pub trait Source {
     fn take_verifier(&mut self) -> Option<Box<dyn Verify>> {
         None
     }
+    /// Whether the image itself says that what lies outside [`Source::ranges`] is free
+    /// space, so that a target may keep its old bytes there: a block map (`.bmap`), Android
+    /// sparse DONT_CARE chunks, a build's image map. A sparse file's holes and a zstd
+    /// stream's all-zero frames only say "zeros": they may be a zeroed table, so the writer
+    /// writes them unless the target already reads zeros there. Default: `false`.
+    fn holes_are_free(&self) -> bool {
+        false
+    }
 }
 
 /// A check of a [`Source`]'s bytes, fed everything read in ascending offsets (from
@@ -56,6 +64,9 @@ impl<S: Source + ?Sized> Source for Box<S> {
     }
     fn take_verifier(&mut self) -> Option<Box<dyn Verify>> {
         (**self).take_verifier()
+    }
+    fn holes_are_free(&self) -> bool {
+        (**self).holes_are_free()
     }
 }
 
@@ -92,6 +103,10 @@ impl Source for MemSource {
                 .clone()
                 .unwrap_or_else(|| vec![(0, self.data.len() as u64)]),
         )
+    }
+    /// `with_ranges` stands for a block map: its holes are free.
+    fn holes_are_free(&self) -> bool {
+        self.ranges.is_some()
     }
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<usize, SourceError> {
         let start = usize::try_from(offset)
@@ -376,6 +391,10 @@ impl<B: BlockSource> MapSource<B> {
 impl<B: BlockSource> Source for MapSource<B> {
     fn size(&self) -> Option<u64> {
         Some(self.source.len())
+    }
+    /// The build's map: what it does not hold is free space (the `.bmap` says the same).
+    fn holes_are_free(&self) -> bool {
+        true
     }
     fn ranges(&self) -> Option<Vec<(u64, u64)>> {
         Some(self.ranges.clone())
@@ -804,15 +823,17 @@ pub fn open_image(image: &Path, bmap: Option<&Path>, raw: bool) -> Result<Opened
                 }
                 None => {
                     if decoded.mapped().is_some() {
-                        notes.push(format!(
-                            "{}: only its data is written; its holes are skipped{}",
-                            ck.name(),
-                            if ck == ContainerKind::Zstd {
-                                " (all-zero frames: a .bmap beside it would write the zeros the image wrote too)"
-                            } else {
-                                ""
-                            }
-                        ));
+                        notes.push(if ck == ContainerKind::Zstd {
+                            format!(
+                                "{}: its all-zero frames are written as zeros on a device (nothing says they are free space; the build's .bmap beside it skips them)",
+                                ck.name()
+                            )
+                        } else {
+                            format!(
+                                "{}: only its data is written; its DONT_CARE chunks are skipped",
+                                ck.name()
+                            )
+                        });
                     } else {
                         notes.push(
                             "no block map: the whole decompressed image is written, zeros included"

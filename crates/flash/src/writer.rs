@@ -19,7 +19,9 @@ pub struct Options {
     /// Chunk size in bytes (writes never cross a multiple of it); a multiple of the block
     /// size, at most [`MAX_CHUNK`]. Default 4 MiB, the usual erase block.
     pub chunk: u64,
-    /// Write zeros where the image has holes (otherwise they keep the old bytes).
+    /// Write zeros also where the source says its holes are free space
+    /// ([`Source::holes_are_free`]); other holes are written as zeros anyway on a target that
+    /// does not read zeros there.
     pub zero_holes: bool,
     /// Discard (BLKDISCARD) the whole device first.
     pub discard: bool,
@@ -457,6 +459,11 @@ struct Plan {
     pieces: Pieces,
     /// Bytes the pieces cover, when the image size is known.
     mapped_total: Option<u64>,
+    /// Holes are written as zeros: asked for, or not known to be free space on a target that
+    /// does not read zeros there.
+    zero_holes: bool,
+    /// The image's own data ranges in bytes, to say how many zeros were added.
+    own_data: u64,
 }
 
 impl Plan {
@@ -493,7 +500,15 @@ impl Plan {
                 .into());
             }
         }
-        let ranges = match (opts.zero_holes, size, src.ranges()) {
+        // Holes are skipped only where the image says they are free space (a block map,
+        // DONT_CARE chunks, a build's map) or the target reads zeros there anyway (a regular
+        // file, emptied first); otherwise (a sparse file's holes, a zstd stream's all-zero
+        // frames) they may be a zeroed table, and the card's old bytes must not show through.
+        let zero_holes = opts.zero_holes || (!src.holes_are_free() && !dev.holes_read_zero());
+        let own_data: u64 = src.ranges().map_or(u64::MAX, |r| {
+            r.iter().map(|(a, b)| b.saturating_sub(*a)).sum()
+        });
+        let ranges = match (zero_holes, size, src.ranges()) {
             (true, Some(s), _) => vec![(0, s)],
             (_, _, Some(r)) => r,
             (_, _, None) => vec![(0, u64::MAX)],
@@ -512,6 +527,8 @@ impl Plan {
             ranges,
             pieces,
             mapped_total,
+            zero_holes,
+            own_data,
         })
     }
 }
@@ -902,7 +919,8 @@ fn reread_partitions(dev: &mut dyn Device, notes: &mut Vec<String>) {
     }
 }
 
-/// The note for holes that were not written and keep the device's old bytes.
+/// The note for holes written as zeros because nothing said they were free space, or for
+/// holes that were not written and keep the device's old bytes.
 fn kept_holes(
     dev: &dyn Device,
     opts: &Options,
@@ -910,7 +928,15 @@ fn kept_holes(
     image_size: u64,
     interrupted: bool,
 ) -> Option<String> {
-    if !opts.zero_holes && plan.size.is_some() && !dev.holes_read_zero() {
+    if plan.zero_holes && !opts.zero_holes && plan.size.is_some() {
+        let holes = image_size.saturating_sub(plan.own_data);
+        if holes > 0 && !interrupted {
+            return Some(format!(
+                "{holes} bytes of zeros outside the image's data were written too: no block map says they are free space (a .bmap beside the image skips them)"
+            ));
+        }
+    }
+    if !plan.zero_holes && plan.size.is_some() && !dev.holes_read_zero() {
         let holes = image_size.saturating_sub(plan.mapped_total.unwrap_or(0));
         if holes > 0 && !interrupted {
             return Some(format!(

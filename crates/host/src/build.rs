@@ -597,12 +597,20 @@ fn build_f2fs(
             fixed_times,
             preserve_owners: ps.f2fs.preserve_owners,
             entries: &ps.entries,
+            content_bytes: trees
+                .get(part.spec_index)
+                .and_then(Option::as_ref)
+                .map_or(0, Tree::content_bytes),
         };
         kept.push(
             crate::f2fs::write_with_f2fs(&mut sub, content, &job, work_dir).map_err(|source| {
                 match source {
                     crate::f2fs::F2fsError::Entry { entry, reason } => {
                         SpecError::new(format!("partition[{index}].entry[{entry}].path"), reason)
+                            .into()
+                    }
+                    source @ crate::f2fs::F2fsError::NoSpace { .. } => {
+                        SpecError::new(format!("partition[{index}].size"), source.to_string())
                             .into()
                     }
                     source => Error::F2fs { index, source },

@@ -26,7 +26,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use blockwise_geometry::fsplan::f2fs::{F2fsRequest, F2FS_BLOCK, F2FS_SUPER_OFFSET};
+use blockwise_geometry::fsplan::f2fs::{mkfs_layout, F2fsRequest, F2FS_BLOCK, F2FS_SUPER_OFFSET};
 use blockwise_geometry::{BlockSink, ContentRef, F2fsPlan, NodeKind, Tree};
 use blockwise_verify::f2fs::raw::{INIT_VERSION_OFFSET, VERSION_LEN, VERSION_OFFSET};
 use blockwise_verify::f2fs::{crc32, parse_superblock, CRC_OFFSET, FEATURE_SB_CHKSUM};
@@ -56,6 +56,18 @@ pub enum F2fsError {
         status: String,
         /// What it printed (trimmed, last lines).
         stderr: String,
+    },
+    /// sload.f2fs ran out of free segments: the contents do not fit.
+    #[error("the contents ({} in files) do not fit in this F2FS of {}: sload.f2fs ran out of free segments (F2FS keeps {reserved} of its {main} main-area segments of 2 MiB free for cleaning and 6 open for its logs, and sets aside more for overprovisioning); make the partition larger", blockwise_geometry::format_size(*.content_bytes), blockwise_geometry::format_size(*.size_bytes))]
+    NoSpace {
+        /// Bytes of file data in `contents`.
+        content_bytes: u64,
+        /// The partition size.
+        size_bytes: u64,
+        /// `segment_count_main`.
+        main: u32,
+        /// `rsvd_segment_count`.
+        reserved: u32,
     },
     /// mkfs.f2fs laid the volume out differently from the plan.
     #[error("mkfs.f2fs{version} made {field} {found}, but the plan says {planned}: this f2fs-tools lays F2FS out differently from the one blockwise follows (1.15); the image is not written")]
@@ -129,6 +141,24 @@ fn find_tool(tool: &'static str) -> Result<PathBuf, F2fsError> {
 }
 
 fn run(tool: &'static str, cmd: &mut Command) -> Result<Output, F2fsError> {
+    run_classified(tool, cmd, |_| None)
+}
+
+/// What sload.f2fs prints when it finds no free block: `Not enough space` (the user block
+/// count is reached) or `Can't find free block` and an assertion in `reserve_new_block` or
+/// `move_one_curseg_info` (no free segment beyond the reserved ones).
+fn out_of_space(text: &str) -> bool {
+    text.contains("Not enough space")
+        || text.contains("Can't find free block")
+        || text.contains("move_one_curseg_info")
+}
+
+/// Runs `tool`; on failure, `classify` may turn its whole output into a specific error.
+fn run_classified(
+    tool: &'static str,
+    cmd: &mut Command,
+    classify: impl FnOnce(&str) -> Option<F2fsError>,
+) -> Result<Output, F2fsError> {
     let out = cmd.output().map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             F2fsError::Missing { tool }
@@ -147,6 +177,9 @@ fn run(tool: &'static str, cmd: &mut Command) -> Result<Output, F2fsError> {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        if let Some(e) = classify(&text) {
+            return Err(e);
+        }
         let lines: Vec<&str> = text
             .lines()
             .map(str::trim)
@@ -397,6 +430,8 @@ pub(crate) struct F2fsJob<'a> {
     pub preserve_owners: bool,
     /// `[[partition.entry]]`: modes and owners of paths from `contents`.
     pub entries: &'a [blockwise_image::EntrySpec],
+    /// Bytes of file data in `contents` (for the message when they do not fit).
+    pub content_bytes: u64,
 }
 
 /// Builds the partition with mkfs.f2fs (+ sload.f2fs for `contents`) in a temp file under
@@ -442,7 +477,21 @@ pub(crate) fn write_with_f2fs<S: BlockSink + ?Sized>(
             cmd.arg("-P");
         }
         cmd.arg(&img).env("LC_ALL", "C");
-        run("sload.f2fs", &mut cmd)?;
+        run_classified("sload.f2fs", &mut cmd, |text| {
+            out_of_space(text).then(|| {
+                let l = mkfs_layout(
+                    job.req.partition_size_bytes,
+                    job.plan.segments_per_section,
+                    job.plan.sections_per_zone,
+                );
+                F2fsError::NoSpace {
+                    content_bytes: job.content_bytes,
+                    size_bytes: job.req.partition_size_bytes,
+                    main: job.plan.main_segments,
+                    reserved: l.map_or(0, |l| l.reserved_segments),
+                }
+            })
+        })?;
     }
     if !job.entries.is_empty() {
         crate::f2fs_entries::apply(&img, job.entries).map_err(|e| F2fsError::Entry {
@@ -487,6 +536,18 @@ mod tests {
         assert!(s.contains("-s 4 -z 1"), "{s}");
         assert!(s.contains("-T 1700000000 -R 0:0 -U 01234567-"), "{s}");
         assert!(a.ends_with(&["-l".to_string(), "-root".to_string()]), "{s}");
+    }
+
+    #[test]
+    fn out_of_space_is_recognised() {
+        assert!(out_of_space(
+            "[reserve_new_block:60] Can't find free block[ASSERT] (reserve_new_block:  61) 0"
+        ));
+        assert!(out_of_space("\tError: Not enough space\n"));
+        assert!(out_of_space(
+            "[ASSERT] (move_one_curseg_info:2840) ret == 0"
+        ));
+        assert!(!out_of_space("Error: Failed to open the device!"));
     }
 
     #[test]

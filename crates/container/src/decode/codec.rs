@@ -58,8 +58,35 @@ pub(crate) fn decoder<'r, R: BufRead + 'r>(
         Codec::Deflate => Box::new(flate2::bufread::DeflateDecoder::new(input)),
         Codec::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(input)),
         Codec::Bzip2Single => Box::new(bzip2::bufread::BzDecoder::new(input)),
-        Codec::Lz4 => Box::new(lz4_flex::frame::FrameDecoder::new(input)),
+        Codec::Lz4 => Box::new(Lz4Frames(Some(lz4_flex::frame::FrameDecoder::new(input)))),
     })
+}
+
+/// Concatenated lz4 frames, as the `lz4` tool decodes them: lz4_flex's decoder returns end
+/// of file at the end of each frame; a fresh decoder (its buffers sized for the frame's
+/// block size) takes the next one.
+struct Lz4Frames<R: BufRead>(Option<lz4_flex::frame::FrameDecoder<R>>);
+
+impl<R: BufRead> Read for Lz4Frames<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // Each round without output either starts a frame (consuming its header) or ends the
+        // input; bytes that never start a frame are an error, not a loop.
+        for _ in 0..3 {
+            let Some(d) = self.0.as_mut() else {
+                return Ok(0);
+            };
+            let n = d.read(buf)?;
+            if n > 0 || buf.is_empty() || d.get_mut().fill_buf()?.is_empty() {
+                return Ok(n);
+            }
+            let rest = self.0.take().map(lz4_flex::frame::FrameDecoder::into_inner);
+            self.0 = rest.map(lz4_flex::frame::FrameDecoder::new);
+        }
+        Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "lz4: bytes after a frame that do not start another frame",
+        ))
+    }
 }
 
 #[cfg(feature = "native")]
@@ -347,5 +374,30 @@ mod tests {
         let mut lz = lz4_flex::frame::FrameEncoder::new(Vec::new());
         lz.write_all(&data).unwrap();
         roundtrip(Codec::Lz4, &lz.finish().unwrap(), &data);
+    }
+
+    /// Concatenated lz4 frames decode whole (`cat a.lz4 b.lz4`, as the lz4 tool reads it);
+    /// bytes after the last frame that are not a frame are an error.
+    #[test]
+    fn concatenated_lz4_frames() {
+        use std::io::Write as _;
+        let frame = |d: &[u8]| {
+            let mut lz = lz4_flex::frame::FrameEncoder::new(Vec::new());
+            lz.write_all(d).unwrap();
+            lz.finish().unwrap()
+        };
+        let (a, b) = (vec![1u8; 300_000], vec![2u8; 70_000]);
+        let mut both = frame(&a);
+        both.extend_from_slice(&frame(&b));
+        let mut want = a.clone();
+        want.extend_from_slice(&b);
+        roundtrip(Codec::Lz4, &both, &want);
+        let mut junk = frame(&a);
+        junk.extend_from_slice(&[0u8; 16]);
+        let mut out = Vec::new();
+        let r = decoder(Codec::Lz4, &junk[..])
+            .unwrap()
+            .read_to_end(&mut out);
+        assert!(r.is_err(), "{} bytes", out.len());
     }
 }

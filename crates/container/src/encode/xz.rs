@@ -219,13 +219,11 @@ impl Lzma2 {
         }
     }
 
-    pub(crate) fn pack(&mut self, data: &[u8], zero: bool) -> Result<Packed, EncodeError> {
+    /// liblzma's LZMA2 data of `data` at `preset` (with this encoder's dictionary) and its
+    /// dictionary byte, left in `self.out`.
+    fn lzma2(&mut self, preset: u32, data: &[u8]) -> Result<(usize, usize, u8), EncodeError> {
         use xz2::stream::{Action, Check, Filters, LzmaOptions, Status, Stream};
-        let codec = |e: &dyn core::fmt::Display| EncodeError::Codec {
-            format: Format::Xz,
-            message: e.to_string(),
-        };
-        let mut opts = LzmaOptions::new_preset(self.preset).map_err(|e| codec(&e))?;
+        let mut opts = LzmaOptions::new_preset(preset).map_err(|e| codec(&e))?;
         opts.dict_size(self.dict);
         let mut filters = Filters::new();
         filters.lzma2(&opts);
@@ -251,12 +249,43 @@ impl Lzma2 {
                 break;
             }
         }
-        let uncompressed = u64::try_from(data.len()).unwrap_or(u64::MAX);
         let (lzma2, dict, n) =
             single_block(&self.out).ok_or_else(|| codec(&"unexpected stream layout"))?;
-        if n != uncompressed {
+        if n != u64::try_from(data.len()).unwrap_or(u64::MAX) {
             return Err(codec(&"block size differs from its input"));
         }
+        // Where the LZMA2 data sits in `self.out`.
+        let from = lzma2.as_ptr().addr().saturating_sub(self.out.as_ptr().addr());
+        Ok((from, lzma2.len(), dict))
+    }
+
+    pub(crate) fn pack(&mut self, data: &[u8], zero: bool) -> Result<Packed, EncodeError> {
+        let uncompressed = u64::try_from(data.len()).unwrap_or(u64::MAX);
+        // Incompressible windows (compressed files, random bytes) cost LZMA2 at preset 6
+        // about 2 MB/s a core for nothing: when the bytes look random (order-0 entropy)
+        // and LZMA2's fastest preset, with the same dictionary, saves nothing either, the
+        // window is stored in LZMA2's uncompressed chunks, as liblzma itself would store
+        // it. Deterministic (a function of the bytes), valid for every xz decoder.
+        if !zero && looks_random(data) {
+            let (_, probe, dict) = self.lzma2(0, data)?;
+            if probe >= stored_len(data.len()) {
+                let stored = stored_chunks(data);
+                let (bytes, unpadded) = block(&stored, uncompressed, dict, crc32(data));
+                return Ok(Packed {
+                    bytes,
+                    unit: Unit::Xz {
+                        unpadded,
+                        uncompressed,
+                        zero,
+                    },
+                });
+            }
+        }
+        let (from, len, dict) = self.lzma2(self.preset, data)?;
+        let lzma2 = self
+            .out
+            .get(from..from.saturating_add(len))
+            .ok_or_else(|| codec(&"unexpected stream layout"))?;
         let (bytes, unpadded) = block(lzma2, uncompressed, dict, crc32(data));
         Ok(Packed {
             bytes,
@@ -267,6 +296,66 @@ impl Lzma2 {
             },
         })
     }
+}
+
+#[cfg(feature = "xz")]
+fn codec(e: &dyn core::fmt::Display) -> EncodeError {
+    EncodeError::Codec {
+        format: Format::Xz,
+        message: e.to_string(),
+    }
+}
+
+/// Largest LZMA2 uncompressed chunk.
+#[cfg(any(feature = "xz", test))]
+const STORED_CHUNK: usize = 64 << 10;
+
+/// Bytes of `len` bytes in LZMA2 uncompressed chunks: 3 header bytes a chunk, the end mark.
+#[cfg(any(feature = "xz", test))]
+fn stored_len(len: usize) -> usize {
+    len.saturating_add(len.div_ceil(STORED_CHUNK).saturating_mul(3))
+        .saturating_add(1)
+}
+
+/// `data` as LZMA2 uncompressed chunks (the first resets the dictionary) and the end mark.
+#[cfg(any(feature = "xz", test))]
+fn stored_chunks(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(stored_len(data.len()));
+    for (i, chunk) in data.chunks(STORED_CHUNK).enumerate() {
+        out.push(if i == 0 { 0x01 } else { 0x02 });
+        let n = u16::try_from(chunk.len().saturating_sub(1)).unwrap_or(u16::MAX);
+        out.extend_from_slice(&n.to_be_bytes());
+        out.extend_from_slice(chunk);
+    }
+    out.push(0x00);
+    out
+}
+
+/// Whether the byte histogram of `data` is that of random bytes (order-0 entropy above
+/// 7.9 bits a byte): text, code and filesystem metadata stay far below.
+#[cfg(any(feature = "xz", test))]
+fn looks_random(data: &[u8]) -> bool {
+    if data.len() < STORED_CHUNK {
+        return false;
+    }
+    let mut counts = [0u64; 256];
+    for &b in data {
+        if let Some(c) = counts.get_mut(usize::from(b)) {
+            *c = c.saturating_add(1);
+        }
+    }
+    #[expect(clippy::as_conversions, reason = "an estimate in floating point")]
+    let n = data.len() as f64;
+    let bits: f64 = counts
+        .iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| {
+            #[expect(clippy::as_conversions, reason = "an estimate in floating point")]
+            let p = c as f64 / n;
+            -p * p.log2()
+        })
+        .sum();
+    bits > 7.9
 }
 
 #[cfg(test)]
@@ -319,6 +408,63 @@ mod tests {
         let mut s = stream_header().to_vec();
         s.extend_from_slice(&[0xFF; 40]);
         assert_eq!(single_block(&s), None);
+    }
+
+    #[test]
+    fn stored_chunks_layout() {
+        assert_eq!(stored_chunks(&[]), vec![0]);
+        let data = vec![9u8; 70_000];
+        let s = stored_chunks(&data);
+        assert_eq!(s.len(), stored_len(data.len()));
+        assert_eq!(&s[..3], &[0x01, 0xFF, 0xFF]);
+        assert_eq!(&s[3 + 65536..3 + 65536 + 3], &[0x02, 0x11, 0x6F]);
+        assert_eq!(s.last(), Some(&0));
+        assert!(!looks_random(&data));
+        assert!(!looks_random(&[1, 2, 3]));
+    }
+
+    /// Random bytes take the stored path; liblzma decodes them, and the same bytes give
+    /// the same block whichever encoder (thread) packs them.
+    #[cfg(feature = "xz")]
+    #[test]
+    fn random_windows_are_stored_and_decode() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let data: Vec<u8> = (0..1_000_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect();
+        assert!(looks_random(&data));
+        let p = Lzma2::new(6, 4 << 20).pack(&data, false).unwrap();
+        let q = Lzma2::new(6, 4 << 20).pack(&data, false).unwrap();
+        assert_eq!(p.bytes(), q.bytes());
+        // Header (16 with these sizes) + stored chunks + padding + CRC32.
+        assert!(p.bytes().len() <= 16 + stored_len(data.len()) + 3 + 4);
+        let Unit::Xz {
+            unpadded,
+            uncompressed,
+            ..
+        } = p.unit
+        else {
+            unreachable!()
+        };
+        let mut file = stream_header().to_vec();
+        file.extend_from_slice(p.bytes());
+        let mut ix = Index::default();
+        ix.push(unpadded, uncompressed);
+        file.extend_from_slice(&ix.finish().unwrap());
+        let mut dec = xz2::stream::Stream::new_stream_decoder(u64::MAX, 0).unwrap();
+        let mut out = Vec::with_capacity(data.len());
+        dec.process_vec(&file, &mut out, xz2::stream::Action::Finish)
+            .unwrap();
+        assert_eq!(out, data);
+        // Two copies of 512 KiB of random bytes look random but compress: LZMA2 is used.
+        let twice: Vec<u8> = data[..512 << 10].repeat(2);
+        let p = Lzma2::new(6, 4 << 20).pack(&twice, false).unwrap();
+        assert!(p.bytes().len() < 600 << 10, "{}", p.bytes().len());
     }
 
     #[cfg(feature = "xz")]

@@ -154,7 +154,36 @@ pub struct F2fsLayout {
     pub main_segments: u32,
     /// `section_count`.
     pub sections: u32,
+    /// The checkpoint's `rsvd_segment_count`: segments kept free for cleaning.
+    pub reserved_segments: u32,
 }
+
+impl F2fsLayout {
+    /// Segments sload.f2fs can start writing into on the empty volume: the main area less
+    /// the six current segments (the logs mkfs.f2fs opens) and `reserved + 1`. f2fs-tools
+    /// (`find_next_free_block`) takes an empty segment only while more than `reserved + 1`
+    /// are free, for the blocks it writes and again when it moves its six logs at the end.
+    /// Negative when even that margin is missing.
+    #[must_use]
+    pub fn sload_room(&self) -> i64 {
+        i64::from(self.main_segments) - CURSEGS_I64 - i64::from(self.reserved_segments) - 1
+    }
+
+    /// Whether sload.f2fs can store a one-file tree in the empty volume
+    /// ([`MIN_SLOAD_ROOM`]).
+    #[must_use]
+    pub fn loadable(&self) -> bool {
+        self.sload_room() >= MIN_SLOAD_ROOM
+    }
+}
+
+/// The least [`F2fsLayout::sload_room`] with which sload.f2fs (1.15) stores a tree of one
+/// small file, measured by sweeping sizes with 1, 2, 4 and 8 segments per section: an empty
+/// tree needs 3 (moving the hot data and hot node logs, which hold the root, takes a segment
+/// each, and the last move still needs one more free than reserved), a file's inode one more.
+/// With less, sload.f2fs stops on an assertion (`Can't find free block`, or
+/// `move_one_curseg_info`) and leaves a volume fsck.f2fs rejects.
+pub const MIN_SLOAD_ROOM: i64 = 4;
 
 /// Why [`mkfs_layout`] has no layout: mkfs.f2fs would refuse the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -179,6 +208,8 @@ const MAX_SIT_BITMAP_SIZE_IN_CKPT: u64 = 3836;
 const MAX_BITMAP_SIZE_IN_CKPT: u64 = 3900;
 /// `NR_CURSEG_TYPE`.
 const CURSEGS: u64 = 6;
+/// [`CURSEGS`] as a signed count.
+const CURSEGS_I64: i64 = 6;
 /// `F2FS_MIN_SEGMENTS`.
 const MIN_SEGMENTS: u64 = 9;
 
@@ -289,6 +320,7 @@ pub fn mkfs_layout(
         segments: to32(segment_count)?,
         main_segments: to32(main_segments)?,
         sections: to32(sections)?,
+        reserved_segments: to32(reserved)?,
     })
 }
 
@@ -327,34 +359,26 @@ pub fn plan_f2fs(req: &F2fsRequest) -> Result<F2fsPlan, F2fsPlanError> {
     let section = u64::from(s) * F2FS_SEGMENT;
     let zone = section * u64::from(z);
     let size = req.partition_size_bytes;
+    let step = e.max(F2FS_SEGMENT);
     let l = match mkfs_layout(size, s, z) {
-        Ok(l) => l,
-        Err(why) => {
-            // The smallest size (in erase blocks) mkfs.f2fs accepts with these sections.
-            let step = e.max(F2FS_SEGMENT);
-            let min = (1..=65_536u64)
-                .map(|k| k * step)
-                .find(|&sz| mkfs_layout(sz, s, z).is_ok());
-            let what = match why {
-                F2fsTooSmall::Segments => "too few segments",
-                F2fsTooSmall::Zones => "the main area needs more than 6 zones",
-                F2fsTooSmall::Reserved => {
-                    "no room for the segments F2FS reserves for cleaning, which grow with the section size"
+        Ok(l) if l.loadable() => l,
+        other => {
+            let what = match other {
+                Err(F2fsTooSmall::Segments) => "too few segments for mkfs.f2fs".to_string(),
+                Err(F2fsTooSmall::Zones) => {
+                    "mkfs.f2fs needs more than 6 zones for the main area".to_string()
                 }
+                Err(F2fsTooSmall::Reserved) => "mkfs.f2fs finds no room for the segments F2FS reserves for cleaning, which grow with the section size".to_string(),
+                Ok(l) => format!(
+                    "mkfs.f2fs would make it, but of its {} main-area segments F2FS reserves {} for cleaning and 6 for its logs, which leaves {} free segments for sload.f2fs to write into, and it needs {MIN_SLOAD_ROOM} to store even one file",
+                    l.main_segments,
+                    l.reserved_segments,
+                    l.sload_room().max(0)
+                ),
             };
             return Err((
                 "size",
-                format!(
-                    "{} is too small for F2FS with {} sections and {} zones ({what}){}",
-                    format_size(size),
-                    format_size(section),
-                    format_size(zone),
-                    min.map(|m| format!(
-                        "; it needs at least {} (or smaller sections: f2fs.segments-per-section, which gives up the erase-block alignment)",
-                        format_size(m)
-                    ))
-                    .unwrap_or_default()
-                ),
+                too_small_message(size, section, zone, s, z, step, &what),
             ));
         }
     };
@@ -415,6 +439,51 @@ pub fn plan_f2fs(req: &F2fsRequest) -> Result<F2fsPlan, F2fsPlanError> {
     Ok(plan)
 }
 
+/// The smallest size F2FS takes with these sections: a whole number of `step`s (the erase
+/// block, or a segment when the erase block is smaller), at most 65536 of them.
+#[must_use]
+pub fn min_f2fs_size(segs_per_sec: u32, secs_per_zone: u32, step: u64) -> Option<u64> {
+    (1..=65_536u64)
+        .map(|k| k * step.max(1))
+        .find(|&sz| mkfs_layout(sz, segs_per_sec, secs_per_zone).is_ok_and(|l| l.loadable()))
+}
+
+fn too_small_message(
+    size: u64,
+    section: u64,
+    zone: u64,
+    s: u32,
+    z: u32,
+    step: u64,
+    what: &str,
+) -> String {
+    let min = min_f2fs_size(s, z, step);
+    // mkfs.f2fs counts the reserved segments per section from the usable segments, so a
+    // size between two whole sections can need more than a smaller one: name the next
+    // size up that works too when it is not the minimum.
+    let next = min.filter(|&m| m < size).and_then(|_| {
+        (1..=65_536u64)
+            .map(|k| size.div_ceil(step.max(1)).saturating_add(k - 1) * step.max(1))
+            .find(|&sz| mkfs_layout(sz, s, z).is_ok_and(|l| l.loadable()))
+    });
+    format!(
+        "{} is too small for F2FS with {} sections and {} zones ({what}){}{}",
+        format_size(size),
+        format_size(section),
+        format_size(zone),
+        min.map(|m| format!(
+            "; it needs at least {} (or smaller sections: f2fs.segments-per-section, which gives up the erase-block alignment)",
+            format_size(m)
+        ))
+        .unwrap_or_default(),
+        next.map(|n| format!(
+            "; sizes between whole sections can need more: the next size up that works is {}",
+            format_size(n)
+        ))
+        .unwrap_or_default()
+    )
+}
+
 /// Checks an F2FS label: at most 512 UTF-16 units (what the superblock holds), no NUL.
 pub fn validate_label(label: &str) -> Result<(), String> {
     if label.contains('\0') {
@@ -457,6 +526,61 @@ mod tests {
         // mkfs.f2fs: "Device size is not sufficient" (the reserved segments are counted per
         // usable segment, before the zone rounding).
         assert_eq!(mkfs_layout(100 * MIB, 2, 2), Err(F2fsTooSmall::Reserved));
+    }
+
+    /// `rsvd_segment_count` and `segment_count_main` as `dump.f2fs -d 1` printed them for
+    /// mkfs.f2fs 1.15.0 images, and whether sload.f2fs stored a one-file tree in them.
+    #[test]
+    fn reserved_segments_and_sload_room_match_f2fs_tools() {
+        for (mib, s, z, main, rsvd, loads) in [
+            (52u64, 1u32, 1u32, 18u32, 12u32, false),
+            (62, 1, 1, 23, 13, false),
+            (64, 1, 1, 24, 13, true),
+            (86, 1, 1, 35, 16, true),
+            (88, 2, 1, 34, 24, false),
+            (92, 2, 1, 36, 24, true),
+            (102, 2, 1, 40, 34, false),
+            (136, 4, 1, 56, 45, true),
+            (152, 4, 1, 64, 48, true),
+            (154, 4, 1, 64, 55, false),
+            (166, 4, 1, 68, 58, false),
+            (240, 8, 1, 104, 88, true),
+        ] {
+            let l = mkfs_layout(mib * MIB, s, z).unwrap();
+            assert_eq!(
+                (l.main_segments, l.reserved_segments, l.loadable()),
+                (main, rsvd, loads),
+                "{mib} MiB -s {s} -z {z}"
+            );
+        }
+    }
+
+    #[test]
+    fn too_small_names_the_minimum_and_the_next_size_that_works() {
+        let req = |size: u64, sps: u32| F2fsRequest {
+            partition_start_bytes: 4 * MIB,
+            partition_size_bytes: size,
+            erase_block_bytes: 2 * MIB,
+            options: F2fsOptions {
+                segments_per_section: Some(sps),
+                ..F2fsOptions::default()
+            },
+            label: None,
+            uuid: "0".into(),
+        };
+        // mkfs.f2fs makes it, sload.f2fs could not store a file in it.
+        let (key, msg) = plan_f2fs(&req(62 * MIB, 1)).unwrap_err();
+        assert_eq!(key, "size");
+        assert!(msg.contains("leaves 3 free segments"), "{msg}");
+        assert!(msg.contains("it needs at least 64 MiB"), "{msg}");
+        assert!(plan_f2fs(&req(64 * MIB, 1)).is_ok());
+        // Between whole sections: 154 MiB fails where 152 MiB works.
+        let (_, msg) = plan_f2fs(&req(154 * MIB, 4)).unwrap_err();
+        assert!(
+            msg.contains("the next size up that works is 160 MiB"),
+            "{msg}"
+        );
+        assert_eq!(min_f2fs_size(4, 1, 2 * MIB), Some(136 * MIB));
     }
 
     #[test]
