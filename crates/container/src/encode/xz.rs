@@ -255,7 +255,10 @@ impl Lzma2 {
             return Err(codec(&"block size differs from its input"));
         }
         // Where the LZMA2 data sits in `self.out`.
-        let from = lzma2.as_ptr().addr().saturating_sub(self.out.as_ptr().addr());
+        let from = lzma2
+            .as_ptr()
+            .addr()
+            .saturating_sub(self.out.as_ptr().addr());
         Ok((from, lzma2.len(), dict))
     }
 
