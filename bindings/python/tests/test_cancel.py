@@ -225,7 +225,7 @@ def test_the_old_progress_form_still_works(tmp_path: pathlib.Path) -> None:
 
 CHILD = textwrap.dedent(
     """
-    import concurrent.futures, pathlib, sys, threading
+    import concurrent.futures, pathlib, sys, threading, time
     import blockwise
 
     out, data, mib, mode = pathlib.Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
@@ -238,10 +238,17 @@ CHILD = textwrap.dedent(
 
     def job(i):
         def progress(phase, done, total):
+            first = False
             with lock:
                 if phase == "write" and i not in started:
                     started.add(i)
+                    first = True
                     print(f"writing {i}", flush=True)
+            if first:
+                # A slow card: the build is still writing when the signal comes, however
+                # long the parent takes to send it (a build of this file alone can end
+                # before a loaded machine schedules the parent again).
+                time.sleep(1)
         try:
             blockwise.build(spec, out / f"o{i}.img", out / f"o{i}.bmap", progress)
             return "done"
