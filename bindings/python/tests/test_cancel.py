@@ -225,8 +225,12 @@ def test_the_old_progress_form_still_works(tmp_path: pathlib.Path) -> None:
 
 CHILD = textwrap.dedent(
     """
-    import concurrent.futures, pathlib, sys, threading, time
+    import concurrent.futures, pathlib, signal, sys, threading, time
     import blockwise
+
+    # Ctrl-C as a terminal gives it: a shell that starts a job in the background (CI's
+    # runner, `cmd &`) hands it SIGINT ignored, and Python then keeps it ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     out, data, mib, mode = pathlib.Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
     spec = {
