@@ -12,11 +12,6 @@ fn arr<const N: usize>(b: &[u8], o: usize) -> [u8; N] {
         .unwrap_or([0; N])
 }
 
-/// Little-endian u16 at `o`, or 0.
-pub(crate) fn le16(b: &[u8], o: usize) -> u16 {
-    u16::from_le_bytes(arr(b, o))
-}
-
 /// Little-endian u32 at `o`, or 0.
 pub(crate) fn le32(b: &[u8], o: usize) -> u32 {
     u32::from_le_bytes(arr(b, o))

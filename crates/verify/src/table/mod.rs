@@ -143,15 +143,8 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 let starts = match self.classify(off)? {
                     Content::Other(_) => true,
                     Content::Fat => {
-                        let bpb = read_clamped(self.src, off, 64)?;
-                        let sector = u64::from(crate::bytes::le16(&bpb, 11));
-                        let small = u64::from(crate::bytes::le16(&bpb, 19));
-                        let total = if small == 0 {
-                            u64::from(crate::bytes::le32(&bpb, 32))
-                        } else {
-                            small
-                        };
-                        total.saturating_mul(sector) <= len
+                        let head = read_clamped(self.src, off, 512)?;
+                        crate::fat::parse_fat(&head).is_ok_and(|v| v.volume_bytes() <= len)
                     }
                     Content::Ext => {
                         let sb = read_clamped(self.src, off.saturating_add(1024), 1024)?;
