@@ -991,6 +991,30 @@ fn hostile_containers_are_refused() {
     zp.extend(vec![0u8; 26]);
     zp.extend(b"PK\x05\x06\0\0\0\0\x01\0\x01\0\x2e\0\0\0\xff\xff\xff\x7f\0\0");
     cases.push(("zip directory", zp, "zip"));
+    // An lz4 frame cut right after a block, where a decoder that stops at the end of its
+    // input sees a clean end: the end mark (and the content checksum) are missing.
+    if have("lz4") {
+        let lz = dir.path().join("block.lz4");
+        pipe("lz4", &["-c", "-B4"], &img, &lz);
+        let data = fs::read(&lz).unwrap();
+        let flg = data[4];
+        let mut at = 7 + if flg & 8 != 0 { 8 } else { 0 };
+        let mut last = at;
+        loop {
+            let w = u32::from_le_bytes(data[at..at + 4].try_into().unwrap());
+            if w == 0 {
+                break;
+            }
+            at += 4 + (w & 0x7FFF_FFFF) as usize + if flg & 0x10 != 0 { 4 } else { 0 };
+            last = at;
+        }
+        assert!(last > 7 && last + 4 <= data.len());
+        cases.push((
+            "truncated lz4, cut after a block",
+            data[..last].to_vec(),
+            "truncated",
+        ));
+    }
     // Truncated containers of a real image.
     for (name, c) in containers(&img, dir.path()) {
         let data = fs::read(&c).unwrap();

@@ -7,6 +7,7 @@
 
 use std::io::{self, BufRead, Chain, Cursor, Read};
 
+use crate::decode::lz4_walk::Lz4Walk;
 use crate::decode::zstd_frame;
 
 /// How a run of compressed bytes is decoded.
@@ -58,34 +59,150 @@ pub(crate) fn decoder<'r, R: BufRead + 'r>(
         Codec::Deflate => Box::new(flate2::bufread::DeflateDecoder::new(input)),
         Codec::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(input)),
         Codec::Bzip2Single => Box::new(bzip2::bufread::BzDecoder::new(input)),
-        Codec::Lz4 => Box::new(Lz4Frames(Some(lz4_flex::frame::FrameDecoder::new(input)))),
+        Codec::Lz4 => Box::new(Lz4Frames(Some(lz4_flex::frame::FrameDecoder::new(
+            Walked {
+                inner: input,
+                walk: Lz4Walk::default(),
+                taken: 0,
+            },
+        )))),
     })
 }
 
 /// Concatenated lz4 frames, as the `lz4` tool decodes them: lz4_flex's decoder returns end
 /// of file at the end of each frame; a fresh decoder (its buffers sized for the frame's
-/// block size) takes the next one.
-struct Lz4Frames<R: BufRead>(Option<lz4_flex::frame::FrameDecoder<R>>);
+/// block size) takes the next one. It also returns end of file where the input stops at a
+/// block boundary, so the input goes through an [`Lz4Walk`] that says whether it stopped
+/// where a frame may end.
+struct Lz4Frames<R: BufRead>(Option<lz4_flex::frame::FrameDecoder<Walked<R>>>);
 
 impl<R: BufRead> Read for Lz4Frames<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        // Each round without output either starts a frame (consuming its header) or ends the
-        // input; bytes that never start a frame are an error, not a loop.
-        for _ in 0..3 {
+        // Every round without output consumes input (a frame's header and end mark, or a
+        // skippable frame) or returns, so the loop ends with the input.
+        loop {
             let Some(d) = self.0.as_mut() else {
                 return Ok(0);
             };
-            let n = d.read(buf)?;
-            if n > 0 || buf.is_empty() || d.get_mut().fill_buf()?.is_empty() {
+            let before = d.get_ref().taken;
+            let n = match d.read(buf) {
+                Ok(n) => n,
+                Err(e) => match lz4_error(e) {
+                    Lz4Error::Skippable(len) => {
+                        // The decoder took the magic number and the length: pass the data.
+                        let inner = d.get_mut();
+                        let skipped =
+                            io::copy(&mut inner.by_ref().take(u64::from(len)), &mut io::sink())?;
+                        if skipped < u64::from(len) {
+                            return Err(truncated());
+                        }
+                        self.next_frame();
+                        continue;
+                    }
+                    Lz4Error::Other(e) => return Err(e),
+                },
+            };
+            if n > 0 || buf.is_empty() {
                 return Ok(n);
             }
-            let rest = self.0.take().map(lz4_flex::frame::FrameDecoder::into_inner);
-            self.0 = rest.map(lz4_flex::frame::FrameDecoder::new);
+            if d.get_mut().fill_buf()?.is_empty() {
+                return if d.get_ref().walk.complete() {
+                    Ok(0)
+                } else {
+                    Err(truncated())
+                };
+            }
+            if d.get_ref().taken == before && before > 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "bytes after a frame that do not start another frame",
+                ));
+            }
+            self.next_frame();
         }
-        Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "lz4: bytes after a frame that do not start another frame",
-        ))
+    }
+}
+
+impl<R: BufRead> Lz4Frames<R> {
+    /// A fresh decoder (buffers sized for the next frame's block size) on the same input.
+    fn next_frame(&mut self) {
+        let rest = self.0.take().map(lz4_flex::frame::FrameDecoder::into_inner);
+        self.0 = rest.map(lz4_flex::frame::FrameDecoder::new);
+    }
+}
+
+fn truncated() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "the input ends inside a frame (the file is truncated)",
+    )
+}
+
+/// An lz4_flex error: a skippable frame to pass over, or an error in blockwise's words
+/// (lz4_flex prints its variant names).
+enum Lz4Error {
+    Skippable(u32),
+    Other(io::Error),
+}
+
+fn lz4_error(e: io::Error) -> Lz4Error {
+    use lz4_flex::frame::Error as E;
+    let Some(inner) = e.get_ref().and_then(|i| i.downcast_ref::<E>()) else {
+        return Lz4Error::Other(e);
+    };
+    let words = match inner {
+        E::SkippableFrame(len) => return Lz4Error::Skippable(*len),
+        E::WrongMagicNumber => "bytes that do not start an lz4 frame",
+        E::UnsupportedBlocksize(_) => "a frame with a block size lz4 does not define",
+        E::UnsupportedVersion(_) => "a frame of an lz4 format version blockwise does not read",
+        E::ReservedBitsSet => "a frame with reserved bits set",
+        E::InvalidBlockInfo => "a malformed block header",
+        E::BlockTooBig => "a block larger than its frame allows",
+        E::HeaderChecksumError => "a frame header whose checksum does not match",
+        E::BlockChecksumError => "a block whose checksum does not match (the file is damaged)",
+        E::ContentChecksumError => {
+            "a frame whose content checksum does not match (the file is damaged)"
+        }
+        E::ContentLengthError { .. } => "a frame shorter or longer than its header says",
+        E::DictionaryNotSupported => "a frame that needs an external dictionary",
+        E::DecompressionError(_) => "a block that does not decode (the file is damaged)",
+        _ => return Lz4Error::Other(e),
+    };
+    Lz4Error::Other(io::Error::new(io::ErrorKind::InvalidData, words))
+}
+
+/// The compressed input, with the frame walk following every byte the decoder takes.
+struct Walked<R> {
+    inner: R,
+    walk: Lz4Walk,
+    /// Bytes taken so far.
+    taken: u64,
+}
+
+impl<R: BufRead> Read for Walked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.walk.feed(buf.get(..n).unwrap_or_default());
+        self.taken = self
+            .taken
+            .saturating_add(u64::try_from(n).unwrap_or(u64::MAX));
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for Walked<R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+
+    fn consume(&mut self, amt: usize) {
+        if let Ok(b) = self.inner.fill_buf() {
+            self.walk.feed(b.get(..amt).unwrap_or(b));
+        }
+        self.taken = self
+            .taken
+            .saturating_add(u64::try_from(amt).unwrap_or(u64::MAX));
+        self.inner.consume(amt);
     }
 }
 
@@ -392,12 +509,41 @@ mod tests {
         let mut want = a.clone();
         want.extend_from_slice(&b);
         roundtrip(Codec::Lz4, &both, &want);
+        // A skippable frame between them is passed over, as the lz4 tool does.
+        let mut skip = frame(&a);
+        skip.extend_from_slice(&0x184D_2A51u32.to_le_bytes());
+        skip.extend_from_slice(&5u32.to_le_bytes());
+        skip.extend_from_slice(b"hello");
+        skip.extend_from_slice(&frame(&b));
+        roundtrip(Codec::Lz4, &skip, &want);
         let mut junk = frame(&a);
         junk.extend_from_slice(&[0u8; 16]);
         let mut out = Vec::new();
         let r = decoder(Codec::Lz4, &junk[..])
             .unwrap()
             .read_to_end(&mut out);
-        assert!(r.is_err(), "{} bytes", out.len());
+        let e = r.expect_err("junk after a frame");
+        assert!(!e.to_string().contains("Magic"), "{e}");
+    }
+
+    /// A stream cut exactly after a block (where lz4_flex sees a clean end) is an error, as is
+    /// one cut anywhere else inside a frame; the whole stream decodes.
+    #[test]
+    fn truncated_lz4_is_an_error() {
+        use std::io::Write as _;
+        let info =
+            lz4_flex::frame::FrameInfo::new().block_size(lz4_flex::frame::BlockSize::Max64KB);
+        let mut enc = lz4_flex::frame::FrameEncoder::with_frame_info(info, Vec::new());
+        enc.write_all(&vec![0u8; 1 << 20]).unwrap();
+        let whole = enc.finish().unwrap();
+        roundtrip(Codec::Lz4, &whole, &vec![0u8; 1 << 20]);
+        // Without the end mark: the input stops right after the last block.
+        for cut in [whole.len() - 4, whole.len() / 2, 7] {
+            let mut out = Vec::new();
+            let r = decoder(Codec::Lz4, &whole[..cut])
+                .unwrap()
+                .read_to_end(&mut out);
+            assert!(r.is_err(), "cut at {cut}: {} bytes decoded", out.len());
+        }
     }
 }

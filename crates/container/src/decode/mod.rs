@@ -15,6 +15,7 @@
 
 mod codec;
 pub(crate) mod input;
+mod lz4_walk;
 pub mod rounds;
 mod sparse;
 mod xz;
