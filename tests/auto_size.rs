@@ -1,5 +1,5 @@
-//! `size = "auto"` (issue 32 item 2): for random trees on FAT12/16/32 and ext4 (1 KiB and
-//! 4 KiB blocks, with and without a journal) the build succeeds, fsck.fat / e2fsck find the
+//! `size = "auto"` (issue 32 item 2): for random trees on FAT12/16/32, ext4 (1 KiB and
+//! 4 KiB blocks, with and without a journal), ext2 and ext3 the build succeeds, fsck.fat / e2fsck find the
 //! result clean and mcopy / debugfs read the tree back byte for byte; the next smaller
 //! erase-block multiple does not hold the same tree (tight, not padded); with headroom
 //! (`auto+N%+SIZE`) the free space is at least what was asked (fsck.fat's cluster counts,
@@ -64,6 +64,9 @@ impl Case {
                 "ext4 = {{ block-size = {}, journal = {} }}\n",
                 self.block, self.journal
             )
+        } else if is_ext(self.fs) {
+            // ext2 never has a journal, ext3 always has one.
+            format!("ext4 = {{ block-size = {} }}\n", self.block)
         } else {
             String::new()
         };
@@ -143,13 +146,28 @@ fn random_tree(r: &mut XorShift64, root: &Path, max_bytes: u64, root_max: usize)
     total
 }
 
+/// ext2, ext3 or ext4: made by the same native writer, checked by the same tools.
+fn is_ext(fs: &str) -> bool {
+    matches!(fs, "ext2" | "ext3" | "ext4")
+}
+
 fn random_case(r: &mut XorShift64) -> Case {
-    let fs = pick(r, &["fat12", "fat16", "fat32", "ext4", "ext4", "ext4"]);
+    let fs = pick(
+        r,
+        &[
+            "fat12", "fat16", "fat32", "ext4", "ext4", "ext4", "ext2", "ext3",
+        ],
+    );
     let headroom = r.next_u64() % 3 == 0;
+    let journal = r.next_u64() % 2 == 0;
     Case {
         fs,
         block: pick(r, &[1024, 4096]),
-        journal: r.next_u64() % 2 == 0,
+        journal: match fs {
+            "ext2" => false,
+            "ext3" => true,
+            _ => journal,
+        },
         erase: pick(r, &[128u64 << 10, 256 << 10, 1 << 20]),
         table: pick(r, &["none", "none", "mbr", "gpt"]),
         percent: if headroom {
@@ -215,7 +233,7 @@ fn ext4_available(part: &Path, mnt: &Path) -> u64 {
 }
 
 fn tools_for(case: &Case) -> bool {
-    let need: &[&str] = if case.fs == "ext4" {
+    let need: &[&str] = if is_ext(case.fs) {
         &["e2fsck", "debugfs"]
     } else {
         &["fsck.fat", "mcopy"]
@@ -310,7 +328,7 @@ fn run_case(n: u64, case: &Case, r: &mut XorShift64) {
     }
     let part = partition(case, &img, start, size, d.path());
     let out = d.path().join("out");
-    if case.fs == "ext4" {
+    if is_ext(case.fs) {
         e2fsck_clean(&part, Some("AUTO"));
         fs::create_dir_all(&out).unwrap();
         blockwise_test_kit::debugfs(&part, &format!("rdump / {}", out.display()));
@@ -339,7 +357,7 @@ fn partition(case: &Case, img: &Path, start: u64, size: u64, dir: &Path) -> Path
 /// Free space as the oracles count it: fsck.fat's free clusters, `df`'s available bytes on a
 /// read-only mount (`None` without root or loop devices).
 fn free_bytes(case: &Case, part: &Path, dir: &Path) -> Option<u64> {
-    if case.fs == "ext4" {
+    if is_ext(case.fs) {
         (is_root() && have_loop()).then(|| ext4_available(part, &dir.join("mnt")))
     } else {
         Some(fat_free_bytes(&fsck_fat_clean(part)))
@@ -372,6 +390,8 @@ fn auto_sizes_are_tight_and_hold_the_tree() {
         ("ext4", 1024, false),
         ("ext4", 4096, true),
         ("ext4", 4096, false),
+        ("ext2", 1024, false),
+        ("ext3", 4096, true),
     ];
     for n in 0..cases {
         let mut case = random_case(&mut r);

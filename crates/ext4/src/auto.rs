@@ -19,7 +19,8 @@ use crate::features::Features;
 use crate::{to_plan, Error, Ext4Request, Field, Invalid};
 
 /// The kernel's own reserve on an extent-mapped ext4 (`ext4_calculate_resv_clusters`): 2% of
-/// the blocks, at most 4096, which `df` does not count as available.
+/// the blocks, at most 4096, which `df` does not count as available. A block-mapped ext2 or
+/// ext3 (no `extents` feature) has none.
 #[must_use]
 pub fn kernel_reserve_blocks(blocks: u64) -> u64 {
     (blocks / 50).min(4096)
@@ -63,6 +64,14 @@ fn try_size(
     headroom: u64,
     journal: bool,
 ) -> Result<Result<AutoExt4, u64>, Error> {
+    if journal && req.options.kind == crate::ExtKind::Ext3 {
+        // ext3 always has a journal, and mke2fs's smallest takes a filesystem of 2048 blocks
+        // (ext4 would be made without one, which the check below counts as not holding).
+        let blocks = req.partition_size_bytes / u64::from(req.options.block_size.max(1));
+        if blocks < 2048 {
+            return Ok(Err(2048 - blocks));
+        }
+    }
     let prep = match Prepared::new(req, tree, None) {
         Ok(p) => p,
         Err(Error::NoSpace {
@@ -91,7 +100,11 @@ fn try_size(
     let free = g.used.free_total();
     let avail_blocks = free
         .saturating_sub(g.reserved_blocks)
-        .saturating_sub(kernel_reserve_blocks(g.blocks));
+        .saturating_sub(if g.feat.extents {
+            kernel_reserve_blocks(g.blocks)
+        } else {
+            0
+        });
     let avail = avail_blocks.saturating_mul(g.bs);
     if avail < headroom {
         return Ok(Err((headroom - avail).div_ceil(g.bs)));

@@ -24,13 +24,15 @@ pub(crate) fn validate(spec: &Spec) -> Result<(), SpecError> {
         };
         match p.fs {
             FsKind::Fat(_) => {}
-            FsKind::Ext4 if p.ext4.backend == Ext4Backend::Mke2fs => {
+            FsKind::Ext4 | FsKind::Ext2 | FsKind::Ext3
+                if p.ext4.backend == Ext4Backend::Mke2fs =>
+            {
                 return Err(SpecError::new(
                     pkey(i, "size"),
-                    format!("\"{a}\" is computed by the native ext4 planner, and mke2fs lays the filesystem out itself; use ext4.backend = \"native\" or give a size"),
+                    format!("\"{a}\" is computed by the native {} planner, and mke2fs lays the filesystem out itself; use ext4.backend = \"native\" or give a size", p.fs),
                 ))
             }
-            FsKind::Ext4 => {}
+            FsKind::Ext4 | FsKind::Ext2 | FsKind::Ext3 => {}
             FsKind::Raw | FsKind::Squashfs | FsKind::Erofs | FsKind::Verity if !a.is_plain() => {
                 return Err(SpecError::new(
                     pkey(i, "size"),
@@ -41,7 +43,7 @@ pub(crate) fn validate(spec: &Spec) -> Result<(), SpecError> {
             other => {
                 return Err(SpecError::new(
                     pkey(i, "size"),
-                    format!("\"{a}\" is computed for fat12/16/32 and ext4 partitions (and is the default for raw, squashfs, erofs and verity ones); give fs = \"{other}\" a size like \"256MiB\""),
+                    format!("\"{a}\" is computed for fat12/16/32 and ext2/3/4 partitions (and is the default for raw, squashfs, erofs and verity ones); give fs = \"{other}\" a size like \"256MiB\""),
                 ))
             }
         }
@@ -111,7 +113,14 @@ pub(crate) fn resolve(
         .iter()
         .enumerate()
         .filter_map(|(i, p)| match p.size {
-            SizeSpec::Auto(a) if matches!(p.fs, FsKind::Fat(_) | FsKind::Ext4) => Some((i, a)),
+            SizeSpec::Auto(a)
+                if matches!(
+                    p.fs,
+                    FsKind::Fat(_) | FsKind::Ext4 | FsKind::Ext2 | FsKind::Ext3
+                ) =>
+            {
+                Some((i, a))
+            }
             _ => None,
         })
         .collect();
@@ -206,6 +215,7 @@ pub(crate) fn resolve(
                 let fit = blockwise_ext4::smallest(&req, tree, headroom)
                     .map_err(|err| ext4_failure(si, err))?;
                 let x = &fit.plan;
+                let extents = x.features.iter().any(|f| f == "extent");
                 let journal = if fit.journal_blocks > 0 {
                     format!(", a journal of {} blocks", fit.journal_blocks)
                 } else {
@@ -214,17 +224,20 @@ pub(crate) fn resolve(
                 (
                     fit.size_bytes,
                     format!(
-                        "{} and {} take {} and {} of {} (file data, directories with their htree blocks, extent and xattr blocks, lost+found); ext4 adds {} of metadata (superblocks, descriptors, bitmaps, inode tables for {} inodes{journal}); {} free, {} of it available to files after the {} reserved for root and the kernel's reserve{asked}",
+                        "{} and {} take {} and {} of {} (file data, directories with their htree blocks, {} and xattr blocks, lost+found); {} adds {} of metadata (superblocks, descriptors, bitmaps, inode tables for {} inodes{journal}); {} free, {} of it available to files after the {} reserved for root{}{asked}",
                         plural(counted.files, "file", "files"),
                         plural(counted.dirs, "directory", "directories"),
                         plural(fit.used_inodes, "inode", "inodes"),
                         plural(fit.data_blocks, "block", "blocks"),
                         format_size(u64::from(x.block_bytes)),
+                        if extents { "extent" } else { "indirect" },
+                        ps.fs,
                         plural(fit.metadata_blocks, "block", "blocks"),
                         x.inodes,
                         plural(fit.free_blocks, "block", "blocks"),
                         format_size(fit.available_bytes),
                         plural(fit.reserved_blocks, "block", "blocks"),
+                        if extents { " and the kernel's reserve" } else { "" },
                     ),
                 )
             }
