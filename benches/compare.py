@@ -145,6 +145,36 @@ def shapes(quick: bool) -> dict[str, Shape]:
     }
 
 
+def with_bmap(img: Path, bmap: Path) -> tuple[Path, Path]:
+    """`img`'s .bmap at `bmap` (made once), and the same image (a hard link) with a copy of
+    it beside, as users have it: blockwise finds it and checks every range's SHA-256 while it
+    writes. Returns (bmap, the linked image)."""
+    if not bmap.exists():
+        quiet(["bmaptool", "-q", "create", str(img), "-o", str(bmap)])
+    beside = img.with_name(img.stem + "-with-bmap" + img.suffix)
+    if beside.exists():
+        beside.unlink()
+    os.link(img, beside)
+    shutil.copyfile(bmap, beside.with_name(beside.name + ".bmap"))
+    return bmap, beside
+
+
+def attach_loop(c: dict, backing: Path, size: int) -> None:
+    """A fresh sparse backing file of `size` bytes on a --direct-io loop device: c["dev"]."""
+    backing.unlink(missing_ok=True)
+    with open(backing, "wb") as f:
+        f.truncate(size)
+    c["dev"] = subprocess.run(
+        ["losetup", "--direct-io=on", "-f", "--show", str(backing)],
+        check=True, capture_output=True, text=True).stdout.strip()
+
+
+def detach_loop(c: dict, backing: Path) -> None:
+    if "dev" in c:
+        subprocess.run(["losetup", "-d", c["dev"]], check=False)
+    backing.unlink(missing_ok=True)
+
+
 def write_random(path: Path, rng: random.Random, n: int) -> None:
     with open(path, "wb") as f:
         while n > 0:
@@ -812,30 +842,14 @@ class Bench:
         for img, what in [(full, "a fully mapped image"),
                           (rpi, "the RPi image from T1 (sparse)")]:
             size = img.stat().st_size
-            bmap = bmaps / (img.name + ".bmap")
-            if not bmap.exists():
-                quiet(["bmaptool", "-q", "create", str(img), "-o", str(bmap)])
-            # The same image (a hard link) with its .bmap beside it, as users have it: blockwise
-            # finds it and checks every range's SHA-256 while it writes.
-            beside = img.with_name(img.stem + "-with-bmap" + img.suffix)
-            if beside.exists():
-                beside.unlink()
-            os.link(img, beside)
-            shutil.copyfile(bmap, beside.with_name(beside.name + ".bmap"))
+            bmap, beside = with_bmap(img, bmaps / (img.name + ".bmap"))
             backing = self.out / "loop-backing.bin"
 
             def setup(c: dict, size: int = size, backing: Path = backing) -> None:
-                backing.unlink(missing_ok=True)
-                with open(backing, "wb") as f:
-                    f.truncate(size)
-                c["dev"] = subprocess.run(
-                    ["losetup", "--direct-io=on", "-f", "--show", str(backing)],
-                    check=True, capture_output=True, text=True).stdout.strip()
+                attach_loop(c, backing, size)
 
             def teardown(c: dict, backing: Path = backing) -> None:
-                if "dev" in c:
-                    subprocess.run(["losetup", "-d", c["dev"]], check=False)
-                backing.unlink(missing_ok=True)
+                detach_loop(c, backing)
 
             # Random bytes are no disk image: blockwise refuses them without --raw.
             raw = ["--raw"] if img == full else []
@@ -884,24 +898,13 @@ class Bench:
         if not img.exists() or img.stat().st_size != n:
             with open(full, "rb") as src, open(img, "wb") as dst:
                 dst.write(src.read(n))
-        bmap = self.out / "bmap" / "write-throttled.img.bmap"
-        if not bmap.exists():
-            quiet(["bmaptool", "-q", "create", str(img), "-o", str(bmap)])
-        beside = img.with_name(img.stem + "-with-bmap" + img.suffix)
-        if beside.exists():
-            beside.unlink()
-        os.link(img, beside)
-        shutil.copyfile(bmap, beside.with_name(beside.name + ".bmap"))
+        (self.out / "bmap").mkdir(exist_ok=True)
+        _, beside = with_bmap(img, self.out / "bmap" / "write-throttled.img.bmap")
         backing = self.out / "loop-backing.bin"
         bps = 40 * 1000 * 1000
 
         def setup(c: dict) -> None:
-            backing.unlink(missing_ok=True)
-            with open(backing, "wb") as f:
-                f.truncate(n)
-            c["dev"] = subprocess.run(
-                ["losetup", "--direct-io=on", "-f", "--show", str(backing)],
-                check=True, capture_output=True, text=True).stdout.strip()
+            attach_loop(c, backing, n)
             rdev = os.stat(c["dev"]).st_rdev
             c["majmin"] = f"{os.major(rdev)}:{os.minor(rdev)}"
             (grp / "blkio.throttle.write_bps_device").write_text(f"{c['majmin']} {bps}\n")
@@ -909,9 +912,7 @@ class Bench:
         def teardown(c: dict) -> None:
             if "majmin" in c:
                 (grp / "blkio.throttle.write_bps_device").write_text(f"{c['majmin']} 0\n")
-            if "dev" in c:
-                subprocess.run(["losetup", "-d", c["dev"]], check=False)
-            backing.unlink(missing_ok=True)
+            detach_loop(c, backing)
 
         def in_group(argv: list[str]) -> list[str]:
             # The command joins the throttled group before it starts.
@@ -996,17 +997,10 @@ class Bench:
         backing = self.out / "loop-backing.bin"
 
         def setup(c: dict) -> None:
-            backing.unlink(missing_ok=True)
-            with open(backing, "wb") as f:
-                f.truncate(size)
-            c["dev"] = subprocess.run(
-                ["losetup", "--direct-io=on", "-f", "--show", str(backing)],
-                check=True, capture_output=True, text=True).stdout.strip()
+            attach_loop(c, backing, size)
 
         def teardown(c: dict) -> None:
-            if "dev" in c:
-                subprocess.run(["losetup", "-d", c["dev"]], check=False)
-            backing.unlink(missing_ok=True)
+            detach_loop(c, backing)
 
         # The raw image's .bmap under another name (write would pick up encw-rpi.img.bmap
         # for the rows without one): without it the image's zeros are written too.
