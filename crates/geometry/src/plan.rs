@@ -232,6 +232,17 @@ pub struct PartitionPlan {
     /// from its name; serialised only when set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slot: Option<String>,
+    /// GPT: the MBR type byte under which this partition is mirrored into a hybrid MBR
+    /// (`mbr-type`; see [`crate::hybrid`]); serialised as `"0x0c"` only when set.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_mbr_type")]
+    pub mbr_type: Option<u8>,
+}
+
+fn ser_mbr_type<S: Serializer>(v: &Option<u8>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(b) => s.collect_str(&format_args!("0x{b:02x}")),
+        None => s.serialize_none(),
+    }
 }
 
 fn is_true(v: &bool) -> bool {
@@ -522,7 +533,9 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
     {
         placed.parts.sort_by_key(|p| p.logical);
     }
-    if !gpt {
+    if gpt {
+        crate::hybrid::check_limits(&placed.parts, img.sector_size)?;
+    } else {
         check_mbr_limit(&placed.parts, img.sector_size)?;
     }
     let mut plan = Plan {
@@ -615,6 +628,7 @@ fn plan_bare(spec: &Layout) -> Result<Plan, LayoutError> {
             in_table: true,
             attributes: GptAttributes::NONE,
             slot: None,
+            mbr_type: None,
         }],
         extended: None,
         gpt: None,
@@ -855,6 +869,13 @@ fn place_partitions(spec: &Layout, table: &TableBounds, first: u64) -> Result<Pl
             in_table: p.in_table,
             attributes: p.attributes,
             slot: slot.map(str::to_string),
+            mbr_type: match p.mbr_type.as_deref() {
+                Some(t) if gpt && p.in_table => Some(
+                    crate::hybrid::mbr_type_byte(p.fs, t)
+                        .map_err(|r| LayoutError::part(i, PartKey::MbrType, r))?,
+                ),
+                _ => None,
+            },
         });
         let pend = start.checked_add(size).ok_or_else(|| overflow(psize(i)))?;
         if logical {

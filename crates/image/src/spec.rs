@@ -311,6 +311,10 @@ pub struct PartitionSpec {
     /// MBR: primary although it follows logical partitions (genimage's `forced-primary`).
     #[serde(default, deserialize_with = "blockwise_geometry::de::boolean")]
     pub primary: bool,
+    /// GPT: mirror this partition into a hybrid MBR under this MBR type (byte or alias;
+    /// genimage's `partition-type` with `partition-table-type = "hybrid"`).
+    #[serde(default, deserialize_with = "opt_type")]
+    pub mbr_type: Option<String>,
 }
 
 fn yes() -> bool {
@@ -403,6 +407,7 @@ impl PartitionSpec {
             attributes: GptAttributes::NONE,
             slots: Vec::new(),
             primary: false,
+            mbr_type: None,
         }
     }
 
@@ -424,6 +429,7 @@ impl PartitionSpec {
             attributes,
             slots: self.slots.clone(),
             primary: self.primary,
+            mbr_type: self.mbr_type.clone(),
         }
     }
 

@@ -849,15 +849,8 @@ impl Cx {
             "mbr" | "dos" => "mbr",
             "gpt" => "gpt",
             "none" => "none",
-            "hybrid" => {
-                self.err(
-                    hd_loc,
-                    Some("partition-table-type"),
-                    "\"hybrid\": blockwise writes a protective MBR with GPT, not a hybrid MBR"
-                        .into(),
-                );
-                "gpt"
-            }
+            // GPT, and the partitions with a partition-type get mbr-type (below).
+            "hybrid" => "gpt",
             other => {
                 self.err(
                     hd_loc,
@@ -870,6 +863,7 @@ impl Cx {
                 "mbr"
             }
         };
+        let hybrid = table == "hybrid";
         let hd_align = align
             .filter(|a| *a != 0)
             .unwrap_or(if kind == "none" { 1 } else { 512 });
@@ -900,6 +894,14 @@ impl Cx {
             ));
         }
         match disk_sig {
+            Some((s, l)) if hybrid && s != "random" && parse_int(&s) != Some(0) => {
+                self.err(
+                    l,
+                    Some("disk-signature"),
+                    "blockwise writes disk signature 0 in a hybrid MBR (genimage's default); another one cannot be expressed".into(),
+                );
+            }
+            Some(_) if hybrid => {}
             Some((s, l)) if kind != "mbr" && s != "random" => {
                 self.err(
                     l,
@@ -991,6 +993,7 @@ impl Cx {
             _ => 512,
         };
         let mut count = 0usize;
+        let mut mirrored = 0usize;
         for p in &parts {
             let in_table = p.in_table && kind != "none";
             let mut e = Entry {
@@ -1231,8 +1234,17 @@ impl Cx {
                             );
                         }
                     }
-                    if p.mbr_type.is_some() {
-                        self.err(p.loc, Some("partition-type"), format!("partition {:?}: is only valid for mbr and hybrid partition-table-type", display_str(p.name)));
+                    match p.mbr_type {
+                        Some(t) if hybrid && in_table => {
+                            e.key("mbr-type", tstr(&format!("0x{t:02x}")));
+                            mirrored = mirrored.saturating_add(1);
+                            if mirrored > 3 {
+                                self.err(p.loc, Some("partition-type"), format!("partition {:?}: hybrid MBR partitions ({mirrored}) exceed the maximum of 3 (genimage refuses it too)", display_str(p.name)));
+                            }
+                        }
+                        Some(_) if hybrid => {}
+                        Some(_) => self.err(p.loc, Some("partition-type"), format!("partition {:?}: is only valid for mbr and hybrid partition-table-type", display_str(p.name))),
+                        None => {}
                     }
                     if !p.attributes.is_empty() {
                         let list: Vec<String> = p.attributes.iter().map(|a| tstr(a)).collect();
