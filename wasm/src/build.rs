@@ -271,6 +271,12 @@ pub fn prepare_with(
                 i + 1
             )));
         }
+        if !p.files.is_empty() {
+            return Err(Failure::unsupported(format!(
+                "partition[{}].files: the page fills a partition from the folder you drop, not from files lists; use `blockwise build`",
+                i + 1
+            )));
+        }
     }
     if !spec.raw.is_empty() {
         return Err(Failure::unsupported(

@@ -23,7 +23,11 @@ pub const MAX_MIRRORED: usize = 3;
 
 /// The MBR type byte of `mbr-type = text` for a partition holding `fs`.
 pub fn mbr_type_byte(fs: FsKind, text: &str) -> Result<u8, String> {
-    if text.trim().trim_start_matches("0x").eq_ignore_ascii_case("ee") {
+    if text
+        .trim()
+        .trim_start_matches("0x")
+        .eq_ignore_ascii_case("ee")
+    {
         return Err("type 0xee is the GPT protective entry, which the hybrid MBR adds itself after the mirrored ones".into());
     }
     match resolve(TableKind::Mbr, fs, Some(text))? {
@@ -136,13 +140,25 @@ mod tests {
         let e = err(&layout(TableKind::Mbr, &[Some("0x0c")]));
         assert!(e.starts_with("partition[1].mbr-type: mirrors a GPT partition into a hybrid MBR, so it needs table = \"gpt\" (this table is mbr)"), "{e}");
         let e = err(&layout(TableKind::Gpt, &[Some("0xee")]));
-        assert!(e.starts_with("partition[1].mbr-type: type 0xee is the GPT protective entry"), "{e}");
+        assert!(
+            e.starts_with("partition[1].mbr-type: type 0xee is the GPT protective entry"),
+            "{e}"
+        );
         let e = err(&layout(TableKind::Gpt, &[Some("0x0f")]));
         assert!(e.contains("is an extended partition"), "{e}");
         let e = err(&layout(TableKind::Gpt, &[Some("bogus")]));
-        assert!(e.starts_with("partition[1].mbr-type: \"bogus\" is neither an MBR type byte"), "{e}");
-        let e = err(&layout(TableKind::Gpt, &[Some("1"), Some("2"), None, Some("3"), Some("4")]));
-        assert!(e.starts_with("partition[5].mbr-type: a hybrid MBR mirrors at most 3 partitions"), "{e}");
+        assert!(
+            e.starts_with("partition[1].mbr-type: \"bogus\" is neither an MBR type byte"),
+            "{e}"
+        );
+        let e = err(&layout(
+            TableKind::Gpt,
+            &[Some("1"), Some("2"), None, Some("3"), Some("4")],
+        ));
+        assert!(
+            e.starts_with("partition[5].mbr-type: a hybrid MBR mirrors at most 3 partitions"),
+            "{e}"
+        );
         let mut l = layout(TableKind::Gpt, &[Some("1")]);
         l.partitions[0].slots = vec!["a".into(), "b".into()];
         l.partitions[0].name = Some("boot".into());
@@ -159,6 +175,9 @@ mod tests {
         let mut l = layout(TableKind::Gpt, &[None, Some("0x83")]);
         l.partitions[0].size = SizeSpec::Bytes(3 << 40);
         let e = err(&l);
-        assert!(e.starts_with("partition[2].mbr-type: the partition ends at sector"), "{e}");
+        assert!(
+            e.starts_with("partition[2].mbr-type: the partition ends at sector"),
+            "{e}"
+        );
     }
 }

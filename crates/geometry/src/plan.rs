@@ -234,7 +234,10 @@ pub struct PartitionPlan {
     pub slot: Option<String>,
     /// GPT: the MBR type byte under which this partition is mirrored into a hybrid MBR
     /// (`mbr-type`; see [`crate::hybrid`]); serialised as `"0x0c"` only when set.
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_mbr_type")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "ser_mbr_type"
+    )]
     pub mbr_type: Option<u8>,
 }
 

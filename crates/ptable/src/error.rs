@@ -207,7 +207,9 @@ pub enum PlanError {
         max: u32,
     },
     /// More partitions mirrored into a hybrid MBR than it has entries besides the 0xEE one.
-    #[error("{count} partitions mirrored into the hybrid MBR: it holds three besides the 0xEE entry")]
+    #[error(
+        "{count} partitions mirrored into the hybrid MBR: it holds three besides the 0xEE entry"
+    )]
     TooManyMirrored {
         /// Mirrored partitions in the plan.
         count: usize,

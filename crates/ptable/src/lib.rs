@@ -173,9 +173,22 @@ mod tests {
             let sb = sector.bytes_u64();
             let got: Vec<_> = m
                 .used()
-                .map(|(slot, e)| (slot, e.status, e.type_, u64::from(e.start_lba), u64::from(e.sectors)))
+                .map(|(slot, e)| {
+                    (
+                        slot,
+                        e.status,
+                        e.type_,
+                        u64::from(e.start_lba),
+                        u64::from(e.sectors),
+                    )
+                })
                 .collect();
-            let q = |i: usize| (p.partitions[i].start_bytes / sb, p.partitions[i].size_bytes / sb);
+            let q = |i: usize| {
+                (
+                    p.partitions[i].start_bytes / sb,
+                    p.partitions[i].size_bytes / sb,
+                )
+            };
             assert_eq!(
                 got,
                 [
@@ -186,7 +199,9 @@ mod tests {
             );
         }
         let mut p = plan_of(TableKind::Gpt, 4);
-        p.partitions.iter_mut().for_each(|q| q.mbr_type = Some(0x83));
+        p.partitions
+            .iter_mut()
+            .for_each(|q| q.mbr_type = Some(0x83));
         check(&p, |_| {}, "TooManyMirrored { count: 4 }");
     }
 
