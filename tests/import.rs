@@ -937,3 +937,114 @@ fn genimage_hybrid_mbr() {
     assert_eq!(table_findings(&v).len(), 1, "{v}");
     assert_eq!(table_findings(&v)[0]["code"], "hybrid-mbr");
 }
+
+/// Every regular file under `dir`, as (path relative to `dir`, bytes), sorted.
+fn files_under(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+                out.push((rel, fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A Buildroot-style vfat filled by genimage's `files = {…}` (a file from a subdirectory, a
+/// whole directory, a file) and `file NAME { image = … }`: imported as `files`, built, and
+/// the FAT holds exactly what genimage 16's does (both read out with mcopy); the table is
+/// genimage's. An image the config builds, or a missing file, is refused naming the option.
+#[test]
+fn genimage_vfat_files() {
+    if !(have("sfdisk") && have("mcopy")) {
+        return;
+    }
+    let dir = tempdir!();
+    let d = dir.path();
+    fs::create_dir_all(d.join("input/rpi-firmware/overlays")).unwrap();
+    fs::create_dir_all(d.join("root")).unwrap();
+    write_file(&d.join("input/rpi-firmware"), "start4.elf", "firmware\n");
+    write_file(
+        &d.join("input/rpi-firmware/overlays"),
+        "vc4-kms-v3d.dtbo",
+        &"o".repeat(70_000),
+    );
+    write_file(&d.join("input"), "Image", &"k".repeat(5000));
+    write_file(&d.join("input"), "cmdline.txt", "console=tty1\n");
+    let cfg = "image boot.vfat {\n\tvfat {\n\t\tfiles = {\n\t\t\t\"rpi-firmware/start4.elf\",\n\t\t\t\"rpi-firmware/overlays\",\n\t\t\t\"Image\"\n\t\t}\n\t\tfile cmd.txt { image = \"cmdline.txt\" }\n\t}\n\tsize = 32M\n}\n\nimage sdcard.img {\n\thdimage {\n\t\talign = 4M\n\t}\n\tpartition boot {\n\t\tpartition-type = 0xC\n\t\tbootable = \"true\"\n\t\timage = \"boot.vfat\"\n\t}\n}\n";
+    let config = write_file(d, "genimage.cfg", cfg);
+    let o = blockwise!().run(["import".as_ref(), config.as_os_str()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let toml = stdout(&o);
+    assert!(
+        toml.contains("files = [\"input/rpi-firmware/start4.elf\", \"input/rpi-firmware/overlays\", \"input/Image\", { source = \"input/cmdline.txt\", dest = \"/cmd.txt\" }]"),
+        "{toml}"
+    );
+    assert!(!toml.contains("contents ="), "{toml}");
+    let spec = write_file(d, "spec.toml", &toml);
+    let out = d.join("ours.img");
+    let b = blockwise!().run([
+        "build".as_ref(),
+        "-q".as_ref(),
+        spec.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert!(b.status.success(), "{}", stderr(&b));
+    let (_, ours) = table(&out);
+    let start = field(&ours[0], "start").unwrap();
+    let got = d.join("ours");
+    blockwise_test_kit::mcopy_out(&out, start * 512, &got);
+    let expected: Vec<(String, Vec<u8>)> = vec![
+        ("Image".into(), fs::read(d.join("input/Image")).unwrap()),
+        (
+            "cmd.txt".into(),
+            fs::read(d.join("input/cmdline.txt")).unwrap(),
+        ),
+        (
+            "overlays/vc4-kms-v3d.dtbo".into(),
+            fs::read(d.join("input/rpi-firmware/overlays/vc4-kms-v3d.dtbo")).unwrap(),
+        ),
+        (
+            "start4.elf".into(),
+            fs::read(d.join("input/rpi-firmware/start4.elf")).unwrap(),
+        ),
+    ];
+    assert_eq!(files_under(&got), expected);
+    if have("genimage") && have("mkdosfs") {
+        match genimage_oracle(d, "genimage.cfg", Some("sdcard.img"), None) {
+            Oracle::Table((_, theirs)) => {
+                assert_eq!(ours, theirs, "partition table");
+                let gen = d.join("theirs");
+                blockwise_test_kit::mcopy_out(&d.join("images/boot.vfat"), 0, &gen);
+                assert_eq!(files_under(&gen), expected, "genimage's FAT");
+            }
+            Oracle::Unknown(why) => eprintln!("SKIP: genimage cannot run here: {why}"),
+            Oracle::Refused(why) => panic!("genimage refuses the config: {why}"),
+            Oracle::Bare(..) => panic!("genimage made no partition table"),
+        }
+    }
+    // Refusals: a file that is not there, an image the config builds.
+    let bad = cfg
+        .replace("\"Image\"", "\"nope.bin\"")
+        .replace("image = \"cmdline.txt\"", "image = \"boot.vfat\"");
+    let config = write_file(d, "bad.cfg", &bad);
+    let o = blockwise!().run(["import".as_ref(), config.as_os_str()]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("bad.cfg:3: files: \"input/nope.bin\" does not exist"),
+        "{err}"
+    );
+    assert!(
+        err.contains("bad.cfg:8: file: \"boot.vfat\" is an image this config builds"),
+        "{err}"
+    );
+}

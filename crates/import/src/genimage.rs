@@ -525,6 +525,8 @@ impl Cx {
             }
         }
         let mut features: Option<String> = None;
+        // `files` items of a vfat image (genimage's `files` and `file NAME { image }`).
+        let mut files: Vec<String> = Vec::new();
         // `partition.ext4` keys from `features` and mke2fs `extraargs`.
         let mut ext4: Vec<(String, String)> = Vec::new();
         let is_ext = matches!(kind, "ext2" | "ext3" | "ext4");
@@ -556,11 +558,28 @@ impl Cx {
                     format!("blockwise runs no mkfs, so {:?} cannot be passed on; say it with the partition's {} keys", display_str(v), if kind == "vfat" { "fat" } else { "ext4" }),
                 ),
                 ("ext4", "mke2fs-conf") => self.err(o.loc, Some("mke2fs-conf"), "blockwise reads no mke2fs.conf; say it with ext4.* keys".into()),
-                ("vfat", "files" | "file") => self.err(
-                    o.loc,
-                    Some(&o.key),
-                    "blockwise fills a FAT from one directory (contents); it has no file lists yet: stage the files into one directory".into(),
-                ),
+                ("vfat", "files") => match &o.value {
+                    Value::List(items) => {
+                        for it in items {
+                            self.vfat_file(o.loc, "files", it, None, ctx, &mut files);
+                        }
+                    }
+                    Value::Scalar(it) => self.vfat_file(o.loc, "files", it, None, ctx, &mut files),
+                    Value::Section { .. } => self.err(o.loc, Some("files"), "must be a list like {\"a\", \"b\"}".into()),
+                },
+                ("vfat", "file") => match &o.value {
+                    Value::Section { title: Some(name), body } => {
+                        let image = body.iter().find(|n| n.key == "image").and_then(scalar);
+                        for n in body.iter().filter(|n| n.key != "image") {
+                            self.err(n.loc, Some(&n.key), "is not a vfat file option genimage knows (only image)".into());
+                        }
+                        match image {
+                            Some(img) => self.vfat_file(o.loc, "file", img, Some(name), ctx, &mut files),
+                            None => self.err(o.loc, Some("file"), format!("file {:?} names no image", display_str(name))),
+                        }
+                    }
+                    _ => self.err(o.loc, Some("file"), "must be a section like file NAME { image = \"…\" }".into()),
+                },
                 (_, k) => self.err(o.loc, Some(k), format!("is not a {kind} option blockwise can express")),
             }
         }
@@ -585,7 +604,12 @@ impl Cx {
             let kv: Vec<String> = ext4.iter().map(|(k, v)| format!("{k} = {v}")).collect();
             e.key("ext4", format!("{{ {} }}", kv.join(", ")));
         }
-        if !empty {
+        if !files.is_empty() {
+            e.key("files", format!("[{}]", files.join(", ")));
+            e.note(format!("{}: genimage copies only the listed files into this vfat (no root path), as this spec does", self.at(node.loc)));
+        }
+        // genimage fills a vfat with `files` from them alone, without the root path.
+        if !empty && files.is_empty() {
             let dir = match (contents, mountpoint) {
                 (Some(c), _) => c,
                 (None, Some(m)) => format!("{}/{}", ctx.root, m.trim_start_matches('/')),
@@ -602,6 +626,48 @@ impl Cx {
             );
         }
         size
+    }
+
+    /// One vfat `files` item or `file NAME { image = … }`: a file or directory of the input
+    /// path, as a `files` entry (at the root under its own name, or at `/NAME`). An image
+    /// the config builds is refused: blockwise builds partitions, not files inside them.
+    fn vfat_file(
+        &mut self,
+        loc: Loc,
+        key: &str,
+        image: &str,
+        name: Option<&str>,
+        ctx: &Ctx<'_>,
+        files: &mut Vec<String>,
+    ) {
+        if ctx.images.iter().any(|(t, _, _)| *t == image) {
+            self.err(
+                loc,
+                Some(key),
+                format!("{:?} is an image this config builds; blockwise builds filesystems as partitions, not as files inside another one: build it first and name the file", display_str(image)),
+            );
+            return;
+        }
+        let path = format!("{}/{}", ctx.input, image.trim_start_matches('/'));
+        if ctx.host.file_size(&path).is_none() && ctx.host.dir_usage_kib(&path, true).is_none() {
+            self.err(
+                loc,
+                Some(key),
+                format!(
+                    "{:?} does not exist (give the directory with --inputpath)",
+                    display_str(&path)
+                ),
+            );
+            return;
+        }
+        files.push(match name {
+            Some(n) => format!(
+                "{{ source = {}, dest = {} }}",
+                tstr(&path),
+                tstr(&format!("/{}", n.trim_start_matches('/')))
+            ),
+            None => tstr(&path),
+        });
     }
 
     /// mkfs.vfat arguments blockwise has keys for: `-n LABEL`, `-F 12|16|32`; anything
