@@ -205,6 +205,22 @@ fn scalar(n: &Node) -> Option<&str> {
     }
 }
 
+/// For a config whose partitions have explicit offsets: the largest power of two from
+/// 4 KiB to 4 MiB that divides every in-table partition's explicit offset and size; `None`
+/// when there is no explicit offset or they are not even on 4 KiB.
+fn explicit_grain(parts: &[Part<'_>]) -> Option<u64> {
+    let tabled = || parts.iter().filter(|p| p.in_table);
+    if !tabled().any(|p| p.offset.is_some_and(|o| o > 0)) {
+        return None;
+    }
+    let grain = tabled()
+        .flat_map(|p| [p.offset.filter(|&o| o > 0), p.size.filter(|&s| s > 0)])
+        .flatten()
+        .map(|v| 1u64 << v.trailing_zeros().min(22))
+        .min()?;
+    (grain >= 4096).then_some(grain)
+}
+
 /// genimage's `strtoul_suffix`: a C integer (`0x…` hex, `0…` octal) then `k`/`K`, `M`, `G`
 /// (binary) or `s` (512-byte sectors); with `percent`, a trailing `%` is returned as such.
 pub fn parse_size(s: &str, percent: bool) -> Result<(u64, bool), String> {
@@ -943,6 +959,16 @@ impl Cx {
         out.image.push(("table".into(), tstr(kind)));
         if hd_align.is_power_of_two() && (4096..=(256 << 20)).contains(&hd_align) {
             out.image.push(("erase-block".into(), tsize(hd_align)));
+        } else if let Some(e) = explicit_grain(&parts) {
+            // Explicit offsets at blockwise's 4 MiB would overlap once sizes round up: the
+            // coarsest power of two every explicit offset and size sits on keeps them.
+            out.image.push(("erase-block".into(), tsize(e)));
+            out.image_notes.push(format!(
+                "{}: genimage aligns partitions to {}; that is no erase block blockwise accepts (a power of two from 4 KiB to 256 MiB), so the erase block is {}, the coarsest boundary every explicit offset and size of the config sits on",
+                self.at(hd_loc),
+                size_text(hd_align),
+                size_text(e)
+            ));
         } else {
             out.image_notes.push(format!(
                 "{}: genimage aligns partitions to {}; that is no erase block blockwise accepts (a power of two from 4 KiB to 256 MiB), so blockwise aligns to its default 4 MiB",
@@ -1060,6 +1086,7 @@ impl Cx {
         };
         let mut count = 0usize;
         let mut mirrored = 0usize;
+        let mut ext_placed: Option<crate::emit::Placed> = None;
         for p in &parts {
             let in_table = p.in_table && kind != "none";
             let mut e = Entry {
@@ -1225,7 +1252,15 @@ impl Cx {
                 }
             }
             now = now.max(offset.saturating_add(size));
-            let _ = logical;
+            if logical {
+                // genimage 16: the extended partition starts one `align` before the first
+                // logical partition and ends with the last one.
+                let start = ext_placed.map_or(offset.saturating_sub(hd_align), |x| x.start);
+                ext_placed = Some(crate::emit::Placed {
+                    start,
+                    size: offset.saturating_add(size).saturating_sub(start),
+                });
+            }
             if !in_table {
                 if p.image.is_none() {
                     out.image_notes.push(format!(
@@ -1342,6 +1377,7 @@ impl Cx {
             });
             out.partitions.push(e);
         }
+        out.extended = ext_placed;
         out
     }
 
