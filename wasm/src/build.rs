@@ -573,3 +573,25 @@ impl Job {
         self.map.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A spec with `files` is refused by name: the page has no host paths to read them from.
+    #[test]
+    fn files_lists_are_refused_in_the_page() {
+        let spec = Spec::from_toml(
+            "[image]\nsize = \"64MiB\"\n[[partition]]\nfs = \"fat16\"\nsize = \"16MiB\"\nfiles = [\"u-boot.bin\"]\n",
+        )
+        .unwrap();
+        let Err(e) = prepare(&spec, &[]) else {
+            panic!("a files list was accepted")
+        };
+        assert!(
+            e.message.starts_with("partition[1].files: "),
+            "{}",
+            e.message
+        );
+    }
+}

@@ -16,6 +16,9 @@ use blockwise_geometry::display_str;
 const MAX_LINE: usize = 64 << 10;
 const MAX_LINES: usize = 100_000;
 
+/// Why wic's hybrid MBR is not imported.
+const WIC_HYBRID: &str = "blockwise's hybrid MBR (mbr-type) is genimage's layout (mirrored entries first, then 0xEE over the primary GPT); wic's gpt-hybrid layout has not been compared with it, so import does not claim to reproduce it: write mbr-type in the spec by hand";
+
 /// One kickstart line, split like Python's `shlex.split`.
 pub(crate) fn split(line: &str) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
@@ -769,6 +772,3 @@ mod tests {
         assert!(split("part \"x").is_err());
     }
 }
-
-/// Why wic's hybrid MBR is not imported.
-const WIC_HYBRID: &str = "blockwise's hybrid MBR (mbr-type) is genimage's layout (mirrored entries first, then 0xEE over the primary GPT); wic's gpt-hybrid layout has not been compared with it, so import does not claim to reproduce it: write mbr-type in the spec by hand";
