@@ -915,6 +915,11 @@ fn genimage_hybrid_mbr() {
         let l = run("gdisk", &["-l".as_ref(), out.as_os_str()]);
         assert!(stdout(&l).contains("MBR: hybrid"), "{}", stdout(&l));
     }
+    let human = stdout(&blockwise!().run(["plan".as_ref(), spec.as_os_str()]));
+    assert!(
+        human.contains("Hybrid MBR: partitions 1 as 0x83, 2 as 0x83, 3 as 0x83 (mbr-type), then 0xEE over LBA 1..33 (the primary GPT)"),
+        "{human}"
+    );
     // verify: the mirrored types read back, and exactly the findings plan predicted.
     let json = |args: &[&std::ffi::OsStr]| -> serde_json::Value {
         let o = blockwise!().run(args);
