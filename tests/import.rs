@@ -524,6 +524,23 @@ fn genimage_test_configs_round_trip() {
             "{name}: {tally:#?}"
         );
     }
+    // The hybrid MBR imports and builds (at blockwise's 4 MiB: moved; genimage_hybrid_mbr
+    // compares it at genimage's alignment), and so do hdimage6's explicit offsets of logical
+    // partitions (on the 8 KiB they share: only the extended container moves, to the erase
+    // block before its first logical partition, where blockwise puts EBRs).
+    for name in [
+        "hdimage-hybrid.config Some(\"hybrid.hdimage\")",
+        "hdimage6.config",
+    ] {
+        assert!(
+            tally
+                .same
+                .iter()
+                .chain(&tally.moved)
+                .any(|s| s.starts_with(name)),
+            "{name}: {tally:#?}"
+        );
+    }
     assert!(
         tally
             .both_refuse
@@ -798,4 +815,248 @@ fn hostile_configs_never_panic() {
             );
         }
     }
+}
+
+/// The MBR entries of `image`'s LBA 0 as `sfdisk -d` reads them (sector 0 copied into a
+/// file of its own, so sfdisk sees an MBR, not the GPT behind it).
+fn mbr_entries(dir: &Path, image: &Path) -> Vec<String> {
+    let sector = fs::read(image).unwrap()[..512].to_vec();
+    let alone = dir.join("lba0.img");
+    let mut bytes = sector;
+    bytes.resize(16 << 20, 0);
+    fs::write(&alone, bytes).unwrap();
+    table(&alone).1
+}
+
+/// genimage's hybrid MBR (`partition-table-type = "hybrid"`): imported as `mbr-type`, built
+/// at genimage's 1 MiB alignment, LBA 0 is byte for byte genimage 16's (or, without genimage,
+/// the entries of genimage's own expectation: its test compares it with an MBR image whose
+/// fourth entry is a "fake-gpt" 0xEE at sector 1 of 33 sectors); sgdisk finds no problem and
+/// gdisk calls it hybrid; verify reads the mirrored types back and plan predicts its findings.
+#[test]
+fn genimage_hybrid_mbr() {
+    let Some(corpus) = corpus() else { return };
+    if !have("sfdisk") {
+        return;
+    }
+    let dir = tempdir!();
+    let d = dir.path();
+    copy_dir(&corpus.join("genimage/test"), d);
+    genimage_inputs(d);
+    let o = blockwise!().run([
+        "import".as_ref(),
+        d.join("hdimage-hybrid.config").as_os_str(),
+        "--image".as_ref(),
+        "hybrid.hdimage".as_ref(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let toml = stdout(&o);
+    assert_eq!(toml.matches("mbr-type = \"0x83\"").count(), 3, "{toml}");
+    // genimage's 1 MiB alignment as the erase block, so nothing moves.
+    let toml = toml.replacen(
+        "table = \"gpt\"\n",
+        "table = \"gpt\"\nerase-block = \"1MiB\"\n",
+        1,
+    );
+    let spec = write_file(d, "hybrid.toml", &toml);
+    let out = d.join("ours.img");
+    let b = blockwise!().run([
+        "build".as_ref(),
+        "-q".as_ref(),
+        spec.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert!(b.status.success(), "{}", stderr(&b));
+    assert_eq!(
+        table(&out).1,
+        fdisk_file(&d.join("hdimage-hybrid.fdisk")).1,
+        "GPT"
+    );
+    let ours = mbr_entries(d, &out);
+    assert_eq!(
+        ours,
+        [
+            "start=2048,size=2048,type=83",
+            "start=4096,size=2048,type=83",
+            "start=6144,size=2048,type=83",
+            "start=1,size=33,type=ee",
+        ],
+        "hybrid MBR"
+    );
+    if have("genimage") {
+        match genimage_oracle(d, "hdimage-hybrid.config", Some("hybrid.hdimage"), None) {
+            Oracle::Table(_) => {
+                let theirs = fs::read(d.join("images/hybrid.hdimage")).unwrap();
+                let mine = fs::read(&out).unwrap();
+                assert!(
+                    theirs[..512] == mine[..512],
+                    "LBA 0 differs from genimage's"
+                );
+                // verify reads genimage's hybrid MBR as agreeing with its GPT.
+                let v = blockwise!().run([
+                    "verify".as_ref(),
+                    "--json".as_ref(),
+                    d.join("images/hybrid.hdimage").as_os_str(),
+                ]);
+                let text = stdout(&v);
+                assert!(text.contains("\"hybrid-mbr\"") && !text.contains("mbr-gpt-disagree"));
+            }
+            Oracle::Unknown(why) => eprintln!("SKIP: genimage cannot run here: {why}"),
+            Oracle::Refused(why) => panic!("genimage refuses its own hybrid test: {why}"),
+            Oracle::Bare(..) => panic!("genimage made no partition table"),
+        }
+    }
+    if have("sgdisk") {
+        let v = run("sgdisk", &["-v".as_ref(), out.as_os_str()]);
+        assert!(stdout(&v).contains("No problems found"), "{}", stdout(&v));
+    }
+    if have("gdisk") {
+        let l = run("gdisk", &["-l".as_ref(), out.as_os_str()]);
+        assert!(stdout(&l).contains("MBR: hybrid"), "{}", stdout(&l));
+    }
+    let human = stdout(&blockwise!().run(["plan".as_ref(), spec.as_os_str()]));
+    assert!(
+        human.contains("Hybrid MBR: partitions 1 as 0x83, 2 as 0x83, 3 as 0x83 (mbr-type), then 0xEE over LBA 1..33 (the primary GPT)"),
+        "{human}"
+    );
+    // verify: the mirrored types read back, and exactly the findings plan predicted.
+    let json = |args: &[&std::ffi::OsStr]| -> serde_json::Value {
+        let o = blockwise!().run(args);
+        serde_json::from_slice(&o.stdout).expect("json")
+    };
+    let v = json(&["verify".as_ref(), "--json".as_ref(), out.as_os_str()]);
+    let p = json(&["plan".as_ref(), "--json".as_ref(), spec.as_os_str()]);
+    let types: Vec<_> = v["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["mbr_type"].as_str().unwrap_or("-").to_string())
+        .collect();
+    assert_eq!(types, ["0x83", "0x83", "0x83", "-", "-", "-"]);
+    // The table's findings (the partitions hold zeros: verify finds them empty, plan calls
+    // raw contents not checked; that is not this test's business).
+    let table_findings = |r: &serde_json::Value| -> Vec<serde_json::Value> {
+        r["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["code"] != "not-checked")
+            .cloned()
+            .collect()
+    };
+    assert_eq!(table_findings(&v), table_findings(&p));
+    assert_eq!(table_findings(&v).len(), 1, "{v}");
+    assert_eq!(table_findings(&v)[0]["code"], "hybrid-mbr");
+}
+
+/// Every regular file under `dir`, as (path relative to `dir`, bytes), sorted.
+fn files_under(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+                out.push((rel, fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A Buildroot-style vfat filled by genimage's `files = {…}` (a file from a subdirectory, a
+/// whole directory, a file) and `file NAME { image = … }`: imported as `files`, built, and
+/// the FAT holds exactly what genimage 16's does (both read out with mcopy); the table is
+/// genimage's. An image the config builds, or a missing file, is refused naming the option.
+#[test]
+fn genimage_vfat_files() {
+    if !(have("sfdisk") && have("mcopy")) {
+        return;
+    }
+    let dir = tempdir!();
+    let d = dir.path();
+    fs::create_dir_all(d.join("input/rpi-firmware/overlays")).unwrap();
+    fs::create_dir_all(d.join("root")).unwrap();
+    write_file(&d.join("input/rpi-firmware"), "start4.elf", "firmware\n");
+    write_file(
+        &d.join("input/rpi-firmware/overlays"),
+        "vc4-kms-v3d.dtbo",
+        &"o".repeat(70_000),
+    );
+    write_file(&d.join("input"), "Image", &"k".repeat(5000));
+    write_file(&d.join("input"), "cmdline.txt", "console=tty1\n");
+    let cfg = "image boot.vfat {\n\tvfat {\n\t\tfiles = {\n\t\t\t\"rpi-firmware/start4.elf\",\n\t\t\t\"rpi-firmware/overlays\",\n\t\t\t\"Image\"\n\t\t}\n\t\tfile cmd.txt { image = \"cmdline.txt\" }\n\t}\n\tsize = 32M\n}\n\nimage sdcard.img {\n\thdimage {\n\t\talign = 4M\n\t}\n\tpartition boot {\n\t\tpartition-type = 0xC\n\t\tbootable = \"true\"\n\t\timage = \"boot.vfat\"\n\t}\n}\n";
+    let config = write_file(d, "genimage.cfg", cfg);
+    let o = blockwise!().run(["import".as_ref(), config.as_os_str()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let toml = stdout(&o);
+    assert!(
+        toml.contains("files = [\"input/rpi-firmware/start4.elf\", \"input/rpi-firmware/overlays\", \"input/Image\", { source = \"input/cmdline.txt\", dest = \"/cmd.txt\" }]"),
+        "{toml}"
+    );
+    assert!(!toml.contains("contents ="), "{toml}");
+    let spec = write_file(d, "spec.toml", &toml);
+    let out = d.join("ours.img");
+    let b = blockwise!().run([
+        "build".as_ref(),
+        "-q".as_ref(),
+        spec.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert!(b.status.success(), "{}", stderr(&b));
+    let (_, ours) = table(&out);
+    let start = field(&ours[0], "start").unwrap();
+    let got = d.join("ours");
+    blockwise_test_kit::mcopy_out(&out, start * 512, &got);
+    let expected: Vec<(String, Vec<u8>)> = vec![
+        ("Image".into(), fs::read(d.join("input/Image")).unwrap()),
+        (
+            "cmd.txt".into(),
+            fs::read(d.join("input/cmdline.txt")).unwrap(),
+        ),
+        (
+            "overlays/vc4-kms-v3d.dtbo".into(),
+            fs::read(d.join("input/rpi-firmware/overlays/vc4-kms-v3d.dtbo")).unwrap(),
+        ),
+        (
+            "start4.elf".into(),
+            fs::read(d.join("input/rpi-firmware/start4.elf")).unwrap(),
+        ),
+    ];
+    assert_eq!(files_under(&got), expected);
+    if have("genimage") && have("mkdosfs") {
+        match genimage_oracle(d, "genimage.cfg", Some("sdcard.img"), None) {
+            Oracle::Table((_, theirs)) => {
+                assert_eq!(ours, theirs, "partition table");
+                let gen = d.join("theirs");
+                blockwise_test_kit::mcopy_out(&d.join("images/boot.vfat"), 0, &gen);
+                assert_eq!(files_under(&gen), expected, "genimage's FAT");
+            }
+            Oracle::Unknown(why) => eprintln!("SKIP: genimage cannot run here: {why}"),
+            Oracle::Refused(why) => panic!("genimage refuses the config: {why}"),
+            Oracle::Bare(..) => panic!("genimage made no partition table"),
+        }
+    }
+    // Refusals: a file that is not there, an image the config builds.
+    let bad = cfg
+        .replace("\"Image\"", "\"nope.bin\"")
+        .replace("image = \"cmdline.txt\"", "image = \"boot.vfat\"");
+    let config = write_file(d, "bad.cfg", &bad);
+    let o = blockwise!().run(["import".as_ref(), config.as_os_str()]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("bad.cfg:3: files: \"input/nope.bin\" does not exist"),
+        "{err}"
+    );
+    assert!(
+        err.contains("bad.cfg:8: file: \"boot.vfat\" is an image this config builds"),
+        "{err}"
+    );
 }

@@ -259,3 +259,152 @@ fn bad_mount_points_are_refused_naming_the_key() {
         "{text}"
     );
 }
+
+// ---------------------------------------------------------------- files lists
+
+/// `files = [...]` (genimage's vfat `files` / `file NAME { image = … }`): several sources
+/// mapped into one FAT and one ext4 beside `contents` build the same bytes as the same files
+/// staged into one directory per partition by `cp -a`; fsck.fat, mtools, e2fsck and debugfs
+/// read them back.
+#[test]
+fn files_lists_equal_the_staged_directories() {
+    let dir = tempdir!();
+    let w = dir.path();
+    for d in ["fw/overlays", "base_boot/boot", "base_root/lib", "extra"] {
+        fs::create_dir_all(w.join(d)).unwrap();
+    }
+    write_file(&w.join("fw"), "start4.elf", "firmware\n");
+    write_file(
+        &w.join("fw/overlays"),
+        "vc4-kms-v3d.dtbo",
+        &"d".repeat(70_000),
+    );
+    write_file(&w.join("base_boot"), "config.txt", "dtparam=audio=on\n");
+    write_file(&w.join("base_root/lib"), "libc.so", "elf");
+    write_file(&w.join("extra"), "cmdline.txt", "console=tty1\n");
+    write_file(w, "kernel", &"k".repeat(5000));
+    std::os::unix::fs::symlink("kernel", w.join("kernel.link")).unwrap();
+    let files = write_file(
+        w,
+        "files.toml",
+        "[image]\nsize = \"64MiB\"\nseed = 7\ntimestamp = 1700000000\n\
+         [[partition]]\nfs = \"fat16\"\nsize = \"16MiB\"\ncontents = \"base_boot\"\n\
+         files = [\"fw/start4.elf\", \"fw/overlays/\", { source = \"kernel.link\", dest = \"/boot/kernel.img\" }, { source = \"extra\", dest = \"/\" }]\n\
+         [[partition]]\nfs = \"ext4\"\nsize = \"fill\"\ncontents = \"base_root\"\n\
+         files = [{ source = \"fw\", dest = \"/lib/firmware\" }, \"kernel\"]\n",
+    );
+    cp_a(&w.join("base_boot"), &w.join("s1"));
+    cp_a(&w.join("fw/start4.elf"), &w.join("s1/start4.elf"));
+    cp_a(&w.join("fw/overlays"), &w.join("s1/overlays"));
+    cp_a(&w.join("kernel"), &w.join("s1/boot/kernel.img"));
+    cp_a(&w.join("extra/cmdline.txt"), &w.join("s1/cmdline.txt"));
+    cp_a(&w.join("base_root"), &w.join("s2"));
+    cp_a(&w.join("fw"), &w.join("s2/lib/firmware"));
+    cp_a(&w.join("kernel"), &w.join("s2/kernel"));
+    let staged = write_file(
+        w,
+        "staged.toml",
+        "[image]\nsize = \"64MiB\"\nseed = 7\ntimestamp = 1700000000\n\
+         [[partition]]\nfs = \"fat16\"\nsize = \"16MiB\"\ncontents = \"s1\"\n\
+         [[partition]]\nfs = \"ext4\"\nsize = \"fill\"\ncontents = \"s2\"\n",
+    );
+    let (a, b) = (w.join("files.img"), w.join("staged.img"));
+    build_ok(&files, &a);
+    build_ok(&staged, &b);
+    assert!(
+        fs::read(&a).unwrap() == fs::read(&b).unwrap(),
+        "files and staged builds differ"
+    );
+    if !(have("fsck.fat") && have("mcopy") && have("e2fsck") && have("debugfs")) {
+        return;
+    }
+    let fat = partition(&a, 1, &w.join("p1.img"));
+    fsck_fat_clean(&fat);
+    let got = w.join("fat-out");
+    mcopy_out(&fat, 0, &got);
+    for (inside, host) in [
+        ("start4.elf", "fw/start4.elf"),
+        ("overlays/vc4-kms-v3d.dtbo", "fw/overlays/vc4-kms-v3d.dtbo"),
+        ("boot/kernel.img", "kernel"),
+        ("cmdline.txt", "extra/cmdline.txt"),
+        ("config.txt", "base_boot/config.txt"),
+    ] {
+        assert_eq!(
+            fs::read(got.join(inside)).unwrap(),
+            fs::read(w.join(host)).unwrap(),
+            "{inside}"
+        );
+    }
+    let ext = partition(&a, 2, &w.join("p2.img"));
+    e2fsck_clean(&ext, None);
+    let out = w.join("dumped");
+    debugfs(
+        &ext,
+        &format!(
+            "dump /lib/firmware/overlays/vc4-kms-v3d.dtbo {}",
+            out.display()
+        ),
+    );
+    assert_eq!(
+        fs::read(&out).unwrap(),
+        fs::read(w.join("fw/overlays/vc4-kms-v3d.dtbo")).unwrap()
+    );
+    assert!(debugfs(&ext, "ls -l /").contains("kernel"));
+}
+
+/// Every bad `files` item is refused naming `partition[N].files[K]`, before anything is
+/// written.
+#[test]
+fn bad_files_items_are_refused_naming_the_key() {
+    let dir = tempdir!();
+    let w = dir.path();
+    fs::create_dir_all(w.join("boot")).unwrap();
+    write_file(&w.join("boot"), "config.txt", "x");
+    write_file(w, "config.txt", "y");
+    let head = "[image]\nsize = \"64MiB\"\nseed = 1\n[[partition]]\n";
+    for (part, want) in [
+        (
+            "fs = \"fat16\"\nsize = \"16MiB\"\nfiles = [\"missing.bin\"]",
+            "partition[1].files[1]: \"missing.bin\" cannot be read",
+        ),
+        (
+            "fs = \"fat16\"\nsize = \"16MiB\"\ncontents = \"boot\"\nfiles = [\"config.txt\"]",
+            "partition[1].files[1]: /config.txt is there already (from contents or an earlier item of files)",
+        ),
+        (
+            "fs = \"ext4\"\nsize = \"16MiB\"\nfiles = [\"boot\", { source = \"config.txt\", dest = \"/boot/config.txt\" }]",
+            "partition[1].files[2]: /boot/config.txt is there already",
+        ),
+        (
+            "fs = \"ext4\"\nsize = \"16MiB\"\nfiles = [{ source = \"config.txt\", dest = \"/a/../../etc/x\" }]",
+            "partition[1].files[1]: dest \"/a/../../etc/x\" leaves the filesystem",
+        ),
+        (
+            "fs = \"ext4\"\nsize = \"16MiB\"\nfiles = [{ source = \"config.txt\", dest = \"etc/x\" }]",
+            "partition[1].files[1]: dest \"etc/x\" must be an absolute path",
+        ),
+        (
+            "fs = \"ext4\"\nsize = \"16MiB\"\nfiles = [{ source = \"config.txt\", dest = \"/\" }]",
+            "partition[1].files[1]: a file cannot replace the root directory",
+        ),
+        (
+            "fs = \"ext4\"\nsize = \"16MiB\"\nfiles = [{ source = \"config.txt\", to = \"/x\" }]",
+            "partition[1].files[1].to: unknown key; this table takes dest, source",
+        ),
+        (
+            "fs = \"raw\"\nsource = \"config.txt\"\nfiles = [\"boot\"]",
+            "partition[1].files: fs = \"raw\" holds no files",
+        ),
+        (
+            "fs = \"ext4\"\nsize = \"16MiB\"\next4 = { backend = \"mke2fs\" }\nfiles = [\"boot\"]",
+            "partition[1].files: the external backend copies one contents directory whole",
+        ),
+    ] {
+        let spec = write_file(w, "bad.toml", &format!("{head}{part}\n"));
+        let out = w.join("bad.img");
+        let o = build(&spec, &out);
+        let text = output_text(&o);
+        assert!(!o.status.success() && text.contains(want), "{part}\n{text}");
+        assert!(!out.exists(), "{part}: an image was left behind");
+    }
+}

@@ -285,11 +285,26 @@ pub fn human_plan(plan: &Plan) -> String {
             "GPT: usable LBAs {}..{}, backup entries at LBA {}, backup header at LBA {} (last LBA)",
             g.first_usable_lba, g.last_usable_lba, g.backup_entries_lba, g.backup_header_lba
         );
+        let mirrored: Vec<String> = plan
+            .partitions
+            .iter()
+            .filter_map(|p| p.mbr_type.map(|t| format!("{} as 0x{t:02x}", p.index)))
+            .collect();
+        if !mirrored.is_empty() {
+            let (start, count) = blockwise_geometry::hybrid::protective_entry(g.first_usable_lba);
+            let _ = writeln!(
+                s,
+                "Hybrid MBR: partitions {} (mbr-type), then 0xEE over LBA {}..{} (the primary GPT)",
+                mirrored.join(", "),
+                start,
+                start + count.saturating_sub(1)
+            );
+        }
     }
     if let Some(e) = &plan.extended {
         let _ = writeln!(
             s,
-            "Extended partition: start sector {} ({}), {}; each logical partition's EBR sits one erase block before it",
+            "Extended partition: start sector {} ({}), {}; each logical partition's EBR sits one erase block before it (or the sector before an explicit start with no room for that)",
             e.start_bytes / sb,
             format_size(e.start_bytes),
             format_size(e.size_bytes)

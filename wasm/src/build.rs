@@ -271,6 +271,12 @@ pub fn prepare_with(
                 i + 1
             )));
         }
+        if !p.files.is_empty() {
+            return Err(Failure::unsupported(format!(
+                "partition[{}].files: the page fills a partition from the folder you drop, not from files lists; use `blockwise build`",
+                i + 1
+            )));
+        }
     }
     if !spec.raw.is_empty() {
         return Err(Failure::unsupported(
@@ -565,5 +571,27 @@ impl Job {
     #[must_use]
     pub fn size(&self) -> u64 {
         self.map.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A spec with `files` is refused by name: the page has no host paths to read them from.
+    #[test]
+    fn files_lists_are_refused_in_the_page() {
+        let spec = Spec::from_toml(
+            "[image]\nsize = \"64MiB\"\n[[partition]]\nfs = \"fat16\"\nsize = \"16MiB\"\nfiles = [\"u-boot.bin\"]\n",
+        )
+        .unwrap();
+        let Err(e) = prepare(&spec, &[]) else {
+            panic!("a files list was accepted")
+        };
+        assert!(
+            e.message.starts_with("partition[1].files: "),
+            "{}",
+            e.message
+        );
     }
 }

@@ -513,6 +513,10 @@ pub struct PartitionLayout {
     /// MBR: a primary partition after the logical ones (genimage's `forced-primary`), in
     /// the entries after the extended partition's.
     pub primary: bool,
+    /// GPT: the MBR type (byte or alias, as `type` takes it for an MBR) under which this
+    /// partition is mirrored into a hybrid MBR (genimage's `partition-type` with
+    /// `partition-table-type = "hybrid"`); `None` = only in the GPT.
+    pub mbr_type: Option<String>,
 }
 
 impl PartitionLayout {
@@ -532,6 +536,7 @@ impl PartitionLayout {
             attributes: GptAttributes::NONE,
             slots: Vec::new(),
             primary: false,
+            mbr_type: None,
         }
     }
 
@@ -619,6 +624,8 @@ pub enum PartKey {
     Attributes,
     /// `slots`.
     Slots,
+    /// `mbr-type`.
+    MbrType,
 }
 
 impl PartKey {
@@ -637,6 +644,7 @@ impl PartKey {
             PartKey::Primary => "primary",
             PartKey::Attributes => "attributes",
             PartKey::Slots => "slots",
+            PartKey::MbrType => "mbr-type",
         }
     }
 }
@@ -902,6 +910,7 @@ impl Layout {
                 ));
             }
             crate::slots::validate(i, p, img.table)?;
+            crate::hybrid::validate(i, p, img.table)?;
             // Names exist only in GPT; with MBR they are accepted and ignored, so one spec
             // can switch tables.
             if p.name.is_some() || !p.slots.is_empty() {
@@ -923,6 +932,7 @@ impl Layout {
                 }
             }
         }
+        crate::hybrid::validate_count(self)?;
         Ok(())
     }
 }

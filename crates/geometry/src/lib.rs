@@ -24,6 +24,7 @@ pub mod de;
 pub mod extent;
 pub mod fsplan;
 pub mod guid;
+pub mod hybrid;
 pub mod io;
 pub mod layout;
 pub mod plan;

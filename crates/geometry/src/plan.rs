@@ -232,6 +232,20 @@ pub struct PartitionPlan {
     /// from its name; serialised only when set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slot: Option<String>,
+    /// GPT: the MBR type byte under which this partition is mirrored into a hybrid MBR
+    /// (`mbr-type`; see [`crate::hybrid`]); serialised as `"0x0c"` only when set.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "ser_mbr_type"
+    )]
+    pub mbr_type: Option<u8>,
+}
+
+fn ser_mbr_type<S: Serializer>(v: &Option<u8>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(b) => s.collect_str(&format_args!("0x{b:02x}")),
+        None => s.serialize_none(),
+    }
 }
 
 fn is_true(v: &bool) -> bool {
@@ -522,7 +536,9 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
     {
         placed.parts.sort_by_key(|p| p.logical);
     }
-    if !gpt {
+    if gpt {
+        crate::hybrid::check_limits(&placed.parts, img.sector_size)?;
+    } else {
         check_mbr_limit(&placed.parts, img.sector_size)?;
     }
     let mut plan = Plan {
@@ -615,6 +631,7 @@ fn plan_bare(spec: &Layout) -> Result<Plan, LayoutError> {
             in_table: true,
             attributes: GptAttributes::NONE,
             slot: None,
+            mbr_type: None,
         }],
         extended: None,
         gpt: None,
@@ -717,11 +734,8 @@ fn explicit_start(
     notes: &mut Vec<String>,
 ) -> Result<(), LayoutError> {
     if logical {
-        return Err(LayoutError::part(
-            i,
-            PartKey::Start,
-            "an explicit start is not supported for logical partitions (after the extended partition's entry of an MBR table); use table = \"gpt\"",
-        ));
+        // The EBR goes before the start (see `logical_ebr`), checked there.
+        return Ok(());
     }
     if st < cur.placed_end {
         return Err(LayoutError::part(
@@ -746,6 +760,56 @@ fn explicit_start(
         ));
     }
     Ok(())
+}
+
+/// Where the EBR of a logical partition with an explicit `start` goes: one erase block
+/// before it, as for every logical partition, when that is after what is placed already;
+/// else in the sector just before it (where genimage and fdisk put it), with a note, since
+/// that EBR shares an erase block with the partition's first sector.
+fn logical_ebr(
+    i: usize,
+    st: u64,
+    e: u64,
+    sector: u64,
+    cur: &Cursor,
+    notes: &mut Vec<String>,
+) -> Result<u64, LayoutError> {
+    if let Some(ebr) = st.checked_sub(e).filter(|&b| b >= cur.placed_end) {
+        if st % e != 0 {
+            notes.push(format!(
+                "partition[{}].start: {} is not on a {} erase-block boundary: writes to it straddle erase blocks (marked NO)",
+                i + 1,
+                format_size(st),
+                format_size(e)
+            ));
+        }
+        return Ok(ebr);
+    }
+    match st.checked_sub(sector).filter(|&b| b >= cur.placed_end && b > 0) {
+        Some(ebr) => {
+            notes.push(format!(
+                "partition[{}].start: {} leaves no whole {} erase block for its EBR after {}: the EBR goes in the sector before it ({}), as genimage and fdisk put it",
+                i + 1,
+                format_size(st),
+                format_size(e),
+                cur.placed_what,
+                ebr / sector
+            ));
+            Ok(ebr)
+        }
+        None => Err(LayoutError::part(
+            i,
+            PartKey::Start,
+            format!(
+                "{} ({} bytes) leaves no room for the logical partition's EBR after {}, which ends at {} ({} bytes): a logical partition needs at least one sector before it",
+                format_size(st),
+                st,
+                cur.placed_what,
+                format_size(cur.placed_end),
+                cur.placed_end
+            ),
+        )),
+    }
 }
 
 /// The size of partition `i` starting at `start`: its size rounded up to the erase block,
@@ -818,11 +882,16 @@ fn place_partitions(spec: &Layout, table: &TableBounds, first: u64) -> Result<Pl
         let (logical, number) = numbers.of.get(c).copied().unwrap_or((false, 0));
         let mut ebr = None;
         // An explicit start places the first slot; the others follow it.
-        if let Some(st) = p.start.filter(|_| k == 0) {
+        let explicit = p.start.filter(|_| k == 0);
+        if let Some(st) = explicit {
             explicit_start(i, st, logical, e, &cur, &mut notes)?;
             cur.next = st;
         }
-        if logical {
+        if let (true, Some(st)) = (logical, explicit) {
+            let at = logical_ebr(i, st, e, img.sector_size.bytes_u64(), &cur, &mut notes)?;
+            ext_start.get_or_insert(at);
+            ebr = Some(at);
+        } else if logical {
             // Each logical partition is preceded by one erase block that holds its EBR, so
             // both the EBR and the partition start on erase-block boundaries.
             ext_start.get_or_insert(cur.next);
@@ -855,6 +924,13 @@ fn place_partitions(spec: &Layout, table: &TableBounds, first: u64) -> Result<Pl
             in_table: p.in_table,
             attributes: p.attributes,
             slot: slot.map(str::to_string),
+            mbr_type: match p.mbr_type.as_deref() {
+                Some(t) if gpt && p.in_table => Some(
+                    crate::hybrid::mbr_type_byte(p.fs, t)
+                        .map_err(|r| LayoutError::part(i, PartKey::MbrType, r))?,
+                ),
+                _ => None,
+            },
         });
         let pend = start.checked_add(size).ok_or_else(|| overflow(psize(i)))?;
         if logical {
@@ -1025,6 +1101,58 @@ mod tests {
     }
 
     const MIB: u64 = 1 << 20;
+
+    /// Explicit starts of logical partitions (genimage's hdimage6): the EBR one erase block
+    /// before the start when there is room, else in the sector before it with a note, else
+    /// refused naming `start`.
+    #[test]
+    fn explicit_starts_of_logical_partitions() {
+        let mut sp = spec(
+            TableKind::Mbr,
+            Some(64 * MIB),
+            MIB,
+            SectorSize::S512,
+            &[SizeSpec::Bytes(MIB); 6],
+        );
+        sp.partitions[3].start = Some(10 * MIB);
+        sp.partitions[4].start = Some(12 * MIB + 4096);
+        let p = plan(&sp).unwrap();
+        let ebrs: Vec<_> = p.partitions.iter().map(|q| q.ebr_bytes).collect();
+        assert_eq!(
+            ebrs,
+            [
+                None,
+                None,
+                None,
+                Some(9 * MIB),
+                Some(11 * MIB + 4096),
+                Some(14 * MIB)
+            ]
+        );
+        assert_eq!(p.extended.as_ref().unwrap().start_bytes, 9 * MIB);
+        assert_eq!(p.notes.len(), 1, "{:?}", p.notes);
+        assert!(p.notes[0].contains("not on a 1 MiB erase-block boundary"));
+        // Right after the previous partition: the EBR in the sector before the start.
+        sp.partitions[4].start = Some(11 * MIB + 4096);
+        let p = plan(&sp).unwrap();
+        assert_eq!(p.partitions[4].ebr_bytes, Some(11 * MIB + 3584));
+        assert!(
+            p.notes
+                .iter()
+                .any(|n| n.contains("the EBR goes in the sector before it (22535)")),
+            "{:?}",
+            p.notes
+        );
+        // No sector left for the EBR.
+        sp.partitions[4].start = Some(11 * MIB);
+        let e = plan(&sp).unwrap_err();
+        assert_eq!(e.key, LayoutKey::Partition(4, PartKey::Start));
+        assert!(
+            e.reason
+                .contains("leaves no room for the logical partition's EBR after partition[4]"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn issue_example_layout() {

@@ -241,6 +241,17 @@ fn load_trees(
     blockwise_image::split_mounts(spec, &mut trees)?;
     for (i, (p, tree)) in spec.partitions.iter().zip(trees.iter_mut()).enumerate() {
         if let Some(tree) = tree {
+            add_files(
+                sf,
+                i,
+                tree,
+                clamp,
+                timestamp,
+                &mut content,
+                &own,
+                warnings,
+                progress,
+            )?;
             apply_entries(
                 tree,
                 &p.entries,
@@ -250,6 +261,87 @@ fn load_trees(
         }
     }
     Ok((trees, content))
+}
+
+/// Grafts partition `i`'s `files` into its tree (see `blockwise_image::files`): each
+/// source scanned as `contents` is (a file through its directory, keeping only it; a
+/// symlink named there is followed), put at its `dest`. Errors name `partition[N].files[K]`.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the scan's context, as load_trees has it"
+)]
+fn add_files(
+    sf: &SpecFile,
+    i: usize,
+    tree: &mut Tree,
+    clamp: Option<i64>,
+    timestamp: i64,
+    content: &mut HostContent,
+    own: &OwnOutputs,
+    warnings: &mut Vec<String>,
+    progress: &mut dyn Progress,
+) -> Result<(), Error> {
+    let Some(p) = sf.spec.partitions.get(i) else {
+        return Ok(());
+    };
+    if p.files.is_empty() {
+        return Ok(());
+    }
+    if let Some(why) = blockwise_image::files_unsupported(p) {
+        return Err(SpecError::new(format!("partition[{}].files", i + 1), why).into());
+    }
+    let dir_meta = Meta {
+        mode: 0o755,
+        mtime: timestamp,
+        ..Meta::default()
+    };
+    for (k, f) in p.files.iter().enumerate() {
+        let key = format!("partition[{}].files[{}]", i + 1, k + 1);
+        let dest = f
+            .dest_components()
+            .map_err(|r| SpecError::new(key.clone(), r))?;
+        let path = sf.resolve(&f.source);
+        let shown = blockwise_geometry::display_str(&f.source);
+        let md = fs::metadata(&path).map_err(|e| {
+            SpecError::new(
+                key.clone(),
+                format!("{shown:?} cannot be read ({}): {e}", path.display()),
+            )
+        })?;
+        let (sub, from) = if md.is_dir() {
+            (scan_dir(&path, clamp, content, own, warnings, progress)?, 0)
+        } else if md.is_file() {
+            let real = fs::canonicalize(&path).map_err(|e| Error::io(&path, e))?;
+            let (Some(parent), Some(name)) = (real.parent(), real.file_name()) else {
+                return Err(SpecError::new(key, format!("{shown:?} names no file")).into());
+            };
+            let sub = crate::tree::scan_dir_only(
+                parent,
+                Some(name.as_encoded_bytes()),
+                clamp,
+                content,
+                own,
+                warnings,
+                progress,
+            )?;
+            let from = sub.child(0, name.as_encoded_bytes()).ok_or_else(|| {
+                SpecError::new(
+                    key.clone(),
+                    format!("{shown:?} was left out of the scan (it is this build's output)"),
+                )
+            })?;
+            (sub, from)
+        } else {
+            return Err(SpecError::new(
+                key,
+                format!("{shown:?} is neither a regular file nor a directory"),
+            )
+            .into());
+        };
+        blockwise_image::graft(tree, &dest, &sub, from, &dir_meta)
+            .map_err(|r| SpecError::new(key.clone(), r))?;
+    }
+    Ok(())
 }
 
 /// `mke2fs -d` copies a directory whole: when `contents` holds the output (or the work

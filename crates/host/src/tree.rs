@@ -504,6 +504,20 @@ pub(crate) fn scan_dir(
     warnings: &mut Vec<String>,
     progress: &mut dyn crate::Progress,
 ) -> Result<Tree, Error> {
+    scan_dir_only(dir, None, clamp, content, own, warnings, progress)
+}
+
+/// [`scan_dir`] of `dir` keeping only the entry `only` at its top (with everything under
+/// it): how one file of `files = [...]` is read, with the same checks as a whole tree.
+pub(crate) fn scan_dir_only(
+    dir: &Path,
+    only: Option<&[u8]>,
+    clamp: Option<i64>,
+    content: &mut HostContent,
+    own: &OwnOutputs,
+    warnings: &mut Vec<String>,
+    progress: &mut dyn crate::Progress,
+) -> Result<Tree, Error> {
     use rustix::fs::{Mode, OFlags};
     const S_IFDIR: u32 = 0o040_000;
     const S_IFREG: u32 = 0o100_000;
@@ -539,7 +553,8 @@ pub(crate) fn scan_dir(
         for e in dir_fd.by_ref() {
             let e = e.map_err(|e| Error::io(&path, e.into()))?;
             let name = e.file_name();
-            if name != c"." && name != c".." {
+            let wanted = depth > 0 || only.is_none_or(|o| o == name.to_bytes());
+            if name != c"." && name != c".." && wanted {
                 names.push(name.to_owned());
             }
         }

@@ -29,6 +29,7 @@ mod assemble;
 mod auto;
 mod entries;
 mod error;
+pub mod files;
 mod mounts;
 pub mod rofs;
 mod seed;
@@ -41,6 +42,7 @@ pub use assemble::{
 };
 pub use entries::apply_entries;
 pub use error::{Error, ErrorKind, PartitionError};
+pub use files::{files_unsupported, graft, FileSpec};
 pub use mounts::{glob_match, split_mounts};
 pub use rofs::{
     fill_unmapped, root_hashes, takes_tree, verity_data_regions, verity_trees, write_verity,

@@ -311,6 +311,14 @@ pub struct PartitionSpec {
     /// MBR: primary although it follows logical partitions (genimage's `forced-primary`).
     #[serde(default, deserialize_with = "blockwise_geometry::de::boolean")]
     pub primary: bool,
+    /// Files and directories copied into the filesystem beside `contents`
+    /// (`["u-boot.bin", { source = "Image", dest = "/boot/Image" }]`; see [`crate::files`]).
+    #[serde(default)]
+    pub files: Vec<crate::files::FileSpec>,
+    /// GPT: mirror this partition into a hybrid MBR under this MBR type (byte or alias;
+    /// genimage's `partition-type` with `partition-table-type = "hybrid"`).
+    #[serde(default, deserialize_with = "opt_type")]
+    pub mbr_type: Option<String>,
 }
 
 fn yes() -> bool {
@@ -403,6 +411,8 @@ impl PartitionSpec {
             attributes: GptAttributes::NONE,
             slots: Vec::new(),
             primary: false,
+            files: Vec::new(),
+            mbr_type: None,
         }
     }
 
@@ -424,6 +434,7 @@ impl PartitionSpec {
             attributes,
             slots: self.slots.clone(),
             primary: self.primary,
+            mbr_type: self.mbr_type.clone(),
         }
     }
 
@@ -694,6 +705,14 @@ impl PartitionSpec {
                     self.fs
                 ),
             ));
+        }
+        if let Some(why) = crate::files::files_unsupported(self) {
+            return Err(SpecError::new(k("files"), why));
+        }
+        for (n, f) in self.files.iter().enumerate() {
+            if let Err(why) = f.dest_components() {
+                return Err(SpecError::new(format!("{}[{}]", k("files"), n + 1), why));
+            }
         }
         if self.fs_uuid.is_some()
             && !matches!(

@@ -62,6 +62,8 @@ pub(crate) struct Out {
     pub raws: Vec<Entry>,
     /// What the foreign tool calls itself in comments ("genimage", "wic").
     pub tool: &'static str,
+    /// Where the foreign tool puts the MBR extended partition, when it makes one.
+    pub extended: Option<Placed>,
 }
 
 /// A TOML basic string.
@@ -215,6 +217,20 @@ pub(crate) fn finish(mut out: Out, host: &dyn Host, top: &str) -> Result<Importe
         );
         e.note(n.clone());
         notes.push(n);
+    }
+    if let (Some(f), Some(x)) = (out.extended, &plan.extended) {
+        if f.start != x.start_bytes || f.size != x.size_bytes {
+            let n = format!(
+                "the extended partition (MBR entry {}): {} puts it at {} with {}; blockwise at {} with {} (blockwise puts each EBR in the erase block before its logical partition)",
+                x.entry,
+                out.tool,
+                size_text(f.start),
+                size_text(f.size),
+                size_text(x.start_bytes),
+                size_text(x.size_bytes)
+            );
+            out.image_notes.push(n);
+        }
     }
     for e in &out.partitions {
         for c in &e.comments {

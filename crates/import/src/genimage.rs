@@ -205,6 +205,22 @@ fn scalar(n: &Node) -> Option<&str> {
     }
 }
 
+/// For a config whose partitions have explicit offsets: the largest power of two from
+/// 4 KiB to 4 MiB that divides every in-table partition's explicit offset and size; `None`
+/// when there is no explicit offset or they are not even on 4 KiB.
+fn explicit_grain(parts: &[Part<'_>]) -> Option<u64> {
+    let tabled = || parts.iter().filter(|p| p.in_table);
+    if !tabled().any(|p| p.offset.is_some_and(|o| o > 0)) {
+        return None;
+    }
+    let grain = tabled()
+        .flat_map(|p| [p.offset.filter(|&o| o > 0), p.size.filter(|&s| s > 0)])
+        .flatten()
+        .map(|v| 1u64 << v.trailing_zeros().min(22))
+        .min()?;
+    (grain >= 4096).then_some(grain)
+}
+
 /// genimage's `strtoul_suffix`: a C integer (`0x…` hex, `0…` octal) then `k`/`K`, `M`, `G`
 /// (binary) or `s` (512-byte sectors); with `percent`, a trailing `%` is returned as such.
 pub fn parse_size(s: &str, percent: bool) -> Result<(u64, bool), String> {
@@ -525,6 +541,8 @@ impl Cx {
             }
         }
         let mut features: Option<String> = None;
+        // `files` items of a vfat image (genimage's `files` and `file NAME { image }`).
+        let mut files: Vec<String> = Vec::new();
         // `partition.ext4` keys from `features` and mke2fs `extraargs`.
         let mut ext4: Vec<(String, String)> = Vec::new();
         let is_ext = matches!(kind, "ext2" | "ext3" | "ext4");
@@ -556,11 +574,28 @@ impl Cx {
                     format!("blockwise runs no mkfs, so {:?} cannot be passed on; say it with the partition's {} keys", display_str(v), if kind == "vfat" { "fat" } else { "ext4" }),
                 ),
                 ("ext4", "mke2fs-conf") => self.err(o.loc, Some("mke2fs-conf"), "blockwise reads no mke2fs.conf; say it with ext4.* keys".into()),
-                ("vfat", "files" | "file") => self.err(
-                    o.loc,
-                    Some(&o.key),
-                    "blockwise fills a FAT from one directory (contents); it has no file lists yet: stage the files into one directory".into(),
-                ),
+                ("vfat", "files") => match &o.value {
+                    Value::List(items) => {
+                        for it in items {
+                            self.vfat_file(o.loc, "files", it, None, ctx, &mut files);
+                        }
+                    }
+                    Value::Scalar(it) => self.vfat_file(o.loc, "files", it, None, ctx, &mut files),
+                    Value::Section { .. } => self.err(o.loc, Some("files"), "must be a list like {\"a\", \"b\"}".into()),
+                },
+                ("vfat", "file") => match &o.value {
+                    Value::Section { title: Some(name), body } => {
+                        let image = body.iter().find(|n| n.key == "image").and_then(scalar);
+                        for n in body.iter().filter(|n| n.key != "image") {
+                            self.err(n.loc, Some(&n.key), "is not a vfat file option genimage knows (only image)".into());
+                        }
+                        match image {
+                            Some(img) => self.vfat_file(o.loc, "file", img, Some(name), ctx, &mut files),
+                            None => self.err(o.loc, Some("file"), format!("file {:?} names no image", display_str(name))),
+                        }
+                    }
+                    _ => self.err(o.loc, Some("file"), "must be a section like file NAME { image = \"…\" }".into()),
+                },
                 (_, k) => self.err(o.loc, Some(k), format!("is not a {kind} option blockwise can express")),
             }
         }
@@ -585,7 +620,12 @@ impl Cx {
             let kv: Vec<String> = ext4.iter().map(|(k, v)| format!("{k} = {v}")).collect();
             e.key("ext4", format!("{{ {} }}", kv.join(", ")));
         }
-        if !empty {
+        if !files.is_empty() {
+            e.key("files", format!("[{}]", files.join(", ")));
+            e.note(format!("{}: genimage copies only the listed files into this vfat (no root path), as this spec does", self.at(node.loc)));
+        }
+        // genimage fills a vfat with `files` from them alone, without the root path.
+        if !empty && files.is_empty() {
             let dir = match (contents, mountpoint) {
                 (Some(c), _) => c,
                 (None, Some(m)) => format!("{}/{}", ctx.root, m.trim_start_matches('/')),
@@ -602,6 +642,48 @@ impl Cx {
             );
         }
         size
+    }
+
+    /// One vfat `files` item or `file NAME { image = … }`: a file or directory of the input
+    /// path, as a `files` entry (at the root under its own name, or at `/NAME`). An image
+    /// the config builds is refused: blockwise builds partitions, not files inside them.
+    fn vfat_file(
+        &mut self,
+        loc: Loc,
+        key: &str,
+        image: &str,
+        name: Option<&str>,
+        ctx: &Ctx<'_>,
+        files: &mut Vec<String>,
+    ) {
+        if ctx.images.iter().any(|(t, _, _)| *t == image) {
+            self.err(
+                loc,
+                Some(key),
+                format!("{:?} is an image this config builds; blockwise builds filesystems as partitions, not as files inside another one: build it first and name the file", display_str(image)),
+            );
+            return;
+        }
+        let path = format!("{}/{}", ctx.input, image.trim_start_matches('/'));
+        if ctx.host.file_size(&path).is_none() && ctx.host.dir_usage_kib(&path, true).is_none() {
+            self.err(
+                loc,
+                Some(key),
+                format!(
+                    "{:?} does not exist (give the directory with --inputpath)",
+                    display_str(&path)
+                ),
+            );
+            return;
+        }
+        files.push(match name {
+            Some(n) => format!(
+                "{{ source = {}, dest = {} }}",
+                tstr(&path),
+                tstr(&format!("/{}", n.trim_start_matches('/')))
+            ),
+            None => tstr(&path),
+        });
     }
 
     /// mkfs.vfat arguments blockwise has keys for: `-n LABEL`, `-F 12|16|32`; anything
@@ -849,15 +931,8 @@ impl Cx {
             "mbr" | "dos" => "mbr",
             "gpt" => "gpt",
             "none" => "none",
-            "hybrid" => {
-                self.err(
-                    hd_loc,
-                    Some("partition-table-type"),
-                    "\"hybrid\": blockwise writes a protective MBR with GPT, not a hybrid MBR"
-                        .into(),
-                );
-                "gpt"
-            }
+            // GPT, and the partitions with a partition-type get mbr-type (below).
+            "hybrid" => "gpt",
             other => {
                 self.err(
                     hd_loc,
@@ -870,6 +945,7 @@ impl Cx {
                 "mbr"
             }
         };
+        let hybrid = table == "hybrid";
         let hd_align = align
             .filter(|a| *a != 0)
             .unwrap_or(if kind == "none" { 1 } else { 512 });
@@ -883,6 +959,16 @@ impl Cx {
         out.image.push(("table".into(), tstr(kind)));
         if hd_align.is_power_of_two() && (4096..=(256 << 20)).contains(&hd_align) {
             out.image.push(("erase-block".into(), tsize(hd_align)));
+        } else if let Some(e) = explicit_grain(&parts) {
+            // Explicit offsets at blockwise's 4 MiB would overlap once sizes round up: the
+            // coarsest power of two every explicit offset and size sits on keeps them.
+            out.image.push(("erase-block".into(), tsize(e)));
+            out.image_notes.push(format!(
+                "{}: genimage aligns partitions to {}; that is no erase block blockwise accepts (a power of two from 4 KiB to 256 MiB), so the erase block is {}, the coarsest boundary every explicit offset and size of the config sits on",
+                self.at(hd_loc),
+                size_text(hd_align),
+                size_text(e)
+            ));
         } else {
             out.image_notes.push(format!(
                 "{}: genimage aligns partitions to {}; that is no erase block blockwise accepts (a power of two from 4 KiB to 256 MiB), so blockwise aligns to its default 4 MiB",
@@ -900,6 +986,14 @@ impl Cx {
             ));
         }
         match disk_sig {
+            Some((s, l)) if hybrid && s != "random" && parse_int(&s) != Some(0) => {
+                self.err(
+                    l,
+                    Some("disk-signature"),
+                    "blockwise writes disk signature 0 in a hybrid MBR (genimage's default); another one cannot be expressed".into(),
+                );
+            }
+            Some(_) if hybrid => {}
             Some((s, l)) if kind != "mbr" && s != "random" => {
                 self.err(
                     l,
@@ -991,6 +1085,8 @@ impl Cx {
             _ => 512,
         };
         let mut count = 0usize;
+        let mut mirrored = 0usize;
+        let mut ext_placed: Option<crate::emit::Placed> = None;
         for p in &parts {
             let in_table = p.in_table && kind != "none";
             let mut e = Entry {
@@ -1156,7 +1252,15 @@ impl Cx {
                 }
             }
             now = now.max(offset.saturating_add(size));
-            let _ = logical;
+            if logical {
+                // genimage 16: the extended partition starts one `align` before the first
+                // logical partition and ends with the last one.
+                let start = ext_placed.map_or(offset.saturating_sub(hd_align), |x| x.start);
+                ext_placed = Some(crate::emit::Placed {
+                    start,
+                    size: offset.saturating_add(size).saturating_sub(start),
+                });
+            }
             if !in_table {
                 if p.image.is_none() {
                     out.image_notes.push(format!(
@@ -1231,8 +1335,17 @@ impl Cx {
                             );
                         }
                     }
-                    if p.mbr_type.is_some() {
-                        self.err(p.loc, Some("partition-type"), format!("partition {:?}: is only valid for mbr and hybrid partition-table-type", display_str(p.name)));
+                    match p.mbr_type {
+                        Some(t) if hybrid && in_table => {
+                            e.key("mbr-type", tstr(&format!("0x{t:02x}")));
+                            mirrored = mirrored.saturating_add(1);
+                            if mirrored > 3 {
+                                self.err(p.loc, Some("partition-type"), format!("partition {:?}: hybrid MBR partitions ({mirrored}) exceed the maximum of 3 (genimage refuses it too)", display_str(p.name)));
+                            }
+                        }
+                        Some(_) if hybrid => {}
+                        Some(_) => self.err(p.loc, Some("partition-type"), format!("partition {:?}: is only valid for mbr and hybrid partition-table-type", display_str(p.name))),
+                        None => {}
                     }
                     if !p.attributes.is_empty() {
                         let list: Vec<String> = p.attributes.iter().map(|a| tstr(a)).collect();
@@ -1264,6 +1377,7 @@ impl Cx {
             });
             out.partitions.push(e);
         }
+        out.extended = ext_placed;
         out
     }
 

@@ -234,14 +234,14 @@ mod tests {
 
     #[test]
     fn inexpressible_options_are_all_named_with_file_and_line() {
-        let cfg = "image d {\n hdimage {\n  partition-table-type = hybrid\n  gpt-location = 64K\n }\n partition a {\n  size = 1M\n  forced-primary = true\n  holes = {\"(0; 1K)\"}\n }\n}\n";
+        let cfg = "image d {\n hdimage {\n  partition-table-type = hybrid\n  disk-signature = 0x1234\n  gpt-location = 64K\n }\n partition a {\n  size = 1M\n  forced-primary = true\n  holes = {\"(0; 1K)\"}\n }\n}\n";
         let e = import(Format::Genimage, "g.cfg", cfg, &Fake, &Options::default()).unwrap_err();
         let text = e.to_string();
         for want in [
-            "g.cfg:4: gpt-location:",
-            "g.cfg:2: partition-table-type:",
-            "g.cfg:8: forced-primary:",
-            "g.cfg:9: holes:",
+            "g.cfg:5: gpt-location:",
+            "g.cfg:4: disk-signature: blockwise writes disk signature 0 in a hybrid MBR",
+            "g.cfg:9: forced-primary:",
+            "g.cfg:10: holes:",
         ] {
             assert!(text.contains(want), "{want} not in {text}");
         }

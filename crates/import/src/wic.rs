@@ -16,6 +16,9 @@ use blockwise_geometry::display_str;
 const MAX_LINE: usize = 64 << 10;
 const MAX_LINES: usize = 100_000;
 
+/// Why wic's hybrid MBR is not imported.
+const WIC_HYBRID: &str = "blockwise's hybrid MBR (mbr-type) is genimage's layout (mirrored entries first, then 0xEE over the primary GPT); wic's gpt-hybrid layout has not been compared with it, so import does not claim to reproduce it: write mbr-type in the spec by hand";
+
 /// One kickstart line, split like Python's `shlex.split`.
 pub(crate) fn split(line: &str) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
@@ -373,7 +376,7 @@ pub fn import(
                         "--type" => cx.err(line, Some(&k), format!("{:?}: blockwise decides primary and logical itself (1-3 primary, the rest logical when there are more than four)", display_str(&v))),
                         "--mkfs-extraopts" => cx.err(line, Some(&k), format!("blockwise runs no mkfs, so {:?} cannot be passed on; say it with the partition's fat/ext4 keys", display_str(&v))),
                         "--exclude-path" | "--include-path" | "--change-directory" => cx.err(line, Some(&k), "blockwise copies one directory as it is; stage the tree you want first".into()),
-                        "--mbr" => cx.err(line, Some(&k), "blockwise writes a protective MBR with GPT, not a hybrid MBR".into()),
+                        "--mbr" => cx.err(line, Some(&k), WIC_HYBRID.into()),
                         other => cx.err(line, Some(other), "is not a part option wic knows".into()),
                     }
                 }
@@ -419,7 +422,7 @@ pub fn import(
             cx.err(
                 ptable_line,
                 Some("--ptable"),
-                "gpt-hybrid: blockwise writes a protective MBR with GPT, not a hybrid MBR".into(),
+                format!("gpt-hybrid: {WIC_HYBRID}"),
             );
             "gpt"
         }

@@ -206,6 +206,14 @@ pub enum PlanError {
         /// Entries in the array.
         max: u32,
     },
+    /// More partitions mirrored into a hybrid MBR than it has entries besides the 0xEE one.
+    #[error(
+        "{count} partitions mirrored into the hybrid MBR: it holds three besides the 0xEE entry"
+    )]
+    TooManyMirrored {
+        /// Mirrored partitions in the plan.
+        count: usize,
+    },
     /// More primary partitions than the MBR has slots.
     #[error("{count} primary partitions: an MBR has four slots")]
     TooManyPrimaries {

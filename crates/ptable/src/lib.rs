@@ -99,8 +99,8 @@ fn write_offset(lba: u64, sector: SectorSize) -> Result<u64, PlanError> {
 )]
 mod tests {
     use blockwise_geometry::{
-        plan, DiskId, FsKind, ImageSpec, Layout, PartType, PartitionLayout, SizeSpec, SparseImage,
-        TableKind,
+        plan, DiskId, FsKind, ImageSpec, Layout, PartType, PartitionLayout, SectorSize, SizeSpec,
+        SparseImage, TableKind,
     };
 
     use super::*;
@@ -146,6 +146,63 @@ mod tests {
             let mut img = SparseImage::new(p.size_bytes);
             write_table(&mut img, &p).unwrap();
         }
+    }
+
+    /// A hybrid MBR: mirrored partitions in GPT order, then the 0xEE entry over the primary
+    /// GPT (LBA 1 to the end of its entry array: 33 sectors of 512 bytes, 5 of 4096).
+    #[test]
+    fn hybrid_mbr() {
+        for (sector, ee) in [(SectorSize::S512, 33), (SectorSize::S4096, 5)] {
+            let layout = Layout {
+                image: ImageSpec {
+                    table: TableKind::Gpt,
+                    sector_size: sector,
+                    size: Some(64 << 20),
+                    ..ImageSpec::default()
+                },
+                partitions: vec![PartitionLayout::new(FsKind::None, SizeSpec::Bytes(1 << 20)); 4],
+            };
+            let mut p = plan(&layout).unwrap();
+            p.partitions[1].mbr_type = Some(0x0c);
+            p.partitions[1].bootable = true;
+            p.partitions[3].mbr_type = Some(0x83);
+            let mut img = SparseImage::new(p.size_bytes);
+            write_table(&mut img, &p).unwrap();
+            let m = read_mbr(&img).unwrap();
+            assert!(m.is_hybrid());
+            let sb = sector.bytes_u64();
+            let got: Vec<_> = m
+                .used()
+                .map(|(slot, e)| {
+                    (
+                        slot,
+                        e.status,
+                        e.type_,
+                        u64::from(e.start_lba),
+                        u64::from(e.sectors),
+                    )
+                })
+                .collect();
+            let q = |i: usize| {
+                (
+                    p.partitions[i].start_bytes / sb,
+                    p.partitions[i].size_bytes / sb,
+                )
+            };
+            assert_eq!(
+                got,
+                [
+                    (1, 0x80, 0x0c, q(1).0, q(1).1),
+                    (2, 0, 0x83, q(3).0, q(3).1),
+                    (3, 0, 0xee, 1, ee)
+                ]
+            );
+        }
+        let mut p = plan_of(TableKind::Gpt, 4);
+        p.partitions
+            .iter_mut()
+            .for_each(|q| q.mbr_type = Some(0x83));
+        check(&p, |_| {}, "TooManyMirrored { count: 4 }");
     }
 
     #[test]

@@ -360,6 +360,42 @@ fn partition_entry(
     )
 }
 
+/// A hybrid MBR (see `blockwise_geometry::hybrid`): the mirrored partitions in GPT order in
+/// entries 1, 2, 3, then the 0xEE entry over the primary GPT.
+fn hybrid_entries(
+    hdr: &mut MBRHeader,
+    plan: &Plan,
+    mirrored: &[&PartitionPlan],
+) -> Result<(), PlanError> {
+    let sector = plan.sector_bytes;
+    if mirrored.len() > blockwise_geometry::hybrid::MAX_MIRRORED {
+        return Err(PlanError::TooManyMirrored {
+            count: mirrored.len(),
+        });
+    }
+    let gpt = plan.gpt.as_ref().ok_or(PlanError::MissingGptLayout)?;
+    let mut slot = 1usize;
+    for p in mirrored {
+        let type_ = p.mbr_type.unwrap_or(0);
+        let e = entry(
+            if p.bootable { 0x80 } else { 0 },
+            type_,
+            to_lba(p.start_bytes, sector),
+            to_lba(p.size_bytes, sector),
+            0,
+        )?;
+        if let Some(s) = hdr.get_mut(slot) {
+            *s = e;
+        }
+        slot = slot.saturating_add(1);
+    }
+    let (start, count) = blockwise_geometry::hybrid::protective_entry(gpt.first_usable_lba);
+    if let Some(s) = hdr.get_mut(slot) {
+        *s = entry(0, 0xee, start, count, 0)?;
+    }
+    Ok(())
+}
+
 fn header_bytes(h: &MBRHeader) -> Result<Vec<u8>, PlanError> {
     let mut cur = Cursor::new(vec![0u8; 512]);
     h.write_into(&mut cur).map_err(PlanError::Encode)?;
@@ -382,12 +418,21 @@ pub fn mbr_sectors(plan: &Plan) -> Result<Vec<(u64, Vec<u8>)>, PlanError> {
     match plan.table.kind {
         TableKind::None => return Ok(out),
         TableKind::Gpt => {
-            let count = disk_sectors.saturating_sub(1).min(u64::from(u32::MAX));
-            let mut e = entry(0, 0xee, 1, count, 0)?;
-            e.first_chs = to_chs(chs::encode(1));
-            e.last_chs = to_chs([0xff, 0xff, 0xff]);
-            if let Some(slot) = hdr.get_mut(1) {
-                *slot = e;
+            let mirrored: Vec<_> = plan
+                .partitions
+                .iter()
+                .filter(|p| p.in_table && p.mbr_type.is_some())
+                .collect();
+            if mirrored.is_empty() {
+                let count = disk_sectors.saturating_sub(1).min(u64::from(u32::MAX));
+                let mut e = entry(0, 0xee, 1, count, 0)?;
+                e.first_chs = to_chs(chs::encode(1));
+                e.last_chs = to_chs([0xff, 0xff, 0xff]);
+                if let Some(slot) = hdr.get_mut(1) {
+                    *slot = e;
+                }
+            } else {
+                hybrid_entries(&mut hdr, plan, &mirrored)?;
             }
             out.push((0, header_bytes(&hdr)?));
             return Ok(out);

@@ -467,12 +467,38 @@ pub fn plan_findings(plan: &Plan) -> Vec<Finding> {
     if mbr_sector_guessed(plan) {
         out.push(sector_size_guessed());
     }
+    out.extend(hybrid_mbr_findings(plan));
     for p in plan.partitions.iter().filter(|p| p.in_table) {
         out.extend(partition_findings(p, &ctx));
     }
     // In the report's order: `verify` sorts its findings by severity (stable).
     out.sort_by_key(|f| f.severity);
     out
+}
+
+/// A GPT plan with `mbr-type` partitions: the findings of the hybrid MBR the table writer
+/// makes for it, read back with the parser and judged by the code verify runs.
+fn hybrid_mbr_findings(plan: &Plan) -> Vec<Finding> {
+    if plan.table.kind != TableKind::Gpt || plan.partitions.iter().all(|p| p.mbr_type.is_none()) {
+        return Vec::new();
+    }
+    let Ok(sectors) = blockwise_ptable::mbr::mbr_sectors(plan) else {
+        return Vec::new();
+    };
+    let Some(Ok(mbr)) = sectors
+        .iter()
+        .find(|(off, _)| *off == 0)
+        .map(|(_, b)| blockwise_ptable::parse_mbr(b, 0))
+    else {
+        return Vec::new();
+    };
+    let mut parts: Vec<PartitionPlan> = plan
+        .partitions
+        .iter()
+        .filter(|p| p.in_table)
+        .cloned()
+        .collect();
+    crate::table::gpt::hybrid_findings(&mbr, &mut parts, plan.sector_bytes)
 }
 
 #[cfg(test)]

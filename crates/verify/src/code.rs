@@ -82,7 +82,8 @@ finding_codes! {
     GptBackupNotAtEnd = "gpt-backup-not-at-end",
     /// `gpt-no-protective-mbr`: A GPT without a valid protective MBR.
     GptNoProtectiveMbr = "gpt-no-protective-mbr",
-    /// `hybrid-mbr`: The protective MBR also lists real partitions.
+    /// `hybrid-mbr`: The MBR also lists real partitions beside its 0xEE entry (a hybrid MBR,
+    /// as `mbr-type` builds it); info.
     HybridMbr = "hybrid-mbr",
     /// `protective-mbr-size`: The 0xEE entry does not cover the whole disk.
     ProtectiveMbrSize = "protective-mbr-size",

@@ -160,6 +160,7 @@ mod tests {
             in_table: true,
             attributes: GptAttributes::NONE,
             slot: None,
+            mbr_type: None,
         }
     }
 

@@ -42,6 +42,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             in_table: true,
             attributes: blockwise_geometry::GptAttributes::NONE,
             slot: None,
+            mbr_type: None,
         }
     }
 

@@ -1,12 +1,13 @@
 //! GPT checks: both copies, the protective MBR and hybrid MBRs.
 
 use blockwise_geometry::{
-    format_size, BlockSource, DiskId, GptPlan, PartType, PartitionPlan, TableKind, TablePlan,
+    format_size, BlockSource, DiskId, GptPlan, PartType, PartitionPlan, SectorSize, TableKind,
+    TablePlan,
 };
 use blockwise_ptable::{read_gpt, Corrupt, GptCopy, Mbr};
 
 use crate::num::div;
-use crate::{bytes, read_clamped, FindingCode, Severity, Verifier};
+use crate::{bytes, read_clamped, Finding, FindingCode, Severity, Verifier};
 
 impl<S: BlockSource + ?Sized> Verifier<'_, S> {
     pub(crate) fn gpt(&mut self, mbr: Option<Mbr>) -> Result<(), S::Error> {
@@ -168,7 +169,9 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         }
         if let Some(m) = &mbr {
             if m.is_hybrid() {
-                self.hybrid(m, &parts);
+                for f in hybrid_findings(m, &mut parts, self.sector) {
+                    self.add(f.severity, f.code, f.partition, f.message);
+                }
             }
         }
         self.finish_partitions(parts)
@@ -211,35 +214,58 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             );
         }
     }
+}
 
-    fn hybrid(&mut self, m: &Mbr, parts: &[PartitionPlan]) {
-        self.add(
-            Severity::Warning,
-            FindingCode::HybridMbr,
-            None,
-            "hybrid MBR: the protective MBR also lists real partitions; MBR and GPT can drift apart and Windows/firmware may use either — prefer a pure protective MBR".into(),
-        );
-        let sb = self.sector.bytes_u64();
-        for (slot, e) in m.used().filter(|(_, e)| e.type_ != 0xee) {
-            let start = u64::from(e.start_lba).saturating_mul(sb);
-            let size = u64::from(e.sectors).saturating_mul(sb);
-            if !parts
-                .iter()
-                .any(|p| p.start_bytes == start && p.size_bytes == size)
-            {
-                self.add(
-                    Severity::Error,
-                    FindingCode::MbrGptDisagree,
-                    Some(u32::from(slot)),
-                    format!(
-                        "MBR entry {slot} (start {}, {} bytes) matches no GPT partition: MBR-booting systems see a different disk than GPT ones; make them agree or drop the hybrid entries",
-                        div(start, sb),
-                        size
-                    ),
-                );
+/// The findings of a hybrid MBR `m` over the GPT partitions `parts` (as read, or as a plan
+/// promises them: `plan_findings` gives this the MBR the table writer makes), and each
+/// mirrored partition's [`PartitionPlan::mbr_type`] filled in. An entry that matches no GPT
+/// partition's start and size is an error: MBR-booting systems see another disk.
+pub(crate) fn hybrid_findings(
+    m: &Mbr,
+    parts: &mut [PartitionPlan],
+    sector: SectorSize,
+) -> Vec<Finding> {
+    let sb = sector.bytes_u64();
+    let mut out = Vec::new();
+    let mut mirrored = Vec::new();
+    for (slot, e) in m.used().filter(|(_, e)| e.type_ != 0xee) {
+        let start = u64::from(e.start_lba).saturating_mul(sb);
+        let size = u64::from(e.sectors).saturating_mul(sb);
+        match parts
+            .iter_mut()
+            .find(|p| p.start_bytes == start && p.size_bytes == size)
+        {
+            Some(p) => {
+                p.mbr_type = Some(e.type_);
+                mirrored.push(format!("{} (0x{:02x})", p.index, e.type_));
             }
+            None => out.push(Finding {
+                severity: Severity::Error,
+                code: FindingCode::MbrGptDisagree,
+                partition: Some(u32::from(slot)),
+                message: format!(
+                    "MBR entry {slot} (start {}, {} bytes) matches no GPT partition: MBR-booting systems see a different disk than GPT ones; make them agree or drop the hybrid entries",
+                    div(start, sb),
+                    size
+                ),
+            }),
         }
     }
+    let which = if mirrored.is_empty() {
+        String::new()
+    } else {
+        format!(" (GPT partitions {})", mirrored.join(", "))
+    };
+    out.insert(
+        0,
+        Finding {
+            severity: Severity::Info,
+            code: FindingCode::HybridMbr,
+            partition: None,
+            message: format!("hybrid MBR: the MBR also lists real partitions{which} for firmware that reads only an MBR; a tool that edits only one table leaves them disagreeing"),
+        },
+    );
+    out
 }
 
 /// A source seen as longer than it is; the tail reads as zeros.

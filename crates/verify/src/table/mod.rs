@@ -1,7 +1,7 @@
 //! Partition-table checks: which table the disk carries (MBR, GPT at 512 or 4096, or none
 //! that parses), then the MBR/EBR and GPT specifics in [`mbr`] and [`gpt`].
 
-mod gpt;
+pub(crate) mod gpt;
 mod mbr;
 
 use blockwise_geometry::{BlockSource, DiskId, SectorSize, TableKind, TablePlan};
