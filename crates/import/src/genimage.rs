@@ -488,7 +488,7 @@ impl Cx {
                             Ok((_, true)) => self.err(
                                 n.loc,
                                 Some("size"),
-                                "a size in percent of the contents: blockwise has no size = \"auto\" yet; give the size".into(),
+                                "a size in percent of the contents: genimage's rule, which blockwise does not reproduce (its size = \"auto+N%\" leaves N% of the contents free after the filesystem's own overhead); give the size, or write size = \"auto+N%\" in the spec".into(),
                             ),
                             Ok((v, false)) => size = Some(v),
                             Err(m) => self.err(n.loc, Some("size"), m),
@@ -637,7 +637,7 @@ impl Cx {
             self.err(
                 at,
                 Some("size"),
-                "the filesystem image has no size: blockwise has no size = \"auto\" yet; give one"
+                "the filesystem image has no size: give one (or write size = \"auto\" in the spec: blockwise then sizes it from its contents)"
                     .into(),
             );
         }

@@ -549,7 +549,7 @@ pub fn import(
                     p.line,
                     Some("--source"),
                     format!(
-                        "{what}: wic fills this partition from a directory and sizes it from its content; blockwise has no size = \"auto\" yet, so import needs the directory: `blockwise import KICKSTART --contents {}=DIR > spec.toml`",
+                        "{what}: wic fills this partition from a directory and sizes it from its content by wic's rule, which import reproduces from the directory: `blockwise import KICKSTART --contents {}=DIR > spec.toml`",
                         keys.first().copied().unwrap_or("/")
                     ),
                 );
@@ -603,7 +603,7 @@ pub fn import(
                                         .unwrap_or(0)
                                 };
                                 e.note(format!(
-                                    "{}: size from the content as wic computes it: du {} {dir} = {du} KiB, {} KiB in all; blockwise has no size = \"auto\" yet, so the import writes it out",
+                                    "{}: size from the content as wic computes it: du {} {dir} = {du} KiB, {} KiB in all; written out so that the table is wic's (size = \"auto\" would size it by the filesystem's own overhead instead)",
                                     cx.at(p.line),
                                     if apparent { "-bks" } else { "-ks" },
                                     kib
