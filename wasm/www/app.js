@@ -233,7 +233,7 @@ function renderCheck(out, r, name, ms) {
     el('h3', {}, `Findings (${r.findings.length})`),
     r.findings.length ? el('ul', { class: 'findings all-findings' }, findings) : el('p', {}, 'None.'),
     el('p', { class: 'row' }, copyTextBtn, copyJsonBtn),
-    el('p', { class: 'stats check-stats' }, `Read ${thousands(r.stats.bytes_read)} bytes (${fmtSize(r.stats.bytes_read)}) in ${r.stats.reads} slices of the file${r.containerInfo ? ` (${thousands(r.containerInfo.container_bytes)} bytes of ${r.container}${r.containerInfo.seekable ? ', read where verify asked' : `, decoded in ${r.containerInfo.passes} forward pass${r.containerInfo.passes === 1 ? '' : 'es'}`})` : ''}, ${ms.toFixed(1)} ms.`),
+    el('p', { class: 'stats check-stats' }, `Read ${thousands(r.stats.bytes_read)} bytes (${fmtSize(r.stats.bytes_read)}) in ${r.stats.reads} slices of the file${r.containerInfo ? ` (${thousands(r.containerInfo.container_bytes)} bytes of ${r.container}${r.containerInfo.seekable ? ', read where verify asked' : `, decoded in ${r.containerInfo.passes} forward pass${r.containerInfo.passes === 1 ? '' : 'es'}`}${r.workerMemoryBytes ? `; the decoding worker held at most ${fmtSize(r.workerMemoryBytes)}` : ''})` : ''}, ${ms.toFixed(1)} ms.`),
     el('details', {}, el('summary', {}, 'As the CLI prints it'), el('pre', {}, r.human)),
   );
 }
@@ -243,7 +243,7 @@ async function check(file) {
   try {
     const { r, ms } = await checkInto(checkOut, file, file.name, { eraseBlock: Number($('#check-erase').value), strict: $('#check-strict').checked });
     lastCheck = { r, name: file.name, ms };
-    window.__lastCheck = { ms, bytesRead: r.stats.bytes_read, reads: r.stats.reads, aligned: r.aligned, exitCode: r.exit_code, safe: r.safe.answer, container: r.container, containerBytes: r.containerInfo ? r.containerInfo.container_bytes : null, json: r.json };
+    window.__lastCheck = { ms, bytesRead: r.stats.bytes_read, reads: r.stats.reads, aligned: r.aligned, exitCode: r.exit_code, safe: r.safe.answer, container: r.container, containerBytes: r.containerInfo ? r.containerInfo.container_bytes : null, seekable: r.containerInfo ? r.containerInfo.seekable : null, passes: r.containerInfo ? r.containerInfo.passes || 0 : null, workerMemoryBytes: r.workerMemoryBytes, json: r.json };
   } catch (err) {
     lastCheck = null;
     put(checkOut, errorBox(err));
