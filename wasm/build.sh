@@ -23,6 +23,12 @@ fi
 export PATH="$HOME/.cargo/bin:$PATH"
 
 eval "$(sh "$toolchain")"
+# libzstd is C (squashfs zstd in the page writes the CLI's bytes because it is the same
+# library): zstd-sys compiles it for wasm32 with clang and its own libc shim.
+if ! command -v clang >/dev/null 2>&1; then
+  echo "build.sh: clang is needed to compile libzstd for wasm32 (Debian: apt-get install clang)" >&2
+  exit 1
+fi
 
 
 # Profiles live in the root manifest; the page's size settings are set here only.

@@ -18,6 +18,7 @@
 // overrides: BLOCKWISE_SCREENSHOTS=wasm/screenshots refreshes the committed ones).
 // Usage: node wasm/tests/e2e.mjs (after wasm/build.sh and `cargo build --bin blockwise`).
 import { execFileSync, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import { closeSync, mkdtempSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync, writeSync, utimesSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -279,6 +280,11 @@ await context.addInitScript(() => {
       const abs = new URL(url, location.href).href;
       if (!abs.endsWith('/check-worker.js')) {
         super(url, opts);
+        // The last build the page asked for, to build again with another spec.
+        if (abs.endsWith('/build-worker.js')) {
+          const post = this.postMessage.bind(this);
+          this.postMessage = (m, t) => { window.__lastBuildMessage = m; return post(m, t); };
+        }
         return;
       }
       const wrapper = `
@@ -754,6 +760,25 @@ await step('Build: squashfs and EROFS with dm-verity trees from two folders: the
   assert(shown.length === 2 && shown[0] === readFileSync(join(work, 'ro.img.apps.roothash'), 'utf8').trim(), JSON.stringify(shown));
   const planned = JSON.parse(run(cli, ['plan', '--json', join(work, 'ro.toml')])).partitions;
   const [sq, er] = planned;
+  // squashfs with zstd: the page links libzstd (compiled to wasm32), so the same bytes as
+  // the CLI's too. The same files, in the page's build worker, with the compression changed.
+  writeFileSync(join(work, 'ro-zstd.toml'), readFileSync(join(work, 'ro.toml'), 'utf8').replace(/^fs = "squashfs"$/m, 'fs = "squashfs"\nsquashfs.compression = "zstd"'));
+  const zstdBuild = await page.evaluate(async (toml) => {
+    const w = new Worker('build-worker.js', { type: 'module' });
+    const r = await new Promise((ok) => {
+      w.onmessage = (ev) => { if (ev.data.type === 'done' || ev.data.type === 'error') ok(ev.data); };
+      w.postMessage({ ...window.__lastBuildMessage, toml });
+    });
+    w.terminate();
+    if (r.type === 'error') return { error: `${r.name}: ${r.message}` };
+    const digest = await crypto.subtle.digest('SHA-256', await r.image.arrayBuffer());
+    return { sha256: [...new Uint8Array(digest)].map((x) => x.toString(16).padStart(2, '0')).join(''), size: r.image.size };
+  }, readFileSync(join(work, 'ro-zstd.toml'), 'utf8'));
+  assert(!zstdBuild.error, zstdBuild.error);
+  run(cli, ['build', '--quiet', join(work, 'ro-zstd.toml'), '-o', join(work, 'cli-ro-zstd.img')]);
+  const cliZstd = readFileSync(join(work, 'cli-ro-zstd.img'));
+  assert(cliZstd.readUInt16LE(sq.start_bytes + 20) === 6, 'the CLI\'s squashfs is not zstd-compressed');
+  assert(zstdBuild.sha256 === createHash('sha256').update(cliZstd).digest('hex'), `squashfs zstd: the page's image differs from the CLI's (${JSON.stringify(zstdBuild)})`);
   // squashfs: every file listed and extracted equal.
   const out = join(work, 'unsq');
   run('unsquashfs', ['-q', '-n', '-o', String(sq.start_bytes), '-d', out, img]);
