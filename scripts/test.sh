@@ -17,7 +17,7 @@ for pair in sfdisk:fdisk sgdisk:gdisk fsck.fat:dosfstools mcopy:mtools e2fsck:e2
             mkfs.f2fs:f2fs-tools mkfs.btrfs:btrfs-progs mkfs.ntfs:ntfs-3g genisoimage:genisoimage \
             cryptsetup:cryptsetup-bin mkswap:util-linux \
             unsquashfs:squashfs-tools mkfs.erofs:erofs-utils veritysetup:cryptsetup-bin \
-            genimage:genimage genext2fs:genext2fs \
+            genimage:genimage genext2fs:genext2fs clang:clang \
             lz4:lz4 zip:zip qemu-img:qemu-utils img2simg:android-sdk-libsparse-utils; do
 
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")

@@ -23,17 +23,27 @@ fi
 export PATH="$HOME/.cargo/bin:$PATH"
 
 eval "$(sh "$toolchain")"
+# libzstd is C (squashfs zstd in the page writes the CLI's bytes because it is the same
+# library): zstd-sys compiles it for wasm32 with clang and its own libc shim.
+if ! command -v clang >/dev/null 2>&1; then
+  echo "build.sh: clang is needed to compile libzstd for wasm32 (Debian: apt-get install clang)" >&2
+  exit 1
+fi
 
 
 # Profiles live in the root manifest; the page's size settings are set here only.
 export CARGO_PROFILE_RELEASE_OPT_LEVEL=z CARGO_PROFILE_RELEASE_LTO=true \
   CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 CARGO_PROFILE_RELEASE_PANIC=abort
 # SHA-256 (the .bmap of a build reads every byte through it) at opt-level 3: at "z" it
-# hashes about 4x slower.
+# hashes about 4x slower. Inflate likewise (Check of a .img.gz or a deflated .zip decodes
+# the whole stream through it; see docs/browser.md for the measurement).
 # Also the proof that the pure crates build for wasm32 with the MSRV compiler (CI's only
 # wasm32 build of them): those the page links, and the container crate beside them.
 cargo build --quiet --release --target wasm32-unknown-unknown -p blockwise-wasm -p blockwise-container \
-  --config 'profile.release.package.sha2.opt-level = 3'
+  --config 'profile.release.package.sha2.opt-level = 3' \
+  --config 'profile.release.package.miniz_oxide.opt-level = 3' \
+  --config 'profile.release.package.crc32fast.opt-level = 3' \
+  --config 'profile.release.package.blockwise-container.opt-level = 3'
 wasm="${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/release/blockwise_wasm.wasm"
 
 dist="$here/dist"

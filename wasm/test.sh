@@ -16,7 +16,7 @@ for pair in chromium:chromium node:nodejs npm:npm sfdisk:fdisk losetup:mount \
             mkfs.fat:dosfstools fsck.fat:dosfstools mcopy:mtools e2fsck:e2fsprogs debugfs:e2fsprogs \
             truncate:coreutils cmp:diffutils gzip:gzip xz:xz-utils python3:python3 \
             simg2img:android-sdk-libsparse-utils unsquashfs:squashfs-tools fsck.erofs:erofs-utils \
-            veritysetup:cryptsetup-bin; do
+            veritysetup:cryptsetup-bin clang:clang; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 if [ "${#need[@]}" -gt 0 ]; then

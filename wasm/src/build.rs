@@ -120,21 +120,13 @@ pub(crate) fn make_squashfs(
         let mut sink = VecSink::default();
         let w = blockwise_squashfs::write(&mut sink, &req, tree, content)
             .map_err(|e| blockwise_image::rofs::squashfs_failure(si, e))?;
-        let mut warnings: Vec<String> =
+        let warnings: Vec<String> =
             blockwise_image::rofs::dropped_xattrs_warning(si + 1, &w.dropped_xattrs)
                 .into_iter()
                 .collect();
         let Some(ps) = spec.partitions.get_mut(si) else {
             continue;
         };
-        if cfg!(target_arch = "wasm32")
-            && ps.squashfs.compression == blockwise_squashfs::Compression::Zstd
-        {
-            warnings.push(format!(
-                "partition[{}].squashfs.compression: zstd is compressed by ruzstd in the page (one level, about zstd -1), so this squashfs differs from the one `blockwise build` makes with libzstd; gzip, xz and lz4 give the same bytes",
-                si + 1
-            ));
-        }
         let fs = blockwise_squashfs::plan_of(&ps.squashfs, Some(w.bytes_used), Some(w.inodes));
         ps.prebuilt = Some(blockwise_image::rofs::Prebuilt {
             len: w.padded_bytes,

@@ -7,8 +7,8 @@
 //! names it as a range of the image ([`OutPiece::Image`]) instead of copying it, so the
 //! page composes the `.simg` `Blob` from chunk headers and slices of the image `Blob` — no
 //! second copy of the content. (Seekable zstd needs a compressor: `Format::available`
-//! says whether this build has one; the pure-Rust build of the page has none, see
-//! `docs/browser.md`.)
+//! says whether this build has one; the page links libzstd for squashfs but does not turn
+//! on `blockwise-container`'s `zstd` feature, see `docs/browser.md`.)
 
 use blockwise_container::encode::{EncodeOptions, Encoder, Format, Packer, Summary, Window};
 use blockwise_geometry::ImageMap;
@@ -248,7 +248,7 @@ mod tests {
     }
 
     /// Seekable zstd is offered only by a build with a compressor (the host tests link
-    /// libzstd through blockwise-host; the page's pure build has none).
+    /// libzstd through blockwise-host; the page's build does not turn it on).
     #[test]
     fn zstd_only_with_a_compressor() {
         let map = ImageMap::new(8 << 20);

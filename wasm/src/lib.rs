@@ -296,8 +296,8 @@ impl BuildJob {
 
     /// An encoder of the image as `"simg"` (Android sparse) or `"zst"` (seekable zstd), the
     /// CLI's `-o x.simg` / `-o x.img.zst` byte for byte: see [`ImageEncoder`]. A format this
-    /// build cannot write is an `UnsupportedError` (seekable zstd needs libzstd, which the
-    /// page does not have).
+    /// build cannot write is an `UnsupportedError` (seekable zstd: the page's build leaves
+    /// out the container crate's zstd encoder).
     pub fn encoder(&self, format: &str) -> Result<ImageEncoder, JsValue> {
         let f = match format {
             "simg" => blockwise_container::encode::Format::AndroidSparse,

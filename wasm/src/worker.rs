@@ -36,12 +36,21 @@ extern "C" {
 #[error("{0}")]
 pub struct BlobError(String);
 
+/// Reads shorter than this fetch this much from their offset on, kept for the next small
+/// reads: a container's own structures are read in pieces of a few bytes (an Android sparse
+/// image's chunk headers, 12 bytes each, one read per chunk), and every `FileReaderSync`
+/// call costs about a millisecond whatever its size (8,321 chunk headers of a 32 GiB
+/// `.simg` took 7.5 s one by one, 0.1 s read ahead).
+const READ_AHEAD: u64 = 64 << 10;
+
 /// A `Blob` as a [`BlockSource`], read synchronously, counting what it reads.
 struct SyncBlob {
     blob: JsBlob,
     reader: FileReaderSync,
     size: u64,
     stats: Cell<ReadStats>,
+    /// The last read-ahead block: its offset and bytes.
+    ahead: std::cell::RefCell<(u64, Vec<u8>)>,
 }
 
 impl BlockSource for SyncBlob {
@@ -52,6 +61,40 @@ impl BlockSource for SyncBlob {
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), BlobError> {
+        let want = buf.len() as u64;
+        if want >= READ_AHEAD {
+            return self.read_blob(offset, buf);
+        }
+        {
+            let ahead = self.ahead.borrow();
+            let from = usize::try_from(offset.wrapping_sub(ahead.0)).ok();
+            let hit = (offset >= ahead.0)
+                .then_some(from)
+                .flatten()
+                .and_then(|f| ahead.1.get(f..f.checked_add(buf.len())?));
+            if let Some(src) = hit {
+                buf.copy_from_slice(src);
+                return Ok(());
+            }
+        }
+        let end = offset
+            .saturating_add(READ_AHEAD)
+            .min(self.size)
+            .max(offset.saturating_add(want));
+        let mut block = vec![0u8; usize::try_from(end.saturating_sub(offset)).unwrap_or(0)];
+        self.read_blob(offset, &mut block)?;
+        let src = block
+            .get(..buf.len())
+            .ok_or_else(|| BlobError("read-ahead block".into()))?;
+        buf.copy_from_slice(src);
+        *self.ahead.borrow_mut() = (offset, block);
+        Ok(())
+    }
+}
+
+impl SyncBlob {
+    /// Fills `buf` from the `Blob` at `offset`: one `FileReaderSync` read, counted.
+    fn read_blob(&self, offset: u64, buf: &mut [u8]) -> Result<(), BlobError> {
         let end = offset
             .checked_add(buf.len() as u64)
             .filter(|&e| e <= self.size)
@@ -125,6 +168,7 @@ pub fn verify_container(blob: JsBlob, options: JsValue) -> Result<JsValue, JsVal
         reader,
         size,
         stats: Cell::new(ReadStats::default()),
+        ahead: std::cell::RefCell::new((0, Vec::new())),
     };
     // The decoders own their input; the counts are read back through a shared cell.
     let counted = std::rc::Rc::new(Cell::new(ReadStats::default()));

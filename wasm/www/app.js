@@ -233,7 +233,7 @@ function renderCheck(out, r, name, ms) {
     el('h3', {}, `Findings (${r.findings.length})`),
     r.findings.length ? el('ul', { class: 'findings all-findings' }, findings) : el('p', {}, 'None.'),
     el('p', { class: 'row' }, copyTextBtn, copyJsonBtn),
-    el('p', { class: 'stats check-stats' }, `Read ${thousands(r.stats.bytes_read)} bytes (${fmtSize(r.stats.bytes_read)}) in ${r.stats.reads} slices of the file${r.containerInfo ? ` (${thousands(r.containerInfo.container_bytes)} bytes of ${r.container}${r.containerInfo.seekable ? ', read where verify asked' : `, decoded in ${r.containerInfo.passes} forward pass${r.containerInfo.passes === 1 ? '' : 'es'}`})` : ''}, ${ms.toFixed(1)} ms.`),
+    el('p', { class: 'stats check-stats' }, `Read ${thousands(r.stats.bytes_read)} bytes (${fmtSize(r.stats.bytes_read)}) in ${r.stats.reads} slices of the file${r.containerInfo ? ` (${thousands(r.containerInfo.container_bytes)} bytes of ${r.container}${r.containerInfo.seekable ? ', read where verify asked' : `, decoded in ${r.containerInfo.passes} forward pass${r.containerInfo.passes === 1 ? '' : 'es'}`}${r.workerMemoryBytes ? `; the decoding worker held at most ${fmtSize(r.workerMemoryBytes)}` : ''})` : ''}, ${ms.toFixed(1)} ms.`),
     el('details', {}, el('summary', {}, 'As the CLI prints it'), el('pre', {}, r.human)),
   );
 }
@@ -243,7 +243,7 @@ async function check(file) {
   try {
     const { r, ms } = await checkInto(checkOut, file, file.name, { eraseBlock: Number($('#check-erase').value), strict: $('#check-strict').checked });
     lastCheck = { r, name: file.name, ms };
-    window.__lastCheck = { ms, bytesRead: r.stats.bytes_read, reads: r.stats.reads, aligned: r.aligned, exitCode: r.exit_code, safe: r.safe.answer, container: r.container, containerBytes: r.containerInfo ? r.containerInfo.container_bytes : null, json: r.json };
+    window.__lastCheck = { ms, bytesRead: r.stats.bytes_read, reads: r.stats.reads, aligned: r.aligned, exitCode: r.exit_code, safe: r.safe.answer, container: r.container, containerBytes: r.containerInfo ? r.containerInfo.container_bytes : null, seekable: r.containerInfo ? r.containerInfo.seekable : null, passes: r.containerInfo ? r.containerInfo.passes || 0 : null, workerMemoryBytes: r.workerMemoryBytes, json: r.json };
   } catch (err) {
     lastCheck = null;
     put(checkOut, errorBox(err));
@@ -633,6 +633,40 @@ function imageName() {
   return 'sd.img';
 }
 
+let lastBuildInputs = null;
+
+/** The seekable .img.zst of the last build, when asked for: the same build again in a worker,
+ * then the CLI's encoder (libzstd compiled to wasm) over the image. */
+function makeZst(button, name) {
+  const inputs = lastBuildInputs;
+  if (!inputs) return;
+  const file = `${name}.zst`;
+  button.disabled = true;
+  button.textContent = `Compressing ${file}…`;
+  const w = new Worker('build-worker.js', { type: 'module' });
+  w.onmessage = (ev) => {
+    const m = ev.data;
+    if (m.type === 'progress') {
+      button.textContent = `Compressing ${file}: ${fmtSize(m.done)} of ${fmtSize(m.total)}`;
+    } else if (m.type === 'zst') {
+      w.terminate();
+      const url = URL.createObjectURL(m.blob);
+      urls.push(url);
+      const a = el('a', { href: url, download: file, id: 'build-download-zst' }, `Download ${file} (seekable zstd, ${fmtSize(m.blob.size)})`);
+      button.replaceWith(a);
+      a.focus();
+    } else if (m.type === 'error') {
+      w.terminate();
+      button.replaceWith(errorBox(Object.assign(new Error(m.message), { name: m.name })));
+    }
+  };
+  w.onerror = (ev) => {
+    w.terminate();
+    button.replaceWith(errorBox(new Error(`the build worker failed: ${ev.message || 'it could not start'}`)));
+  };
+  w.postMessage({ ...inputs, zst: true });
+}
+
 function startBuild() {
   if (worker) return;
   planNow();
@@ -642,6 +676,7 @@ function startBuild() {
   lastBuildCheck = null;
   const toml = lastPlan.toml;
   const { entries, files } = buildInputs();
+  lastBuildInputs = { toml, entries, files };
   const name = imageName();
   const t0 = performance.now();
   put($('#build-out'));
@@ -720,13 +755,15 @@ async function built(m, name, toml, fileCount, t0, timeline) {
   const fileOf = (o) => (o.replace && name.endsWith(o.replace) ? name.slice(0, -o.replace.length) : name) + o.suffix;
   const extras = m.extra.map((o) => link(o.blob, fileOf(o), `build-download${o.suffix.replace(/\./g, '-')}`, `Download ${fileOf(o)} (${o.kind}, ${fmtSize(o.blob.size)})`));
   const roots = m.extra.filter((o) => o.text).map((o) => el('li', {}, `${o.kind}: `, el('code', { class: 'roothash' }, o.text)));
+  const zst = el('button', { type: 'button', id: 'build-make-zst' }, `Make ${name}.zst (seekable zstd)`);
+  zst.addEventListener('click', () => makeZst(zst, name));
   const save = window.showSaveFilePicker ? el('button', { type: 'button', id: 'build-save' }, 'Save to a file…') : null;
   if (save) save.addEventListener('click', () => saveToFile(image, name, save));
   put($('#build-out'),
     el('p', { id: 'build-verdict', class: 'verdict ok' }, `Built ${fmtSize(image.size)} in ${((performance.now() - t0) / 1000).toFixed(1)} s from ${fileCount} files.`),
-    el('p', { class: 'downloads' }, imgLink, ...extras, save),
+    el('p', { class: 'downloads' }, imgLink, ...extras, zst, save),
     roots.length ? el('ul', { id: 'build-roothashes' }, roots) : null,
-    el('p', { class: 'hint' }, 'Write it with blockwise write sd.img /dev/sdX (or bmaptool copy): the .bmap lets them skip the empty parts and check what they wrote. sd.simg is the same image as an Android sparse file (fastboot flash, simg2img); blockwise write takes it too.'),
+    el('p', { class: 'hint' }, 'Write it with blockwise write sd.img /dev/sdX (or bmaptool copy): the .bmap lets them skip the empty parts and check what they wrote. sd.simg is the same image as an Android sparse file (fastboot flash, simg2img); blockwise write takes it too. The .img.zst (seekable zstd, a frame per erase block) is made when asked: it is a compressed copy held in memory until saved.'),
     ...(m.notes || []).map((n) => el('p', { class: 'hint build-note' }, n)),
     el('details', {}, el('summary', {}, 'Spec used (blockwise build of it gives the same bytes)'), el('pre', { id: 'build-toml' }, toml)),
   );

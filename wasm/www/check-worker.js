@@ -2,7 +2,8 @@
 // main thread: the CLI's own decoders, compiled to wasm, read the File through FileReaderSync
 // (synchronous reads, which only workers have) — random access through a sparse chunk map,
 // a zstd seek table or an xz index; a stream decoded forward keeping only what verify asks
-// for. Nothing is unpacked into memory or onto disk.
+// for. Nothing is unpacked into memory or onto disk; the answer carries the worker's wasm
+// memory size (its peak: linear memory never shrinks).
 //
 // Message in:   { blob, options }
 // Messages out: { type: 'done', r } · { type: 'error', name, message, key }
@@ -13,8 +14,11 @@ const ready = init();
 self.onmessage = async (ev) => {
   const { blob, options } = ev.data;
   try {
-    await ready;
-    self.postMessage({ type: 'done', r: verifyContainer(blob, options) });
+    const wasm = await ready;
+    const r = verifyContainer(blob, options);
+    // Linear memory only grows: its size now is the most the check ever held at once.
+    r.workerMemoryBytes = wasm.memory.buffer.byteLength;
+    self.postMessage({ type: 'done', r });
   } catch (e) {
     self.postMessage({ type: 'error', name: e && e.name ? e.name : 'Error', message: e && e.message ? e.message : String(e), key: e && e.key });
   }

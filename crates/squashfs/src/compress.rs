@@ -1,6 +1,7 @@
-//! The compressors, in pure Rust: zlib (miniz_oxide), xz (an LZMA2 stream from lzma-rust2 in
+//! The compressors: in pure Rust zlib (miniz_oxide), xz (an LZMA2 stream from lzma-rust2 in
 //! an xz container written here, CRC32 check, as the kernel's xz decoder wants), lz4 blocks
-//! (lz4_flex); zstd frames from libzstd on the host and ruzstd (one level) in the browser.
+//! (lz4_flex); zstd frames from libzstd (compiled to wasm32 too, so the page writes the same
+//! bytes).
 
 use std::io::Write;
 
@@ -25,20 +26,11 @@ pub(crate) fn compress(
     (out.len() < data.len()).then_some(out)
 }
 
-/// A zstd frame: libzstd at `level` (default 15, as mksquashfs) on the host.
-#[cfg(not(target_arch = "wasm32"))]
+/// A zstd frame: libzstd at `level` (default 15, as mksquashfs), on the host and in the
+/// browser alike (the same library, so the same bytes).
 fn zstd(data: &[u8], level: Option<u32>) -> Option<Vec<u8>> {
     let level = i32::try_from(level.unwrap_or(15)).unwrap_or(15);
     zstd::bulk::compress(data, level).ok()
-}
-
-/// A zstd frame: ruzstd's one level (about zstd -1) in the browser.
-#[cfg(target_arch = "wasm32")]
-fn zstd(data: &[u8], _level: Option<u32>) -> Option<Vec<u8>> {
-    Some(ruzstd::encoding::compress_to_vec(
-        data,
-        ruzstd::encoding::CompressionLevel::Fastest,
-    ))
 }
 
 /// The LZMA2 dictionary-size byte for a power of two from 4 KiB (`2 * (log2 - 12)`).

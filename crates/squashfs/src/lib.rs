@@ -1,5 +1,5 @@
 //! Native squashfs 4.0 writer: a compressed, read-only filesystem image from a [`Tree`], in
-//! Rust (the compressors too, but zstd on the host, which uses libzstd).
+//! Rust (the compressors too, but zstd, which is libzstd on the host and in the browser).
 //!
 //! The image is written front to back: the superblock's place, the data blocks and fragment
 //! blocks as each file is reached (compressed one block at a time, so memory holds a block,
