@@ -501,7 +501,10 @@ await step('Check: .img.xz, .img.zst, .img.gz, .zip and .simg of a 32 GiB MBR im
   // its end first: nothing else says how long the image is); what is held at once is bounded.
   for (const [ext, kind, seekable] of [['img.xz', 'xz', true], ['img.zst', 'zstd', true], ['simg', 'Android sparse', true], ['zip', 'zip', false], ['img.gz', 'gzip', false]]) {
     const path = join(work, `mbr32g.${ext}`);
+    await page.evaluate(() => { window.__checkProgress = 0; });
     const r = await checkFile(path, page, 600_000);
+    // A whole-stream check (about 30 s for this .img.gz) says how far it is.
+    if (ext === 'img.gz') assert(await page.evaluate(() => window.__checkProgress) > 0, 'no progress shown while the .img.gz was read');
     assert(!r.error && r.container === kind && r.seekable === seekable, `${ext}: ${JSON.stringify(r)}`);
     assert(JSON.stringify(strip(r.json, ['source', 'container'])) === want, `${ext}: not the raw image's report: ${r.json}`);
     assert(await safeLine() === wantLine, `${ext}: ${await safeLine()}`);
@@ -515,6 +518,25 @@ await step('Check: .img.xz, .img.zst, .img.gz, .zip and .simg of a 32 GiB MBR im
     measurements.mbr32[ext] = { bytesRead: r.bytesRead, containerBytes: size, passes: r.passes, workerMemoryMiB: Math.round(r.workerMemoryBytes / 2 ** 20), ms: Math.round(r.ms) };
     if (ext === 'img.gz') await page.screenshot({ path: join(shots, 'check-32gib-gz.png'), fullPage: true });
   }
+});
+
+await step('Check: a long check shows how far it is, Cancel stops it, a new check replaces a running one', async () => {
+  const gz = join(work, 'mbr32g.img.gz');
+  await page.evaluate(() => { window.__lastCheck = undefined; });
+  await page.setInputFiles('#check-file', gz);
+  await page.waitForFunction(() => /of the file read \(pass 1, \d+%\)/.test(document.querySelector('#check-out .checking')?.textContent || ''), null, { timeout: 20_000 });
+  await page.screenshot({ path: join(shots, 'check-progress.png') });
+  await page.click('#check-out .check-cancel');
+  await page.waitForSelector('#check-out .check-cancelled', { timeout: 5_000 });
+  const cancelled = await page.evaluate(() => window.__lastCheck);
+  assert(cancelled && cancelled.error === 'AbortError', `after Cancel: ${JSON.stringify(cancelled)}`);
+  // Started again and replaced at once by a small image: the small one's answer stays.
+  await page.setInputFiles('#check-file', gz);
+  await page.waitForSelector('#check-out .check-cancel', { timeout: 5_000 });
+  const r = await checkFile(f.aligned);
+  assert(r.safe === 'yes' && !r.error, `the replacing check: ${JSON.stringify(r)}`);
+  await new Promise((res) => setTimeout(res, 1500));
+  assert((await safeLine()).startsWith('Safe to flash: yes'), 'the replaced check wrote over the answer');
 });
 
 await step('Check: an unrecognised file is called unrecognised, not a bare filesystem', async () => {

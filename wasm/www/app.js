@@ -168,12 +168,29 @@ const checkOut = $('#check-out');
 let lastFile = null;
 let lastCheck = null;
 
-/** Checks `blob` and draws the answer into `out`. Returns the report (or throws). */
+/** Checks `blob` and draws the answer into `out`. Returns the report (or throws; an
+ * `AbortError` when the check was cancelled or a newer one replaced it). */
 async function checkInto(out, blob, name, opts) {
-  put(out, el('p', { role: 'status' }, `Checking ${name}…`));
+  const status = el('span', {}, `Checking ${name}…`);
+  put(out, el('p', { role: 'status', class: 'checking' }, status));
   const t0 = performance.now();
   const head = new Uint8Array(await blob.slice(0, 16).arrayBuffer());
-  const r = isContainer(head) ? await verifyInWorker(blob, { ...opts, name }) : await verify(blob, { ...opts, name });
+  let r;
+  if (isContainer(head)) {
+    // A stream read forward (gzip, a deflated zip entry…) can take long: progress and Cancel.
+    const cancel = el('button', { type: 'button', class: 'check-cancel' }, 'Cancel');
+    out.firstChild.append(' ', cancel);
+    const job = verifyInWorker(blob, { ...opts, name }, (read, size) => {
+      const pass = size > 0 ? Math.floor(read / size) + 1 : 1;
+      const pct = size > 0 ? Math.min(100, Math.floor(((read % size) / size) * 100)) : 0;
+      status.textContent = `Checking ${name}… ${fmtSize(read)} of the file read (pass ${pass}, ${pct}%)`;
+      window.__checkProgress = (window.__checkProgress || 0) + 1;
+    });
+    cancel.addEventListener('click', () => job.cancel());
+    r = await job.promise;
+  } else {
+    r = await verify(blob, { ...opts, name });
+  }
   // The head read above counts too.
   r.stats.bytes_read += head.length;
   r.stats.reads += 1;
@@ -182,13 +199,32 @@ async function checkInto(out, blob, name, opts) {
   return { r, ms };
 }
 
+/** The check worker running now: a new check stops it (its answer would be stale). */
+let checkJob = null;
+
 /** A container is checked in a worker (check-worker.js), where the decoders can read the
- * file synchronously; the answer is the same object `verify` resolves to. */
-function verifyInWorker(blob, options) {
-  return new Promise((resolve, reject) => {
+ * file synchronously; `promise` resolves to the same object `verify` resolves to, `cancel()`
+ * stops the worker and rejects it with an `AbortError`. */
+function verifyInWorker(blob, options, onProgress) {
+  if (checkJob) checkJob.cancel();
+  const job = {};
+  job.promise = new Promise((resolve, reject) => {
     const w = new Worker('check-worker.js', { type: 'module' });
-    const done = () => w.terminate();
+    const done = () => {
+      w.terminate();
+      if (checkJob === job) checkJob = null;
+    };
+    job.cancel = () => {
+      done();
+      const err = new Error('the check was cancelled');
+      err.name = 'AbortError';
+      reject(err);
+    };
     w.onmessage = (ev) => {
+      if (ev.data.type === 'progress') {
+        if (onProgress) onProgress(ev.data.read, ev.data.size);
+        return;
+      }
       done();
       if (ev.data.type === 'done') {
         resolve(ev.data.r);
@@ -207,6 +243,8 @@ function verifyInWorker(blob, options) {
     };
     w.postMessage({ blob, options });
   });
+  checkJob = job;
+  return job;
 }
 
 function renderCheck(out, r, name, ms) {
@@ -238,15 +276,25 @@ function renderCheck(out, r, name, ms) {
   );
 }
 
+let checkGen = 0;
+
 async function check(file) {
   lastFile = file;
+  const gen = ++checkGen;
+  if (checkJob) checkJob.cancel(); // its answer would be about another file or setting
   try {
     const { r, ms } = await checkInto(checkOut, file, file.name, { eraseBlock: Number($('#check-erase').value), strict: $('#check-strict').checked });
+    if (gen !== checkGen) return; // a newer check owns the output
     lastCheck = { r, name: file.name, ms };
     window.__lastCheck = { ms, bytesRead: r.stats.bytes_read, reads: r.stats.reads, aligned: r.aligned, exitCode: r.exit_code, safe: r.safe.answer, container: r.container, containerBytes: r.containerInfo ? r.containerInfo.container_bytes : null, seekable: r.containerInfo ? r.containerInfo.seekable : null, passes: r.containerInfo ? r.containerInfo.passes || 0 : null, workerMemoryBytes: r.workerMemoryBytes, json: r.json };
   } catch (err) {
+    if (gen !== checkGen) return;
     lastCheck = null;
-    put(checkOut, errorBox(err));
+    if (err.name === 'AbortError') {
+      put(checkOut, el('p', { role: 'status', class: 'check-cancelled' }, `Check of ${file.name} cancelled: nothing was decided about it.`));
+    } else {
+      put(checkOut, errorBox(err));
+    }
     window.__lastCheck = { error: err.name, message: err.message };
   }
 }

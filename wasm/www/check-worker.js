@@ -6,7 +6,9 @@
 // memory size (its peak: linear memory never shrinks).
 //
 // Message in:   { blob, options }
-// Messages out: { type: 'done', r } · { type: 'error', name, message, key }
+// Messages out: { type: 'progress', read, size } (at most every 200 ms while the file is
+//               read) · { type: 'done', r } · { type: 'error', name, message, key }
+// The page stops a check by terminating the worker.
 import init, { verifyContainer } from './pkg/blockwise_wasm.js';
 
 const ready = init();
@@ -15,7 +17,8 @@ self.onmessage = async (ev) => {
   const { blob, options } = ev.data;
   try {
     const wasm = await ready;
-    const r = verifyContainer(blob, options);
+    const progress = (read, size) => self.postMessage({ type: 'progress', read, size });
+    const r = verifyContainer(blob, options, progress);
     // Linear memory only grows: its size now is the most the check ever held at once.
     r.workerMemoryBytes = wasm.memory.buffer.byteLength;
     self.postMessage({ type: 'done', r });
