@@ -33,7 +33,10 @@ pub mod types;
 pub mod units;
 
 pub use attrs::GptAttributes;
-pub use extent::{copy_content, ContentRef, ImageMap, MapReadError, MapReader, Piece, PlaceError};
+pub use extent::{
+    copy_content, ContentRef, ImageMap, MapError, MapReadError, MapReader, Piece, PlaceError,
+    SpillError, SpillStore,
+};
 pub use fsplan::{
     sda_exfat_params, ErofsPlan, ExfatPlan, Ext4Plan, F2fsOptions, F2fsPlan, FatPlan, FatType,
     FsPlan, OtherFs, SquashfsPlan, VerityPlan, MAX_FAT32_CLUSTERS,
