@@ -51,8 +51,8 @@ pub use layout::{
 pub use plan::{place_raw, plan, ExtendedPlan, GptPlan, PartitionPlan, Plan, RawPlan, TablePlan};
 pub use slots::{infer_slots, slot_groups, SlotGroup, SlotMember};
 pub use tree::{
-    display_bytes, display_path, display_str, ContentError, ContentSource, Meta, Node, NodeId,
-    NodeKind, Tree,
+    display_bytes, display_path, display_str, ContentError, ContentSource, Meta, Name, Node,
+    NodeId, NodeKind, Tree,
 };
 pub use types::PartType;
 pub use units::{alignment_of, format_size, parse_size, round_down, round_up, SectorSize};

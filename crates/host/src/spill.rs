@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use blockwise_geometry::{ImageMap, SpillError, SpillStore};
 
-/// Metadata bytes a build holds in memory before it spills them (64 MiB), unless
+/// Metadata bytes a build holds in memory before it spills them (16 MiB), unless
 /// `BLOCKWISE_METADATA_BUDGET` (bytes) says otherwise.
-pub(crate) const DEFAULT_BUDGET: u64 = 64 << 20;
+pub(crate) const DEFAULT_BUDGET: u64 = 16 << 20;
 
 /// The budget: `BLOCKWISE_METADATA_BUDGET` when it is a whole number of bytes, else
 /// [`DEFAULT_BUDGET`].
