@@ -594,4 +594,47 @@ mod tests {
         assert_eq!(&b, b"bc");
         assert!(content.read_at(0, 2, &mut b).is_err());
     }
+
+    /// A name reads back as the bytes it was made from, inline (up to 22 bytes) or on the
+    /// heap, and compares, orders and hashes as those bytes.
+    #[test]
+    fn names_are_their_bytes() {
+        use std::collections::hash_map::DefaultHasher;
+        use std::hash::{Hash, Hasher};
+        let hash = |b: &[u8]| {
+            let mut h = DefaultHasher::new();
+            b.hash(&mut h);
+            h.finish()
+        };
+        let mut all: Vec<Vec<u8>> = (0..=40).map(|n| vec![b'a' + (n % 26) as u8; n]).collect();
+        all.push(b"caf\xe9\0/".to_vec());
+        all.push(vec![0xff; 255]);
+        for b in &all {
+            for n in [
+                Name::from(b.as_slice()),
+                Name::from(b.clone()),
+                Name::from(b),
+            ] {
+                assert_eq!(n.as_slice(), b.as_slice());
+                assert_eq!(&n[..], b.as_slice());
+                assert_eq!(n, *b);
+                assert_eq!(n.len(), b.len());
+                let mut h = DefaultHasher::new();
+                n.hash(&mut h);
+                assert_eq!(h.finish(), hash(b));
+            }
+        }
+        let names: Vec<Name> = all.iter().map(Name::from).collect();
+        for (a, na) in all.iter().zip(&names) {
+            for (b, nb) in all.iter().zip(&names) {
+                assert_eq!(na.cmp(nb), a.cmp(b));
+                assert_eq!(na == nb, a == b);
+            }
+        }
+        assert_eq!(Name::from("etc"), b"etc");
+        assert_eq!(Name::from("etc"), "etc");
+        assert!(Name::default().is_empty());
+        assert_eq!(format!("{:?}", Name::from(&b"a\x1b"[..])), "\"a\\\\x1b\"");
+        assert_eq!(core::mem::size_of::<Name>(), 24);
+    }
 }

@@ -298,6 +298,59 @@ impl Prepared {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::raw::{S_IFIFO, S_IFREG};
+    use crate::{Ext4Options, Ext4Request};
+
+    /// A plain record gives the inode bytes of the record it was made from, whatever its
+    /// owner, times, links and flags (with and without metadata_csum), and a record with a
+    /// size, blocks or an `i_block` of its own is not plain.
+    #[test]
+    fn a_plain_record_writes_the_same_inode() {
+        let tree = blockwise_geometry::Tree::default();
+        let no_csum = Ext4Options {
+            features: vec!["^metadata_csum".into()],
+            ..Ext4Options::default()
+        };
+        for opts in [Ext4Options::default(), no_csum] {
+            let req = Ext4Request {
+                partition_start_bytes: 4 << 20,
+                partition_size_bytes: 64 << 20,
+                erase_block_bytes: 4 << 20,
+                options: opts,
+                label: None,
+                seed: 7,
+                timestamp: 1_700_000_000,
+            };
+            let prep = Prepared::new(&req, &tree, None).unwrap();
+            for (mode, flags) in [
+                (S_IFREG | 0o4755, InodeFlags::EXTENTS),
+                (S_IFREG | 0o600, InodeFlags::empty()),
+                (S_IFIFO | 0o644, InodeFlags::empty()),
+            ] {
+                let mut r = Ino::new(12_345, mode, 5_000_000_000);
+                r.uid = 70_000;
+                r.gid = 65_537;
+                r.nsec = 999_999_999;
+                r.links = 3;
+                r.flags = flags;
+                r.body = Body::Content(9);
+                let p = Plain::of(&r).expect("plain");
+                assert_eq!(p.ino(), 12_345);
+                assert_eq!(prep.inode_bytes(&p.to_ino()), prep.inode_bytes(&r));
+            }
+            let mut sized = Ino::new(13, S_IFREG | 0o644, 0);
+            sized.size = 1;
+            assert!(Plain::of(&sized).is_none());
+            let mut mapped = Ino::new(14, S_IFREG | 0o644, 0);
+            mapped.extents.push((0, 1, 100));
+            assert!(Plain::of(&mapped).is_none());
+            let mut dev = Ino::new(15, crate::raw::S_IFCHR | 0o644, 0);
+            dev.body = Body::Raw(Box::new([1; N_BLOCKS * 4]));
+            assert!(Plain::of(&dev).is_none());
+        }
+    }
+
     /// One record per file lives until the inode tables are written: its size is memory per
     /// file (200,000 files: 27 MB at 136 bytes, 50 MB at the 248 it was before `Rare`).
     #[test]
