@@ -458,13 +458,33 @@ impl ImageMap {
         if self.meta.data_bytes() <= sp.budget {
             return Ok(());
         }
-        for (o, v) in self.meta.take_extents() {
-            sp.store.store(o, &v)?;
-            let end = o + v.len() as u64;
-            add_range(&mut sp.ranges, o, end);
-            sp.bytes += v.len() as u64;
+        let held = self.meta.take_extents();
+        let mut failed = None;
+        for (o, v) in held {
+            if failed.is_none() {
+                match sp.store.store(o, &v) {
+                    Ok(()) => {
+                        let end = o + v.len() as u64;
+                        add_range(&mut sp.ranges, o, end);
+                        sp.bytes += v.len() as u64;
+                        continue;
+                    }
+                    Err(e) => failed = Some(e),
+                }
+            }
+            // The store failed (a full disk, a file-size limit): what it did not take stays
+            // in memory, where it was; extents never touch, so they come back as they were.
+            self.meta.write_stored(o, &v);
         }
-        Ok(())
+        match failed {
+            Some(e) => {
+                // Spilling only saves memory: the map stops trying, and the output's own
+                // write meets the disk's limit and says so.
+                sp.budget = u64::MAX;
+                Err(e)
+            }
+            None => Ok(()),
+        }
     }
 
     /// Spills everything held in memory now, whatever the budget (a map with no store keeps
@@ -510,7 +530,9 @@ impl BlockSink for ImageMap {
                 pos = pos.max(b);
             }
         }
-        self.maybe_spill(end - start)?;
+        // A store that fails keeps the bytes in memory (and is not asked again): the write
+        // itself succeeded.
+        let _ = self.maybe_spill(end - start);
         Ok(())
     }
     fn write_content(
@@ -667,6 +689,61 @@ mod tests {
                 .prop_map(|(o, c, s, l)| Op::Content(o, c, s, l)),
             (0u64..60_000, 0usize..9000).prop_map(|(o, n)| Op::Bytes(o, vec![0; n])),
         ]
+    }
+
+    /// A store that takes `room` bytes and then fails, like a full disk.
+    struct FullStore {
+        room: usize,
+        kept: std::collections::BTreeMap<u64, Vec<u8>>,
+    }
+
+    impl SpillStore for FullStore {
+        fn store(&mut self, offset: u64, data: &[u8]) -> Result<(), SpillError> {
+            if data.len() > self.room {
+                return Err(SpillError {
+                    offset,
+                    message: "No space left on device".into(),
+                });
+            }
+            self.room -= data.len();
+            self.kept.insert(offset, data.to_vec());
+            Ok(())
+        }
+        fn load(&self, offset: u64, buf: &mut [u8]) -> Result<(), SpillError> {
+            let v = self.kept.get(&offset).ok_or(SpillError {
+                offset,
+                message: "not stored".into(),
+            })?;
+            buf.copy_from_slice(&v[..buf.len()]);
+            Ok(())
+        }
+    }
+
+    /// A store that fills up keeps what it took; the rest stays in memory, every write still
+    /// succeeds, nothing more is offered to it, and the image reads back whole.
+    #[test]
+    fn a_full_store_leaves_the_bytes_in_memory() {
+        let mut plain = SparseImage::new(1 << 20);
+        let store = FullStore {
+            room: 3 * 4096,
+            kept: std::collections::BTreeMap::new(),
+        };
+        let mut map = ImageMap::with_spill(1 << 20, Box::new(store), 4096);
+        for i in 0..64u64 {
+            let data = vec![u8::try_from(i % 250).unwrap() + 1; 4096];
+            plain.write_at(i * 8192, &data).unwrap();
+            map.write_at(i * 8192, &data).unwrap();
+        }
+        assert!(map.spilled_bytes() > 0 && map.spilled_bytes() <= 3 * 4096);
+        assert!(map.metadata().data_bytes() > 0);
+        let mut x = vec![0u8; 1 << 20];
+        let mut y = vec![0u8; 1 << 20];
+        plain.read_at(0, &mut x).unwrap();
+        map.reader(&Vec::<Vec<u8>>::new())
+            .read_at(0, &mut y)
+            .unwrap();
+        assert_eq!(x, y);
+        assert_eq!(plain.mapped_ranges(), map.mapped_ranges());
     }
 
     /// A spill store in memory: a zeroed "file" of the image's size, as the host's is.
