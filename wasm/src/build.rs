@@ -20,6 +20,8 @@
 //! With the same files, modes and a `timestamp` not older than the directories, the bytes
 //! equal `blockwise build` of the same spec (wasm/tests/e2e.mjs compares them).
 
+use std::borrow::Cow;
+
 use blockwise_erofs::ErofsBackend;
 use blockwise_geometry::{
     BlockSink, ContentError, ContentSource, FsKind, FsPlan, ImageMap, Meta, NodeKind, Piece, Plan,
@@ -483,10 +485,10 @@ pub fn prepare_with(
 }
 
 /// A piece of the image in offset order, holes included.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Part<'a> {
     /// Metadata bytes.
-    Bytes(&'a [u8]),
+    Bytes(Cow<'a, [u8]>),
     /// `len` bytes of entry `content`'s file from `offset`.
     File {
         /// Content id = entry index.
@@ -505,7 +507,7 @@ impl Part<'_> {
     #[must_use]
     pub fn len(&self) -> u64 {
         match *self {
-            Part::Bytes(b) => b.len() as u64,
+            Part::Bytes(ref b) => b.len() as u64,
             Part::File { len, .. } | Part::Zeros(len) => len,
         }
     }
@@ -529,7 +531,17 @@ impl Job {
                 out.push(Part::Zeros(off - pos));
             }
             out.push(match piece {
-                Piece::Bytes(_, b) => Part::Bytes(b),
+                Piece::Bytes(_, b) => Part::Bytes(Cow::Borrowed(b)),
+                // The page's maps are made with `ImageMap::new`: they have no store, so
+                // they never spill; read back all the same should one ever do.
+                Piece::Spilled(o, len) => {
+                    let mut b = vec![0u8; usize::try_from(len).unwrap_or(0)];
+                    if self.map.load_spilled(o, &mut b).is_err() {
+                        b.clear();
+                        b.resize(usize::try_from(len).unwrap_or(0), 0);
+                    }
+                    Part::Bytes(Cow::Owned(b))
+                }
                 Piece::Content(_, r) => Part::File {
                     content: r.content,
                     offset: r.offset,

@@ -245,7 +245,7 @@ impl BuildJob {
         for part in self.job.parts() {
             match part {
                 build::Part::Bytes(b) => {
-                    parts.push(&js_sys::Uint8Array::from(b));
+                    parts.push(&js_sys::Uint8Array::from(&b[..]));
                 }
                 build::Part::File {
                     content,

@@ -125,7 +125,7 @@ fn ext4_view_matches(img: blockwise_geometry::SparseImage, g: &Gen) {
                 names.sort();
                 let want: Vec<String> = children
                     .iter()
-                    .map(|&c| String::from_utf8(g.tree.nodes[c].name.clone()).unwrap())
+                    .map(|&c| String::from_utf8(g.tree.nodes[c].name.to_vec()).unwrap())
                     .collect();
                 assert_eq!(names, want, "{path} listing");
             }

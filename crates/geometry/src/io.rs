@@ -172,6 +172,8 @@ const ZERO_GRAIN: usize = 4096;
 pub struct SparseImage {
     size: u64,
     extents: BTreeMap<u64, Vec<u8>>,
+    /// The sum of the extents' lengths.
+    stored: u64,
     /// Ranges `start → end` that were written with zeros while they were holes: not stored,
     /// but "mapped" (a device writer or a .bmap must still write them, since on a used card
     /// a hole keeps whatever was there before).
@@ -185,6 +187,7 @@ impl SparseImage {
         SparseImage {
             size,
             extents: BTreeMap::new(),
+            stored: 0,
             zero_writes: BTreeMap::new(),
         }
     }
@@ -198,7 +201,21 @@ impl SparseImage {
     /// Bytes actually stored (the sum of extent lengths).
     #[must_use]
     pub fn data_bytes(&self) -> u64 {
-        self.extents.values().map(|v| v.len() as u64).sum()
+        self.stored
+    }
+
+    /// Removes the stored extents and returns them in offset order; zero writes stay (they
+    /// hold no bytes). What an [`ImageMap`](crate::ImageMap) spills.
+    pub(crate) fn take_extents(&mut self) -> BTreeMap<u64, Vec<u8>> {
+        self.stored = 0;
+        core::mem::take(&mut self.extents)
+    }
+
+    /// Writes `data` at `offset` storing every byte, zeros included (over bytes kept
+    /// elsewhere, which a zero write must replace, not skip). Not range-checked: the caller
+    /// does.
+    pub(crate) fn write_stored(&mut self, offset: u64, data: &[u8]) {
+        self.store(offset, data);
     }
 
     /// The data extents in offset order: `(offset, bytes)`.
@@ -237,13 +254,16 @@ impl SparseImage {
             let Some(mut v) = self.extents.remove(&o) else {
                 continue;
             };
+            self.stored -= v.len() as u64;
             let v_end = o + v.len() as u64;
             if v_end > end {
                 let right = v.split_off(to_usize(end - o));
+                self.stored += right.len() as u64;
                 self.extents.insert(end, right);
             }
             if o < start {
                 v.truncate(to_usize(start - o));
+                self.stored += v.len() as u64;
                 self.extents.insert(o, v);
             }
         }
@@ -328,6 +348,7 @@ impl SparseImage {
                 if offset <= v_end && next_starts_after {
                     v.truncate(rel);
                     v.extend_from_slice(data);
+                    self.stored += end - v_end;
                     return;
                 }
             }
@@ -350,6 +371,7 @@ impl SparseImage {
         let mut merged = vec![0u8; to_usize(new_end - new_start)];
         for o in touching {
             if let Some(v) = self.extents.remove(&o) {
+                self.stored -= v.len() as u64;
                 let rel = to_usize(o - new_start);
                 if let Some(dst) = merged.get_mut(rel..rel + v.len()) {
                     dst.copy_from_slice(&v);
@@ -360,6 +382,7 @@ impl SparseImage {
         if let Some(dst) = merged.get_mut(rel..rel + data.len()) {
             dst.copy_from_slice(data);
         }
+        self.stored += merged.len() as u64;
         self.extents.insert(new_start, merged);
     }
 }
@@ -612,6 +635,7 @@ mod tests {
             let mut out = vec![0u8; size as usize];
             sparse.read_at(0, &mut out).unwrap();
             prop_assert_eq!(out, dense);
+            prop_assert_eq!(sparse.data_bytes(), sparse.extents().map(|(_, v)| v.len() as u64).sum::<u64>());
             // Extents never touch or overlap.
             let mut last_end = None;
             for (o, v) in sparse.extents() {

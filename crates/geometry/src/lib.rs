@@ -34,7 +34,10 @@ pub mod types;
 pub mod units;
 
 pub use attrs::GptAttributes;
-pub use extent::{copy_content, ContentRef, ImageMap, MapReadError, MapReader, Piece, PlaceError};
+pub use extent::{
+    copy_content, ContentRef, ImageMap, MapError, MapReadError, MapReader, Piece, PlaceError,
+    SpillError, SpillStore,
+};
 pub use fsplan::{
     sda_exfat_params, ErofsPlan, ExfatPlan, Ext4Plan, F2fsOptions, F2fsPlan, FatPlan, FatType,
     FsPlan, OtherFs, SquashfsPlan, VerityPlan, MAX_FAT32_CLUSTERS,
@@ -49,8 +52,8 @@ pub use layout::{
 pub use plan::{place_raw, plan, ExtendedPlan, GptPlan, PartitionPlan, Plan, RawPlan, TablePlan};
 pub use slots::{infer_slots, slot_groups, SlotGroup, SlotMember};
 pub use tree::{
-    display_bytes, display_path, display_str, ContentError, ContentSource, Meta, Node, NodeId,
-    NodeKind, Tree,
+    display_bytes, display_path, display_str, ContentError, ContentSource, Meta, Name, Node,
+    NodeId, NodeKind, Tree,
 };
 pub use types::PartType;
 pub use units::{alignment_of, format_size, parse_size, round_down, round_up, SectorSize};

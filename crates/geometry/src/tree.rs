@@ -70,12 +70,173 @@ pub enum NodeKind {
     Socket,
 }
 
+/// Bytes a [`Name`] holds without a heap allocation.
+const NAME_INLINE: usize = 22;
+
+/// A file name: bytes, as Linux stores them. Names of up to 22 bytes (most) are held in the
+/// value itself, longer ones on the heap: a tree of a million files keeps a million names,
+/// and a heap allocation of a short name costs 32 bytes besides the 24 of a `Vec`.
+/// Reads as a byte slice (`Deref<Target = [u8]>`); made from bytes, a `Vec<u8>` or a `&str`.
+#[derive(Clone)]
+pub struct Name(NameRepr);
+
+#[derive(Clone)]
+enum NameRepr {
+    Inline(u8, [u8; NAME_INLINE]),
+    Heap(Box<[u8]>),
+}
+
+impl Name {
+    /// The name's bytes.
+    #[must_use]
+    pub fn as_slice(&self) -> &[u8] {
+        match &self.0 {
+            NameRepr::Inline(len, b) => b.get(..usize::from(*len)).unwrap_or_default(),
+            NameRepr::Heap(b) => b,
+        }
+    }
+}
+
+impl Default for Name {
+    fn default() -> Self {
+        Name(NameRepr::Inline(0, [0; NAME_INLINE]))
+    }
+}
+
+impl From<&[u8]> for Name {
+    fn from(bytes: &[u8]) -> Self {
+        let mut b = [0u8; NAME_INLINE];
+        match (b.get_mut(..bytes.len()), u8::try_from(bytes.len())) {
+            (Some(dst), Ok(len)) => {
+                dst.copy_from_slice(bytes);
+                Name(NameRepr::Inline(len, b))
+            }
+            _ => Name(NameRepr::Heap(bytes.into())),
+        }
+    }
+}
+
+impl From<Vec<u8>> for Name {
+    fn from(bytes: Vec<u8>) -> Self {
+        if bytes.len() <= NAME_INLINE {
+            Name::from(bytes.as_slice())
+        } else {
+            Name(NameRepr::Heap(bytes.into_boxed_slice()))
+        }
+    }
+}
+
+impl From<&Vec<u8>> for Name {
+    fn from(bytes: &Vec<u8>) -> Self {
+        Name::from(bytes.as_slice())
+    }
+}
+
+impl From<&str> for Name {
+    fn from(s: &str) -> Self {
+        Name::from(s.as_bytes())
+    }
+}
+
+impl<const N: usize> From<&[u8; N]> for Name {
+    fn from(bytes: &[u8; N]) -> Self {
+        Name::from(&bytes[..])
+    }
+}
+
+impl core::ops::Deref for Name {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl AsRef<[u8]> for Name {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl core::borrow::Borrow<[u8]> for Name {
+    fn borrow(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl core::fmt::Debug for Name {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{:?}", display_bytes(self.as_slice()))
+    }
+}
+
+impl PartialEq for Name {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for Name {}
+
+impl PartialOrd for Name {
+    fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Name {
+    fn cmp(&self, other: &Self) -> core::cmp::Ordering {
+        self.as_slice().cmp(other.as_slice())
+    }
+}
+
+impl core::hash::Hash for Name {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        self.as_slice().hash(state);
+    }
+}
+
+impl PartialEq<[u8]> for Name {
+    fn eq(&self, other: &[u8]) -> bool {
+        self.as_slice() == other
+    }
+}
+
+impl PartialEq<&[u8]> for Name {
+    fn eq(&self, other: &&[u8]) -> bool {
+        self.as_slice() == *other
+    }
+}
+
+impl<const N: usize> PartialEq<[u8; N]> for Name {
+    fn eq(&self, other: &[u8; N]) -> bool {
+        self.as_slice() == other
+    }
+}
+
+impl<const N: usize> PartialEq<&[u8; N]> for Name {
+    fn eq(&self, other: &&[u8; N]) -> bool {
+        self.as_slice() == *other
+    }
+}
+
+impl PartialEq<Vec<u8>> for Name {
+    fn eq(&self, other: &Vec<u8>) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl PartialEq<&str> for Name {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_slice() == other.as_bytes()
+    }
+}
+
 /// One file, directory or special file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Node {
     /// Name inside the parent (empty for the root): bytes, as Linux stores them. ext4 keeps
     /// any bytes but `/` and NUL; FAT needs UTF-8 (see [`Node::name_str`]).
-    pub name: Vec<u8>,
+    pub name: Name,
     /// Parent id (the root is its own parent).
     pub parent: NodeId,
     /// Kind and kind-specific data.
@@ -114,7 +275,7 @@ impl Tree {
     pub fn new(meta: Meta) -> Self {
         Tree {
             nodes: vec![Node {
-                name: Vec::new(),
+                name: Name::default(),
                 parent: 0,
                 kind: NodeKind::Dir {
                     children: Vec::new(),
@@ -156,7 +317,7 @@ impl Tree {
             children.insert(pos, id);
         }
         self.nodes.push(Node {
-            name: name.to_vec(),
+            name: Name::from(name),
             parent,
             kind,
             meta,
@@ -432,5 +593,48 @@ mod tests {
         content.read_at(0, 1, &mut b).unwrap();
         assert_eq!(&b, b"bc");
         assert!(content.read_at(0, 2, &mut b).is_err());
+    }
+
+    /// A name reads back as the bytes it was made from, inline (up to 22 bytes) or on the
+    /// heap, and compares, orders and hashes as those bytes.
+    #[test]
+    fn names_are_their_bytes() {
+        use std::collections::hash_map::DefaultHasher;
+        use std::hash::{Hash, Hasher};
+        let hash = |b: &[u8]| {
+            let mut h = DefaultHasher::new();
+            b.hash(&mut h);
+            h.finish()
+        };
+        let mut all: Vec<Vec<u8>> = (0..=40).map(|n| vec![b'a' + (n % 26) as u8; n]).collect();
+        all.push(b"caf\xe9\0/".to_vec());
+        all.push(vec![0xff; 255]);
+        for b in &all {
+            for n in [
+                Name::from(b.as_slice()),
+                Name::from(b.clone()),
+                Name::from(b),
+            ] {
+                assert_eq!(n.as_slice(), b.as_slice());
+                assert_eq!(&n[..], b.as_slice());
+                assert_eq!(n, *b);
+                assert_eq!(n.len(), b.len());
+                let mut h = DefaultHasher::new();
+                n.hash(&mut h);
+                assert_eq!(h.finish(), hash(b));
+            }
+        }
+        let names: Vec<Name> = all.iter().map(Name::from).collect();
+        for (a, na) in all.iter().zip(&names) {
+            for (b, nb) in all.iter().zip(&names) {
+                assert_eq!(na.cmp(nb), a.cmp(b));
+                assert_eq!(na == nb, a == b);
+            }
+        }
+        assert_eq!(Name::from("etc"), b"etc");
+        assert_eq!(Name::from("etc"), "etc");
+        assert!(Name::default().is_empty());
+        assert_eq!(format!("{:?}", Name::from(&b"a\x1b"[..])), "\"a\\\\x1b\"");
+        assert_eq!(core::mem::size_of::<Name>(), 24);
     }
 }

@@ -520,7 +520,7 @@ pub fn build_with_progress(
             content: content.add(path, &md),
         });
     }
-    let mut image = ImageMap::new(plan.size_bytes);
+    let mut image = crate::spill::image_map(plan.size_bytes, work_dir);
     let mut warnings = scan_warnings;
     warnings.extend(assemble_with_raw(
         &mut image, spec, &plan, &fills, &raw, &content, timestamp,

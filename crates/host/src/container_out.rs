@@ -428,6 +428,7 @@ impl Job<'_> {
 /// each source checked against its scan when its piece is done (as the raw writer does).
 struct Reader<'a> {
     pieces: std::iter::Peekable<Box<dyn Iterator<Item = Piece<'a>> + 'a>>,
+    img: &'a ImageMap,
     content: &'a HostContent,
     open: Option<(u64, File)>,
     stats: WriteStats,
@@ -438,6 +439,7 @@ impl<'a> Reader<'a> {
         let pieces: Box<dyn Iterator<Item = Piece<'a>> + 'a> = Box::new(img.pieces());
         Reader {
             pieces: pieces.peekable(),
+            img,
             content,
             open: None,
             stats: WriteStats::default(),
@@ -464,6 +466,13 @@ impl<'a> Reader<'a> {
                         if let Some(src) = data.get(to_usize(s - o)..to_usize(e - o)) {
                             dst.copy_from_slice(src);
                         }
+                        self.stats.metadata_bytes += e - s;
+                    }
+                    Piece::Spilled(..) => {
+                        self.img.load_spilled(s, dst).map_err(|e| Error::Io {
+                            path: "(metadata kept outside memory)".into(),
+                            source: std::io::Error::other(e),
+                        })?;
                         self.stats.metadata_bytes += e - s;
                     }
                     Piece::Content(o, r) => {

@@ -69,13 +69,30 @@ pub(crate) fn open_nonblocking(path: &Path) -> std::io::Result<File> {
     Ok(File::from(fd))
 }
 
-/// Where a content file is: its identity and its path as a directory and a name.
+/// Where a content file is: its identity and its path as a directory run and a name, packed
+/// (40 bytes: one per file of a tree, a million files are 40 MB).
 #[derive(Debug)]
 struct Entry {
-    id: Identity,
+    ino: u64,
+    size: u64,
+    mtime: i64,
+    mtime_nsec: u32,
+    /// Index into [`HostContent::devs`].
+    dev: u32,
+    /// Index into [`HostContent::dirs`].
     dir: u32,
-    name_len: u32,
-    name_at: usize,
+    /// Where the name starts in [`HostContent::names`], from its directory run's start; it
+    /// ends where the next file of the run starts, or where the run ends.
+    name_at: u32,
+}
+
+/// A run of files in one directory: its path and where its names are.
+#[derive(Debug)]
+struct DirRun {
+    path: PathBuf,
+    /// The run's names are `names[start..end]`.
+    start: usize,
+    end: usize,
 }
 
 /// Most bytes of a file the scan reads into memory ([`HostContent::add_inline`]): one 4 KiB
@@ -93,8 +110,10 @@ pub(crate) const INLINE_TOTAL: usize = 32 << 20;
 pub struct HostContent {
     /// Per content id: its identity and where its path is (directory, name).
     files: Vec<Entry>,
+    /// Devices of the files.
+    devs: Vec<u64>,
     /// Directories of the files' paths, each once per run of files in it.
-    dirs: Vec<PathBuf>,
+    dirs: Vec<DirRun>,
     /// File names, end to end (a path per file cost ~100 bytes per file of a large tree).
     names: Vec<u8>,
     /// Content ids read by the scan (ascending) with where their bytes start in `arena`
@@ -120,19 +139,56 @@ impl HostContent {
     /// Registers the regular file `name` in the directory `dir` with the identity its scan
     /// found.
     pub(crate) fn add_identity(&mut self, dir: &Path, name: &[u8], id: Identity) -> u64 {
-        if self.dirs.last().is_none_or(|d| d != dir) {
-            self.dirs.push(dir.to_path_buf());
+        // A run's names are addressed with 32 bits: past that, a new run.
+        let room = |r: &DirRun| {
+            (r.end - r.start).saturating_add(name.len()) <= u32::MAX as usize && r.path == dir
+        };
+        if self.dirs.last().is_none_or(|r| !room(r)) {
+            self.dirs.push(DirRun {
+                path: dir.to_path_buf(),
+                start: self.names.len(),
+                end: self.names.len(),
+            });
         }
-        let dir = u32::try_from(self.dirs.len() - 1).unwrap_or(u32::MAX);
-        let name_at = self.names.len();
+        let dev = match self.devs.iter().rposition(|&d| d == id.dev) {
+            Some(i) => i,
+            None => {
+                self.devs.push(id.dev);
+                self.devs.len() - 1
+            }
+        };
+        let run = self.dirs.len() - 1;
+        let name_at = self.names.len() - self.dirs.last().map_or(0, |r| r.start);
         self.names.extend_from_slice(name);
+        if let Some(r) = self.dirs.last_mut() {
+            r.end = self.names.len();
+        }
         self.files.push(Entry {
-            id,
-            dir,
-            name_len: u32::try_from(name.len()).unwrap_or(0),
-            name_at,
+            ino: id.ino,
+            size: id.size,
+            mtime: id.mtime,
+            // Nanoseconds are below 10⁹.
+            mtime_nsec: u32::try_from(id.mtime_nsec).unwrap_or(u32::MAX),
+            dev: u32::try_from(dev).unwrap_or(u32::MAX),
+            dir: u32::try_from(run).unwrap_or(u32::MAX),
+            name_at: u32::try_from(name_at).unwrap_or(u32::MAX),
         });
         self.files.len() as u64 - 1
+    }
+
+    /// The identity of entry `i`.
+    fn identity_of(&self, e: &Entry) -> Identity {
+        Identity {
+            dev: usize::try_from(e.dev)
+                .ok()
+                .and_then(|i| self.devs.get(i))
+                .copied()
+                .unwrap_or(u64::MAX),
+            ino: e.ino,
+            size: e.size,
+            mtime: e.mtime,
+            mtime_nsec: i64::from(e.mtime_nsec),
+        }
     }
 
     /// Whether `len` more bytes may be held in memory ([`HostContent::add_inline`]).
@@ -157,7 +213,7 @@ impl HostContent {
         let i = self.inline.binary_search_by_key(&id, |&(c, _)| c).ok()?;
         let &(_, start) = self.inline.get(i)?;
         let e = usize::try_from(id).ok().and_then(|i| self.files.get(i))?;
-        let len = usize::try_from(e.id.size).ok()?;
+        let len = usize::try_from(e.size).ok()?;
         self.arena.get(start..start.checked_add(len)?)
     }
 
@@ -175,7 +231,7 @@ impl HostContent {
     pub fn inputs(&self) -> Vec<(PathBuf, blockwise_flash::DataId)> {
         (0..self.files.len() as u64)
             .filter_map(|i| Some((self.path(i)?, self.files.get(usize::try_from(i).ok()?)?)))
-            .map(|(p, e)| (p, (e.id.dev, e.id.ino)))
+            .map(|(p, e)| (p, (self.identity_of(e).dev, e.ino)))
             .chain(self.read_only.iter().cloned())
             .map(|(p, (dev, ino))| (p, blockwise_flash::DataId::file(dev, ino)))
             .collect()
@@ -184,7 +240,11 @@ impl HostContent {
     /// The first input (as in [`HostContent::inputs`]) that is the file `(dev, ino)`
     /// according to `is`, without listing them all.
     pub(crate) fn input_where(&self, is: impl Fn(u64, u64) -> bool) -> Option<PathBuf> {
-        if let Some(i) = self.files.iter().position(|e| is(e.id.dev, e.id.ino)) {
+        if let Some(i) = self
+            .files
+            .iter()
+            .position(|e| is(self.identity_of(e).dev, e.ino))
+        {
             return self.path(i as u64);
         }
         self.read_only
@@ -197,13 +257,20 @@ impl HostContent {
     #[must_use]
     pub fn path(&self, id: u64) -> Option<PathBuf> {
         let e = usize::try_from(id).ok().and_then(|i| self.files.get(i))?;
-        let dir = self.dirs.get(usize::try_from(e.dir).ok()?)?;
-        let len = usize::try_from(e.name_len).ok()?;
-        let name = self.names.get(e.name_at..e.name_at.checked_add(len)?)?;
+        let run = self.dirs.get(usize::try_from(e.dir).ok()?)?;
+        let start = run.start.checked_add(usize::try_from(e.name_at).ok()?)?;
+        // The name ends where the next file of the same run starts, else where the run ends.
+        let end = usize::try_from(id)
+            .ok()
+            .and_then(|i| self.files.get(i.checked_add(1)?))
+            .filter(|n| n.dir == e.dir)
+            .and_then(|n| run.start.checked_add(usize::try_from(n.name_at).ok()?))
+            .unwrap_or(run.end);
+        let name = self.names.get(start..end)?;
         Some(if name.is_empty() {
-            dir.clone()
+            run.path.clone()
         } else {
-            dir.join(std::ffi::OsStr::from_bytes(name))
+            run.path.join(std::ffi::OsStr::from_bytes(name))
         })
     }
 
@@ -222,7 +289,7 @@ impl HostContent {
     fn entry(&self, id: u64) -> Result<(PathBuf, Identity), Error> {
         usize::try_from(id)
             .ok()
-            .and_then(|i| Some((self.path(id)?, self.files.get(i)?.id)))
+            .and_then(|i| Some((self.path(id)?, self.identity_of(self.files.get(i)?))))
             .ok_or_else(|| Error::NotUsable {
                 path: PathBuf::from(format!("content #{id}")),
                 what: "no such content".into(),
@@ -234,7 +301,7 @@ impl HostContent {
         usize::try_from(id)
             .ok()
             .and_then(|i| self.files.get(i))
-            .map(|e| e.id)
+            .map(|e| self.identity_of(e))
             .ok_or_else(|| Error::NotUsable {
                 path: PathBuf::from(format!("content #{id}")),
                 what: "no such content".into(),

@@ -48,6 +48,7 @@ mod progress;
 pub mod rofs;
 mod source;
 mod spec_file;
+mod spill;
 mod tree;
 
 pub use build::{

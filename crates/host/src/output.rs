@@ -483,12 +483,30 @@ fn write_pieces(
         start: 0,
         buf: Vec::with_capacity(GATHER),
     };
+    let mut spill_buf = Vec::new();
     for piece in img.pieces() {
         Error::check(progress)?;
         match piece {
             Piece::Bytes(off, data) => {
                 gather.push(off, data, out, out_path, written)?;
                 stats.metadata_bytes += data.len() as u64;
+            }
+            Piece::Spilled(off, len) => {
+                // Metadata the map spilled during the build: back from its store in 1 MiB
+                // pieces.
+                if spill_buf.is_empty() {
+                    spill_buf = vec![0u8; CHUNK as usize];
+                }
+                let mut done = 0u64;
+                while done < len {
+                    let n = usize::try_from((len - done).min(CHUNK)).unwrap_or(0);
+                    let chunk = spill_buf.get_mut(..n).unwrap_or_default();
+                    img.load_spilled(off + done, chunk)
+                        .map_err(|e| Error::write(out_path, std::io::Error::other(e)))?;
+                    gather.push(off + done, chunk, out, out_path, written)?;
+                    done += n as u64;
+                }
+                stats.metadata_bytes += len;
             }
             Piece::Content(off, r) => {
                 let small = content.inline(r.content).and_then(|d| {

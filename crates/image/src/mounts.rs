@@ -40,7 +40,7 @@ fn cut(tree: &Tree, keep: &[bool], root: NodeId) -> Tree {
             new_id.get(node.parent).copied().flatten().unwrap_or(0)
         };
         if i == root {
-            n.name = Vec::new();
+            n.name = blockwise_geometry::Name::default();
         }
         if let NodeKind::Dir { children } = &mut n.kind {
             *children = children

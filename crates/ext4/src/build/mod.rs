@@ -27,7 +27,7 @@ use crate::features::Features;
 use crate::geom::Geometry;
 use crate::raw::GOOD_OLD_FIRST_INO;
 use crate::{Error, Ext4Request};
-use inode::Ino;
+use inode::{Ino, Plain};
 use numbering::{inodes_needed, Numbering};
 use records::Records;
 use superblock::{hash_seed_for, label_bytes, uuid_for};
@@ -42,6 +42,8 @@ pub(crate) struct Prepared {
     hash_seed: [u32; 4],
     csum_seed: u32,
     inodes: Vec<Ino>,
+    /// The inodes without blocks, attributes or size (most of a tree of empty files).
+    plain: Vec<Plain>,
     /// Inode numbers used (highest).
     last_ino: u32,
     timestamp: i64,
@@ -73,7 +75,7 @@ impl Prepared {
         let hash_seed = hash_seed_for(req);
         let csum_seed = crc32c_raw(0xffff_ffff, &uuid);
         let num = Numbering::new(tree);
-        let mut inodes = Records {
+        let (mut inodes, plain) = Records {
             tree,
             num: &num,
             geo: &geo,
@@ -91,6 +93,7 @@ impl Prepared {
             hash_seed,
             csum_seed,
             inodes,
+            plain,
             last_ino: num.last_ino,
             timestamp: req.timestamp,
             label,

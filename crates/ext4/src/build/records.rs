@@ -4,7 +4,7 @@
 
 use blockwise_geometry::{NodeId, NodeKind, Tree};
 
-use super::inode::{Body, Ino, INODE_RAW};
+use super::inode::{Body, Ino, Plain, INODE_RAW};
 use super::numbering::Numbering;
 use super::{journal, LOST_FOUND};
 use crate::csum::inode_seed;
@@ -27,9 +27,11 @@ pub(super) struct Records<'a> {
 }
 
 impl Records<'_> {
-    /// Every inode to write (lost+found, the journal, the tree's nodes), sorted by number.
-    pub fn build(&self, ts: i64) -> Result<Vec<Ino>, Error> {
-        let mut inodes: Vec<Ino> = Vec::with_capacity(self.num.order.len() + 2);
+    /// Every inode to write (lost+found, the journal, the tree's nodes), sorted by number:
+    /// the full records, and apart from them the [`Plain`] ones.
+    pub fn build(&self, ts: i64) -> Result<(Vec<Ino>, Vec<Plain>), Error> {
+        let mut inodes: Vec<Ino> = Vec::new();
+        let mut plain: Vec<Plain> = Vec::new();
         if self.num.adds_lost_found() {
             inodes.push(self.lost_found(ts)?);
         }
@@ -43,16 +45,27 @@ impl Records<'_> {
                 continue;
             }
             seen[ino as usize] = true;
-            inodes.push(self.node(id, ino)?);
+            let mut r = self.node(id, ino)?;
+            if !self.geo.feat.extents {
+                // ext2/ext3: every inode is block-mapped.
+                r.flags.remove(InodeFlags::EXTENTS);
+            }
+            match Plain::of(&r) {
+                Some(p) => plain.push(p),
+                None => inodes.push(r),
+            }
         }
         if !self.geo.feat.extents {
-            // ext2/ext3: every inode is block-mapped.
+            // lost+found and the journal too.
             for r in &mut inodes {
                 r.flags.remove(InodeFlags::EXTENTS);
             }
         }
-        inodes.sort_by_key(|r| r.ino);
-        Ok(inodes)
+        // Numbers are unique: an unstable sort gives the same order, without a scratch
+        // buffer of half the records.
+        inodes.sort_unstable_by_key(|r| r.ino);
+        plain.sort_unstable_by_key(Plain::ino);
+        Ok((inodes, plain))
     }
 
     fn dir_params(&self, ino: u32, parent: u32, min_blocks: usize) -> DirParams {
