@@ -303,7 +303,9 @@ await context.addInitScript(() => {
         for (const ev of early) self.onmessage(ev);`;
       super(URL.createObjectURL(new Blob([wrapper], { type: 'text/javascript' })), opts);
       this.addEventListener('message', (ev) => {
-        if (ev.data && ev.data.slice) {
+        // The count rides on every message; progress messages carry it so far, the last one
+        // (the answer or the error) carries it all.
+        if (ev.data && ev.data.slice && ev.data.type !== 'progress') {
           window.__slice.bytes += ev.data.slice.bytes;
           window.__slice.calls += ev.data.slice.calls;
         }
