@@ -269,19 +269,9 @@ impl Lzma2 {
         // and LZMA2's fastest preset, with the same dictionary, saves nothing either, the
         // window is stored in LZMA2's uncompressed chunks, as liblzma itself would store
         // it. Deterministic (a function of the bytes), valid for every xz decoder.
-        if !zero && looks_random(data) {
-            let (_, probe, dict) = self.lzma2(0, data)?;
-            if probe >= stored_len(data.len()) {
-                let stored = stored_chunks(data);
-                let (bytes, unpadded) = block(&stored, uncompressed, dict, crc32(data));
-                return Ok(Packed {
-                    bytes,
-                    unit: Unit::Xz {
-                        unpadded,
-                        uncompressed,
-                        zero,
-                    },
-                });
+        if !zero {
+            if let Some(packed) = self.pack_mixed(data, uncompressed)? {
+                return Ok(packed);
             }
         }
         let (from, len, dict) = self.lzma2(self.preset, data)?;
@@ -302,6 +292,94 @@ impl Lzma2 {
 }
 
 #[cfg(feature = "xz")]
+impl Lzma2 {
+    /// Whether `piece` is stored rather than compressed: its bytes look random and zstd at
+    /// level 1 (a few hundred MB/s, where LZMA2 runs at 2) saves less than 2% of it — the
+    /// zero tails of a filesystem's last blocks beside random-looking file data, which LZMA2
+    /// would spend a second a megabyte to save.
+    fn incompressible(&mut self, piece: &[u8]) -> Result<bool, EncodeError> {
+        if piece.len() < STORED_CHUNK || !looks_random(piece) {
+            return Ok(false);
+        }
+        // A window as large as the piece, so that a repeat anywhere in it is found.
+        let mut z = zstd::bulk::Compressor::new(1).map_err(|e| codec(&e))?;
+        z.set_parameter(zstd::zstd_safe::CParameter::WindowLog(21))
+            .map_err(|e| codec(&e))?;
+        let probe = z.compress(piece).map_err(|e| codec(&e))?;
+        Ok(probe.len().saturating_mul(50) >= piece.len().saturating_mul(49))
+    }
+
+    /// The LZMA2 dictionary-size byte of this encoder's dictionary (the smallest size of
+    /// the form 2^n or 3·2^n, n ≥ 11, that holds it).
+    fn dict_byte(&self) -> u8 {
+        let mut b = 0u8;
+        while b < 40 {
+            let size = (2u64 | u64::from(b & 1)) << (u32::from(b / 2) + 11);
+            if size >= u64::from(self.dict) {
+                break;
+            }
+            b = b.saturating_add(1);
+        }
+        b
+    }
+
+    /// A window that is partly incompressible (file data of random-looking bytes beside
+    /// metadata, code or text: most erase blocks of a real image): its 1 MiB pieces are
+    /// judged one by one; runs of incompressible ones go into LZMA2's uncompressed chunks,
+    /// runs of the others through the preset, each run a dictionary reset, in one LZMA2
+    /// stream (a block of the window, as before). `None` when the window is all one kind
+    /// (the caller packs it whole).
+    fn pack_mixed(
+        &mut self,
+        data: &[u8],
+        uncompressed: u64,
+    ) -> Result<Option<Packed>, EncodeError> {
+        let mut kinds = Vec::with_capacity(data.len().div_ceil(MIXED_PIECE));
+        for piece in data.chunks(MIXED_PIECE) {
+            kinds.push(self.incompressible(piece)?);
+        }
+        if !kinds.iter().any(|&k| k) {
+            return Ok(None);
+        }
+        let mut l2 = Vec::with_capacity(data.len());
+        let mut dict = None;
+        let mut at = 0usize;
+        for run in kinds.chunk_by(|a, b| a == b) {
+            let len = run.len().saturating_mul(MIXED_PIECE);
+            let end = at.saturating_add(len).min(data.len());
+            let bytes = data.get(at..end).unwrap_or_default();
+            if run.first() == Some(&true) {
+                stored_into(&mut l2, bytes, at == 0);
+            } else {
+                let (from, n, d) = self.lzma2(self.preset, bytes)?;
+                dict = Some(d);
+                // liblzma's data starts with a dictionary reset and ends with the end mark,
+                // which only the last run keeps (pushed below).
+                let stream = self
+                    .out
+                    .get(from..from.saturating_add(n))
+                    .and_then(|s| s.strip_suffix(&[0x00]))
+                    .ok_or_else(|| codec(&"unexpected LZMA2 end"))?;
+                l2.extend_from_slice(stream);
+            }
+            at = end;
+        }
+        l2.push(0x00);
+        // All stored: the dictionary byte only has to be valid (the preset's, as always).
+        let dict = dict.unwrap_or_else(|| self.dict_byte());
+        let (bytes, unpadded) = block(&l2, uncompressed, dict, crc32(data));
+        Ok(Some(Packed {
+            bytes,
+            unit: Unit::Xz {
+                unpadded,
+                uncompressed,
+                zero: false,
+            },
+        }))
+    }
+}
+
+#[cfg(feature = "xz")]
 fn codec(e: &dyn core::fmt::Display) -> EncodeError {
     EncodeError::Codec {
         format: Format::Xz,
@@ -314,25 +392,36 @@ fn codec(e: &dyn core::fmt::Display) -> EncodeError {
 const STORED_CHUNK: usize = 64 << 10;
 
 /// Bytes of `len` bytes in LZMA2 uncompressed chunks: 3 header bytes a chunk, the end mark.
-#[cfg(any(feature = "xz", test))]
+#[cfg(test)]
 fn stored_len(len: usize) -> usize {
     len.saturating_add(len.div_ceil(STORED_CHUNK).saturating_mul(3))
         .saturating_add(1)
 }
 
 /// `data` as LZMA2 uncompressed chunks (the first resets the dictionary) and the end mark.
-#[cfg(any(feature = "xz", test))]
+#[cfg(test)]
 fn stored_chunks(data: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(stored_len(data.len()));
+    stored_into(&mut out, data, true);
+    out.push(0x00);
+    out
+}
+
+/// Appends `data` as LZMA2 uncompressed chunks, the first resetting the dictionary when
+/// `reset` (the start of a block), without the end mark.
+#[cfg(any(feature = "xz", test))]
+fn stored_into(out: &mut Vec<u8>, data: &[u8], reset: bool) {
     for (i, chunk) in data.chunks(STORED_CHUNK).enumerate() {
-        out.push(if i == 0 { 0x01 } else { 0x02 });
+        out.push(if i == 0 && reset { 0x01 } else { 0x02 });
         let n = u16::try_from(chunk.len().saturating_sub(1)).unwrap_or(u16::MAX);
         out.extend_from_slice(&n.to_be_bytes());
         out.extend_from_slice(chunk);
     }
-    out.push(0x00);
-    out
 }
+
+/// The pieces a partly incompressible window is judged in.
+#[cfg(feature = "xz")]
+const MIXED_PIECE: usize = 1 << 20;
 
 /// Whether the byte histogram of `data` is that of random bytes (order-0 entropy above
 /// 7.9 bits a byte): text, code and filesystem metadata stay far below.
@@ -468,6 +557,64 @@ mod tests {
         let twice: Vec<u8> = data[..512 << 10].repeat(2);
         let p = Lzma2::new(6, 4 << 20).pack(&twice, false).unwrap();
         assert!(p.bytes().len() < 600 << 10, "{}", p.bytes().len());
+    }
+
+    /// A window of random pieces beside compressible ones (file data beside code or text):
+    /// the random runs are stored, the rest compressed, in one block liblzma decodes.
+    #[cfg(feature = "xz")]
+    #[test]
+    fn mixed_windows_store_the_random_pieces_and_compress_the_rest() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut random = |n: usize| -> Vec<u8> {
+            (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x >> 24) as u8
+                })
+                .collect()
+        };
+        let text: Vec<u8> = b"the quick brown fox jumps over the lazy dog 0123456789\n"
+            .iter()
+            .copied()
+            .cycle()
+            .take(2 << 20)
+            .collect();
+        // random 3 MiB (with a zero tail in it), text 2 MiB, random 3 MiB
+        let mut data = random(3 << 20);
+        for b in &mut data[(2 << 20)..(2 << 20) + 3000] {
+            *b = 0;
+        }
+        data.extend_from_slice(&text);
+        data.extend_from_slice(&random(3 << 20));
+        let mut c = Lzma2::new(6, 8 << 20);
+        let p = c.pack(&data, false).unwrap();
+        assert_eq!(
+            p.bytes(),
+            Lzma2::new(6, 8 << 20).pack(&data, false).unwrap().bytes()
+        );
+        // Random pieces stored (6 MiB and their chunk headers), the text a few KiB.
+        let n = p.bytes().len();
+        assert!(n > 6 << 20 && n < (6 << 20) + (200 << 10), "{n}");
+        let Unit::Xz {
+            unpadded,
+            uncompressed,
+            ..
+        } = p.unit
+        else {
+            unreachable!()
+        };
+        let mut file = stream_header().to_vec();
+        file.extend_from_slice(p.bytes());
+        let mut ix = Index::default();
+        ix.push(unpadded, uncompressed);
+        file.extend_from_slice(&ix.finish().unwrap());
+        let mut dec = xz2::stream::Stream::new_stream_decoder(u64::MAX, 0).unwrap();
+        let mut out = Vec::with_capacity(data.len());
+        dec.process_vec(&file, &mut out, xz2::stream::Action::Finish)
+            .unwrap();
+        assert_eq!(out, data);
     }
 
     #[cfg(feature = "xz")]
