@@ -535,6 +535,16 @@ mod tests {
         assert_eq!(p.bytes(), q.bytes());
         // Header (16 with these sizes) + stored chunks + padding + CRC32.
         assert!(p.bytes().len() <= 16 + stored_len(data.len()) + 3 + 4);
+        assert_eq!(decode_alone(&p, data.len()), data);
+        // Two copies of 512 KiB of random bytes look random but compress: LZMA2 is used.
+        let twice: Vec<u8> = data[..512 << 10].repeat(2);
+        let p = Lzma2::new(6, 4 << 20).pack(&twice, false).unwrap();
+        assert!(p.bytes().len() < 600 << 10, "{}", p.bytes().len());
+    }
+
+    /// `p`, a packed block, as a whole .xz file of its own, decoded by liblzma.
+    #[cfg(feature = "xz")]
+    fn decode_alone(p: &Packed, len: usize) -> Vec<u8> {
         let Unit::Xz {
             unpadded,
             uncompressed,
@@ -549,14 +559,10 @@ mod tests {
         ix.push(unpadded, uncompressed);
         file.extend_from_slice(&ix.finish().unwrap());
         let mut dec = xz2::stream::Stream::new_stream_decoder(u64::MAX, 0).unwrap();
-        let mut out = Vec::with_capacity(data.len());
+        let mut out = Vec::with_capacity(len);
         dec.process_vec(&file, &mut out, xz2::stream::Action::Finish)
             .unwrap();
-        assert_eq!(out, data);
-        // Two copies of 512 KiB of random bytes look random but compress: LZMA2 is used.
-        let twice: Vec<u8> = data[..512 << 10].repeat(2);
-        let p = Lzma2::new(6, 4 << 20).pack(&twice, false).unwrap();
-        assert!(p.bytes().len() < 600 << 10, "{}", p.bytes().len());
+        out
     }
 
     /// A window of random pieces beside compressible ones (file data beside code or text):
@@ -597,24 +603,7 @@ mod tests {
         // Random pieces stored (6 MiB and their chunk headers), the text a few KiB.
         let n = p.bytes().len();
         assert!(n > 6 << 20 && n < (6 << 20) + (200 << 10), "{n}");
-        let Unit::Xz {
-            unpadded,
-            uncompressed,
-            ..
-        } = p.unit
-        else {
-            unreachable!()
-        };
-        let mut file = stream_header().to_vec();
-        file.extend_from_slice(p.bytes());
-        let mut ix = Index::default();
-        ix.push(unpadded, uncompressed);
-        file.extend_from_slice(&ix.finish().unwrap());
-        let mut dec = xz2::stream::Stream::new_stream_decoder(u64::MAX, 0).unwrap();
-        let mut out = Vec::with_capacity(data.len());
-        dec.process_vec(&file, &mut out, xz2::stream::Action::Finish)
-            .unwrap();
-        assert_eq!(out, data);
+        assert_eq!(decode_alone(&p, data.len()), data);
     }
 
     #[cfg(feature = "xz")]
