@@ -15,6 +15,17 @@ fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// `blockwise build -q SPEC -o OUT`.
+fn build_quiet(spec: &Path, out: &Path) -> std::process::Output {
+    blockwise!().run([
+        "build".as_ref(),
+        "-q".as_ref(),
+        spec.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ])
+}
+
 fn stdout(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -437,13 +448,7 @@ fn genimage_test_configs_round_trip() {
         );
         let spec = write_file(d, &format!("spec{n}.toml"), &toml);
         let out = d.join(format!("out{n}.img"));
-        let b = blockwise!().run([
-            "build".as_ref(),
-            "-q".as_ref(),
-            spec.as_os_str(),
-            "-o".as_ref(),
-            out.as_os_str(),
-        ]);
+        let b = build_quiet(&spec, &out);
         let (their_id, theirs) = match oracle {
             Oracle::Table(t) => t,
             Oracle::Refused(why) => {
@@ -665,13 +670,7 @@ fn wic_kickstarts_round_trip() {
         }
         let spec = write_file(d, "spec.toml", &toml);
         let out = d.join("out.img");
-        let b = blockwise!().run([
-            "build".as_ref(),
-            "-q".as_ref(),
-            spec.as_os_str(),
-            "-o".as_ref(),
-            out.as_os_str(),
-        ]);
+        let b = build_quiet(&spec, &out);
         assert!(b.status.success(), "{name}: {}\n{toml}", stderr(&b));
         let (_, ours) = table(&out);
         let eb: u64 = if toml.contains("erase-block = \"1MiB\"") {
@@ -860,13 +859,7 @@ fn genimage_hybrid_mbr() {
     );
     let spec = write_file(d, "hybrid.toml", &toml);
     let out = d.join("ours.img");
-    let b = blockwise!().run([
-        "build".as_ref(),
-        "-q".as_ref(),
-        spec.as_os_str(),
-        "-o".as_ref(),
-        out.as_os_str(),
-    ]);
+    let b = build_quiet(&spec, &out);
     assert!(b.status.success(), "{}", stderr(&b));
     assert_eq!(
         table(&out).1,
@@ -1002,13 +995,7 @@ fn genimage_vfat_files() {
     assert!(!toml.contains("contents ="), "{toml}");
     let spec = write_file(d, "spec.toml", &toml);
     let out = d.join("ours.img");
-    let b = blockwise!().run([
-        "build".as_ref(),
-        "-q".as_ref(),
-        spec.as_os_str(),
-        "-o".as_ref(),
-        out.as_os_str(),
-    ]);
+    let b = build_quiet(&spec, &out);
     assert!(b.status.success(), "{}", stderr(&b));
     let (_, ours) = table(&out);
     let start = field(&ours[0], "start").unwrap();
