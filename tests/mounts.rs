@@ -98,6 +98,32 @@ fn partition(image: &Path, index: usize, out: &Path) -> PathBuf {
     out.to_path_buf()
 }
 
+/// Builds `spec` (as `WHAT.img`) and `staged` and asserts equal bytes; then, where the tools
+/// are, checks partition 1's FAT with fsck.fat and copies it out with mcopy. Returns the
+/// image and the copied-out directory, or `None` without the tools.
+fn same_bytes_and_fat_out(
+    w: &Path,
+    spec: &Path,
+    staged: &Path,
+    what: &str,
+) -> Option<(PathBuf, PathBuf)> {
+    let (a, b) = (w.join(format!("{what}.img")), w.join("staged.img"));
+    build_ok(spec, &a);
+    build_ok(staged, &b);
+    assert!(
+        fs::read(&a).unwrap() == fs::read(&b).unwrap(),
+        "{what} and staged builds differ"
+    );
+    if !(have("fsck.fat") && have("mcopy") && have("e2fsck") && have("debugfs")) {
+        return None;
+    }
+    let fat = partition(&a, 1, &w.join("p1.img"));
+    fsck_fat_clean(&fat);
+    let got = w.join("fat-out");
+    mcopy_out(&fat, 0, &got);
+    Some((a, got))
+}
+
 #[test]
 fn a_single_rootfs_split_by_mount_points_equals_the_staged_directories() {
     let dir = tempdir!();
@@ -120,21 +146,9 @@ fn a_single_rootfs_split_by_mount_points_equals_the_staged_directories() {
         "staged.toml",
         &format!("{HEAD}[[partition]]\nfs = \"fat32\"\nsize = \"64MiB\"\nlabel = \"bootfs\"\ncontents = \"staged/boot/\"\n\n[[partition]]\nfs = \"ext4\"\nsize = \"fill\"\nlabel = \"rootfs\"\ncontents = \"staged/root/\"\n"),
     );
-    let (a, b) = (w.join("split.img"), w.join("staged.img"));
-    build_ok(&split, &a);
-    build_ok(&staged, &b);
-    assert!(
-        fs::read(&a).unwrap() == fs::read(&b).unwrap(),
-        "split and staged builds differ"
-    );
-
-    if !(have("fsck.fat") && have("mcopy") && have("e2fsck") && have("debugfs")) {
+    let Some((a, got)) = same_bytes_and_fat_out(w, &split, &staged, "split") else {
         return;
-    }
-    let fat = partition(&a, 1, &w.join("p1.img"));
-    fsck_fat_clean(&fat);
-    let got = w.join("fat-out");
-    mcopy_out(&fat, 0, &got);
+    };
     assert_eq!(
         fs::read_to_string(got.join("config.txt")).unwrap(),
         "dtparam=audio=on\n"
@@ -308,20 +322,9 @@ fn files_lists_equal_the_staged_directories() {
          [[partition]]\nfs = \"fat16\"\nsize = \"16MiB\"\ncontents = \"s1\"\n\
          [[partition]]\nfs = \"ext4\"\nsize = \"fill\"\ncontents = \"s2\"\n",
     );
-    let (a, b) = (w.join("files.img"), w.join("staged.img"));
-    build_ok(&files, &a);
-    build_ok(&staged, &b);
-    assert!(
-        fs::read(&a).unwrap() == fs::read(&b).unwrap(),
-        "files and staged builds differ"
-    );
-    if !(have("fsck.fat") && have("mcopy") && have("e2fsck") && have("debugfs")) {
+    let Some((a, got)) = same_bytes_and_fat_out(w, &files, &staged, "files") else {
         return;
-    }
-    let fat = partition(&a, 1, &w.join("p1.img"));
-    fsck_fat_clean(&fat);
-    let got = w.join("fat-out");
-    mcopy_out(&fat, 0, &got);
+    };
     for (inside, host) in [
         ("start4.elf", "fw/start4.elf"),
         ("overlays/vc4-kms-v3d.dtbo", "fw/overlays/vc4-kms-v3d.dtbo"),
