@@ -193,6 +193,8 @@ pub(crate) struct Lzma2 {
     preset: u32,
     dict: u32,
     out: Vec<u8>,
+    /// The zstd level-1 context and buffer that judge pieces (made on first use, then kept).
+    probe: Option<(zstd::bulk::Compressor<'static>, Vec<u8>)>,
 }
 
 #[cfg(feature = "xz")]
@@ -216,6 +218,7 @@ impl Lzma2 {
             preset,
             dict: preset_dict.min(need),
             out: Vec::new(),
+            probe: None,
         }
     }
 
@@ -301,12 +304,20 @@ impl Lzma2 {
         if piece.len() < STORED_CHUNK || !looks_random(piece) {
             return Ok(false);
         }
-        // A window as large as the piece, so that a repeat anywhere in it is found.
-        let mut z = zstd::bulk::Compressor::new(1).map_err(|e| codec(&e))?;
-        z.set_parameter(zstd::zstd_safe::CParameter::WindowLog(21))
-            .map_err(|e| codec(&e))?;
-        let probe = z.compress(piece).map_err(|e| codec(&e))?;
-        Ok(probe.len().saturating_mul(50) >= piece.len().saturating_mul(49))
+        let (z, buf) = match &mut self.probe {
+            Some(p) => p,
+            none => {
+                // A window as large as the piece, so that a repeat anywhere in it is found.
+                let mut z = zstd::bulk::Compressor::new(1).map_err(|e| codec(&e))?;
+                z.set_parameter(zstd::zstd_safe::CParameter::WindowLog(21))
+                    .map_err(|e| codec(&e))?;
+                none.insert((z, Vec::new()))
+            }
+        };
+        buf.clear();
+        buf.reserve(zstd::zstd_safe::compress_bound(piece.len()));
+        let n = z.compress_to_buffer(piece, buf).map_err(|e| codec(&e))?;
+        Ok(n.saturating_mul(50) >= piece.len().saturating_mul(49))
     }
 
     /// The LZMA2 dictionary-size byte of this encoder's dictionary (the smallest size of
