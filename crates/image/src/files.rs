@@ -269,32 +269,7 @@ fn merge_children(
 mod tests {
     use super::*;
 
-    fn file(t: &mut Tree, parent: NodeId, name: &str, content: u64, link: Option<u64>) -> NodeId {
-        t.add(
-            parent,
-            name,
-            NodeKind::File {
-                size: 1,
-                content,
-                data_ranges: None,
-                link,
-            },
-            Meta::default(),
-        )
-        .unwrap()
-    }
-
-    fn dir(t: &mut Tree, parent: NodeId, name: &str) -> NodeId {
-        t.add(
-            parent,
-            name,
-            NodeKind::Dir {
-                children: Vec::new(),
-            },
-            Meta::default(),
-        )
-        .unwrap()
-    }
+    use crate::mounts::tests::{dir, file_linked as file};
 
     fn spec(source: &str, dest: Option<&str>) -> FileSpec {
         FileSpec {

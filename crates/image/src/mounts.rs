@@ -289,11 +289,22 @@ pub fn split_mounts(spec: &Spec, trees: &mut [Option<Tree>]) -> Result<(), SpecE
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use blockwise_geometry::Meta;
 
     fn file(t: &mut Tree, parent: NodeId, name: &str, content: u64) -> NodeId {
+        file_linked(t, parent, name, content, None)
+    }
+
+    /// A one-byte file of content `content` (hard-link group `link`), for this crate's tests.
+    pub(crate) fn file_linked(
+        t: &mut Tree,
+        parent: NodeId,
+        name: &str,
+        content: u64,
+        link: Option<u64>,
+    ) -> NodeId {
         t.add(
             parent,
             name,
@@ -301,14 +312,15 @@ mod tests {
                 size: 1,
                 content,
                 data_ranges: None,
-                link: None,
+                link,
             },
             Meta::default(),
         )
         .unwrap()
     }
 
-    fn dir(t: &mut Tree, parent: NodeId, name: &str) -> NodeId {
+    /// An empty directory, for this crate's tests.
+    pub(crate) fn dir(t: &mut Tree, parent: NodeId, name: &str) -> NodeId {
         t.add(
             parent,
             name,
