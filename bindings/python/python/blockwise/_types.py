@@ -241,9 +241,11 @@ class Partition(_Partition, total=False):
     the start. ``in_table`` is present (``False``) only for a partition outside the table;
     ``attributes`` (GPT attribute bits by name, ``"read-only"``, or number) only when some
     are set; ``slot`` (``"a"``) only for an A/B slot; ``checked`` (``False``) only for
-    contents whose layout is not checked (swap, raw bytes, formats verify only names)."""
+    contents whose layout is not checked (swap, raw bytes, formats verify only names);
+    ``mbr_type`` (``"0x0c"``) only for a GPT partition mirrored into a hybrid MBR."""
 
     guid: str
+    mbr_type: str
     ebr_bytes: int
     in_table: bool
     attributes: List[Union[str, int]]
