@@ -1,9 +1,9 @@
-//! `size = "auto"` (issue 32 item 2): for random trees on FAT12/16/32, ext4 (1 KiB and
-//! 4 KiB blocks, with and without a journal), ext2 and ext3 the build succeeds, fsck.fat / e2fsck find the
-//! result clean and mcopy / debugfs read the tree back byte for byte; the next smaller
-//! erase-block multiple does not hold the same tree (tight, not padded); with headroom
-//! (`auto+N%+SIZE`) the free space is at least what was asked (fsck.fat's cluster counts,
-//! `df` on a read-only mount); `plan` explains the size and is what `build` makes; bad
+//! `size = "auto"` (issue 32 item 2): for random trees on FAT12/16/32, exFAT, ext4 (1 KiB
+//! and 4 KiB blocks, with and without a journal), ext2 and ext3 the build succeeds, fsck.fat /
+//! fsck.exfat / e2fsck find the result clean and mcopy / exfat-fuse / debugfs read the tree
+//! back byte for byte; the next smaller erase-block multiple does not hold the same tree
+//! (tight, not padded); with headroom (`auto+N%+SIZE`) the free space is at least what was
+//! asked (fsck.fat's and dump.exfat's cluster counts, `df` on a read-only mount); `plan` explains the size and is what `build` makes; bad
 //! grammar is refused naming the key.
 //!
 //! `AUTO_SIZE_CASES=N` runs N random cases instead of 40, `AUTO_SIZE_SEED=S` starts elsewhere.
@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use blockwise_test_kit::{
-    assert_same_tree, blockwise, e2fsck_clean, fsck_fat_clean, have, have_loop, is_root, mcopy_out,
-    oracles_required, output_text, run, tempdir, with_kernel_mount, write_file, XorShift64,
+    assert_same_tree, blockwise, e2fsck_clean, fsck_exfat_clean, fsck_fat_clean, have, have_loop,
+    is_root, mcopy_out, oracles_required, output_text, run, tempdir, with_exfat_fuse,
+    with_kernel_mount, write_file, XorShift64,
 };
 
 fn build(spec: &Path, out: &Path) -> Output {
@@ -155,7 +156,7 @@ fn random_case(r: &mut XorShift64) -> Case {
     let fs = pick(
         r,
         &[
-            "fat12", "fat16", "fat32", "ext4", "ext4", "ext4", "ext2", "ext3",
+            "fat12", "fat16", "fat32", "ext4", "ext4", "ext4", "ext2", "ext3", "exfat", "exfat",
         ],
     );
     let headroom = r.next_u64() % 3 == 0;
@@ -215,6 +216,20 @@ fn fat_free_bytes(fsck: &str) -> u64 {
     (total - used) * cluster
 }
 
+/// Free bytes dump.exfat counts: `Free Clusters` times `Cluster size`.
+fn exfat_free_bytes(part: &Path) -> u64 {
+    let o = run("dump.exfat", &[part]);
+    let text = output_text(&o);
+    let field = |key: &str| -> u64 {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(key))
+            .and_then(|l| l.split(':').nth(1))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("dump.exfat: no {key}: {text}"))
+    };
+    field("Free Clusters") * field("Cluster size")
+}
+
 /// `df`'s available bytes of the ext4 filesystem in `part`, mounted read-only.
 fn ext4_available(part: &Path, mnt: &Path) -> u64 {
     let mut avail = 0;
@@ -235,6 +250,11 @@ fn ext4_available(part: &Path, mnt: &Path) -> u64 {
 fn tools_for(case: &Case) -> bool {
     let need: &[&str] = if is_ext(case.fs) {
         &["e2fsck", "debugfs"]
+    } else if case.fs == "exfat" {
+        if !(is_root() && have_loop()) {
+            return false;
+        }
+        &["fsck.exfat", "dump.exfat", "mount.exfat-fuse"]
     } else {
         &["fsck.fat", "mcopy"]
     };
@@ -333,6 +353,11 @@ fn run_case(n: u64, case: &Case, r: &mut XorShift64) {
         fs::create_dir_all(&out).unwrap();
         blockwise_test_kit::debugfs(&part, &format!("rdump / {}", out.display()));
         assert_same_tree(&tree, &out, &["lost+found"]);
+    } else if case.fs == "exfat" {
+        fsck_exfat_clean(&part);
+        with_exfat_fuse(&img, start, size, &d.path().join("mnt"), |m| {
+            assert_same_tree(&tree, m, &[]);
+        });
     } else {
         fsck_fat_clean(&part);
         mcopy_out(&part, 0, &out);
@@ -359,6 +384,8 @@ fn partition(case: &Case, img: &Path, start: u64, size: u64, dir: &Path) -> Path
 fn free_bytes(case: &Case, part: &Path, dir: &Path) -> Option<u64> {
     if is_ext(case.fs) {
         (is_root() && have_loop()).then(|| ext4_available(part, &dir.join("mnt")))
+    } else if case.fs == "exfat" {
+        Some(exfat_free_bytes(part))
     } else {
         Some(fat_free_bytes(&fsck_fat_clean(part)))
     }
@@ -392,6 +419,7 @@ fn auto_sizes_are_tight_and_hold_the_tree() {
         ("ext4", 4096, false),
         ("ext2", 1024, false),
         ("ext3", 4096, true),
+        ("exfat", 4096, true),
     ];
     for n in 0..cases {
         let mut case = random_case(&mut r);
@@ -415,7 +443,7 @@ fn bad_grammar_and_unsupported_filesystems_name_the_key() {
         ("fat32", "auto+10%+20%", "given twice"),
         ("ext4", "auto+2000%", "not a percentage"),
         ("f2fs", "auto", "give fs = \"f2fs\" a size"),
-        ("exfat", "auto+1MiB", "a size like"),
+        ("swap", "auto+1MiB", "a size like"),
         ("squashfs", "auto+20%", "headroom has no meaning"),
     ] {
         let spec = write_file(
@@ -484,5 +512,59 @@ fn headroom_grows_the_partition_by_what_is_asked() {
         let got = plan["partitions"][0]["size_bytes"].as_u64().unwrap();
         assert!(got > last, "{size}: {got} after {last}");
         last = got;
+    }
+}
+
+#[test]
+fn exfat_auto_follows_the_disk_into_the_sd_tables_next_row() {
+    // A 40 GiB partition after the exFAT one puts the disk in the SD Association's 32–128 GB
+    // row: a 16 MiB boundary unit, so the cluster heap of the exFAT volume starts 16 MiB into
+    // it and "auto" must count that (the same tree alone on a small disk needs less).
+    let d = tempdir!();
+    let tree = d.path().join("tree");
+    fs::create_dir_all(tree.join("sub")).unwrap();
+    for i in 0..200u64 {
+        fs::write(
+            tree.join(format!("photo {i:04}.jpg")),
+            blockwise_test_kit::bytes(i, (i as usize * 997) % 60_000),
+        )
+        .unwrap();
+    }
+    let spec = |size: &str, big: bool| {
+        let second = if big {
+            "[[partition]]\nfs = \"none\"\nsize = \"40GiB\"\n"
+        } else {
+            ""
+        };
+        format!("[image]\nerase-block = \"4MiB\"\ntable = \"gpt\"\nseed = 3\n[[partition]]\nfs = \"exfat\"\nsize = {size}\ncontents = \"tree\"\nlabel = \"CARD\"\n{second}")
+    };
+    let alone = plan_json(&write_file(
+        d.path(),
+        "alone.toml",
+        &spec("\"auto\"", false),
+    ));
+    let auto = write_file(d.path(), "auto.toml", &spec("\"auto\"", true));
+    let plan = plan_json(&auto);
+    let p = &plan["partitions"][0];
+    let size = p["size_bytes"].as_u64().unwrap();
+    let start = p["start_bytes"].as_u64().unwrap();
+    assert_eq!(p["filesystem"]["boundary_bytes"].as_u64(), Some(16 << 20));
+    assert!(
+        size > alone["partitions"][0]["size_bytes"].as_u64().unwrap(),
+        "{plan}"
+    );
+    let img = d.path().join("card.img");
+    let o = build(&auto, &img);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let smaller = write_file(
+        d.path(),
+        "smaller.toml",
+        &spec(&(size - (4 << 20)).to_string(), true),
+    );
+    let o = build(&smaller, &d.path().join("smaller.img"));
+    assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
+    if have("fsck.exfat") {
+        let part = carve(&img, start, size, &d.path().join("part.img"));
+        fsck_exfat_clean(&part);
     }
 }

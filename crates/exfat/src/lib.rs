@@ -48,6 +48,7 @@
 //! volume about dropped extended attributes. A mode without any write bit becomes the
 //! read-only attribute. Hard links become independent copies.
 
+mod auto;
 mod names;
 mod options;
 mod plan;
@@ -55,6 +56,7 @@ pub mod raw;
 pub mod upcase;
 mod write;
 
+pub use auto::{smallest, AutoExfat, ExfatNeeds};
 pub use options::{validate_label, ExfatOptions, Field, Invalid, MAX_CLUSTER};
 pub use plan::Layout;
 

@@ -46,13 +46,28 @@ struct Entry {
 }
 
 /// One directory: its entries and where it lives.
-struct Dir {
+pub(crate) struct Dir {
     node: NodeId,
     entries: Vec<Entry>,
     /// 32-byte entries.
     slots: u64,
     first: u64,
     clusters: u64,
+}
+
+impl Dir {
+    /// Sizes of the regular files listed in this directory (empty files included).
+    pub(crate) fn file_sizes(&self) -> impl Iterator<Item = u64> + '_ {
+        self.entries
+            .iter()
+            .filter(|e| e.attributes & attr::DIRECTORY == 0)
+            .map(|e| e.size)
+    }
+    /// 32-byte entries of this directory (the root's bitmap, up-case, label and GUID
+    /// entries included).
+    pub(crate) fn slots(&self) -> u64 {
+        self.slots
+    }
 }
 
 /// Something that owns a cluster run in the heap, in allocation (= write) order.
@@ -163,7 +178,7 @@ fn set_len(name_units: usize) -> u64 {
 }
 
 /// Pass 1: every directory's entries, breadth-first (index 0 = root).
-fn scan(
+pub(crate) fn scan(
     tree: &Tree,
     root_extra: u64,
     upcase: &[u16],

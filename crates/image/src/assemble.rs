@@ -120,7 +120,7 @@ pub fn exfat_request(spec: &Spec, plan: &Plan, i: usize) -> Option<ExfatRequest>
 }
 
 /// An exFAT writer error for the partition at 0-based spec index `si`.
-fn exfat_failure(si: usize, e: blockwise_exfat::Error) -> Error {
+pub(crate) fn exfat_failure(si: usize, e: blockwise_exfat::Error) -> Error {
     match e {
         blockwise_exfat::Error::Invalid(i) => Error::Spec(exfat_error(si, i)),
         other => Error::partition(si + 1, PartitionError::Exfat(other)),
@@ -155,8 +155,11 @@ fn internal(si: usize) -> Error {
 /// size its inode count to the contents. `timestamp` is the filesystem creation time.
 pub fn plan_full(spec: &Spec, trees: &[Option<Tree>], timestamp: i64) -> Result<Plan, Error> {
     let mut layout = spec.layout();
+    // Read-only images first (exFAT's `size = "auto"` depends on the disk's size), verity
+    // trees last (one may cover a partition sized "auto").
+    crate::rofs::resolve_image_sizes(spec, trees, timestamp, &mut layout)?;
     let auto_notes = crate::auto::resolve(spec, trees, timestamp, &mut layout)?;
-    crate::rofs::resolve_sizes(spec, trees, timestamp, &mut layout)?;
+    crate::rofs::resolve_verity_sizes(spec, &mut layout)?;
     let mut plan = plan_layout(&layout).map_err(layout_error)?;
     plan_raw(spec, &mut plan)?;
     for i in 0..plan.partitions.len() {

@@ -1,6 +1,6 @@
 //! `size = "auto"` and `"auto+20%+200MiB"`: partition sizes from the contents, computed by
-//! the FAT and ext4 planners (`blockwise_fat::smallest`, `blockwise_ext4::smallest`) before
-//! the layout is planned, so `plan` and `build` (and Python and the page, which call
+//! the FAT, exFAT and ext4 planners (`blockwise_fat::smallest`, `blockwise_exfat::smallest`,
+//! `blockwise_ext4::smallest`) before the layout is planned, so `plan` and `build` (and Python and the page, which call
 //! [`crate::plan_full`] too) get the same size. For the partitions whose size comes from
 //! their contents anyway (raw sources, squashfs, EROFS, dm-verity), plain `"auto"` means the
 //! same as leaving `size` out.
@@ -10,7 +10,9 @@ use blockwise_geometry::{
     Tree,
 };
 
-use crate::assemble::{ext4_failure, ext4_request, fat_failure, fat_request};
+use crate::assemble::{
+    exfat_failure, exfat_request, ext4_failure, ext4_request, fat_failure, fat_request,
+};
 use crate::spec::{layout_error, pkey, Spec, SpecError};
 use blockwise_ext4::Ext4Backend;
 
@@ -32,7 +34,7 @@ pub(crate) fn validate(spec: &Spec) -> Result<(), SpecError> {
                     format!("\"{a}\" is computed by the native {} planner, and mke2fs lays the filesystem out itself; use ext4.backend = \"native\" or give a size", p.fs),
                 ))
             }
-            FsKind::Ext4 | FsKind::Ext2 | FsKind::Ext3 => {}
+            FsKind::Ext4 | FsKind::Ext2 | FsKind::Ext3 | FsKind::Exfat => {}
             FsKind::Raw | FsKind::Squashfs | FsKind::Erofs | FsKind::Verity if !a.is_plain() => {
                 return Err(SpecError::new(
                     pkey(i, "size"),
@@ -43,7 +45,7 @@ pub(crate) fn validate(spec: &Spec) -> Result<(), SpecError> {
             other => {
                 return Err(SpecError::new(
                     pkey(i, "size"),
-                    format!("\"{a}\" is computed for fat12/16/32 and ext2/3/4 partitions (and is the default for raw, squashfs, erofs and verity ones); give fs = \"{other}\" a size like \"256MiB\""),
+                    format!("\"{a}\" is computed for fat12/16/32, exfat and ext2/3/4 partitions (and is the default for raw, squashfs, erofs and verity ones); give fs = \"{other}\" a size like \"256MiB\""),
                 ))
             }
         }
@@ -100,8 +102,15 @@ fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// Resolves every `size = "auto…"` of a FAT or ext4 partition in `layout` (the spec's
-/// partitions in order) and returns, per spec index, the sentence that explains it.
+/// Resolves every `size = "auto…"` of a FAT, exFAT or ext4 partition in `layout` (the spec's
+/// partitions in order; the sizes of read-only images already resolved) and returns, per
+/// spec index, the sentence that explains it.
+///
+/// FAT and ext4 geometry depends on where the partition starts only modulo the erase block;
+/// exFAT's also on the disk's size (the SD Association's boundary unit) and on the start
+/// modulo that unit, so exFAT partitions are sized against the layout with every size known
+/// so far, and again until no size changes (a later partition that grows moves the disk into
+/// another row of the table).
 pub(crate) fn resolve(
     spec: &Spec,
     trees: &[Option<Tree>],
@@ -116,7 +125,7 @@ pub(crate) fn resolve(
             SizeSpec::Auto(a)
                 if matches!(
                     p.fs,
-                    FsKind::Fat(_) | FsKind::Ext4 | FsKind::Ext2 | FsKind::Ext3
+                    FsKind::Fat(_) | FsKind::Ext4 | FsKind::Ext2 | FsKind::Ext3 | FsKind::Exfat
                 ) =>
             {
                 Some((i, a))
@@ -137,14 +146,76 @@ pub(crate) fn resolve(
         }
     }
     let placed: Plan = plan_layout(&probe).map_err(layout_error)?;
+    let mut notes: Vec<(usize, String)> = Vec::with_capacity(autos.len());
+    for round in 0..MAX_EXFAT_ROUNDS {
+        let mut changed = false;
+        for &(si, a) in &autos {
+            let is_exfat = spec
+                .partitions
+                .get(si)
+                .is_some_and(|p| p.fs == FsKind::Exfat);
+            if round > 0 && !is_exfat {
+                continue;
+            }
+            let Some((size, note)) =
+                resolve_one(spec, trees, timestamp, &placed, &probe, si, a, e)?
+            else {
+                continue;
+            };
+            if let Some(l) = probe.partitions.get_mut(si) {
+                if l.size != SizeSpec::Bytes(size) {
+                    changed = true;
+                }
+                l.size = SizeSpec::Bytes(size);
+            }
+            if let Some(l) = layout.partitions.get_mut(si) {
+                l.size = SizeSpec::Bytes(size);
+            }
+            match notes.iter_mut().find(|(i, _)| *i == si) {
+                Some(n) => n.1 = note,
+                None => notes.push((si, note)),
+            }
+        }
+        if round > 0 && !changed {
+            return Ok(notes);
+        }
+        if !autos.iter().any(|&(si, _)| {
+            spec.partitions
+                .get(si)
+                .is_some_and(|p| p.fs == FsKind::Exfat)
+        }) {
+            return Ok(notes);
+        }
+    }
+    Err(Error::Spec(SpecError::new(
+        "partition",
+        format!("size = \"auto\": the exFAT partitions' sizes did not settle in {MAX_EXFAT_ROUNDS} rounds (each moves the disk into another row of the SD Association's table); give one of them a size"),
+    )))
+}
+
+/// Rounds of exFAT sizing against the growing layout before giving up.
+const MAX_EXFAT_ROUNDS: u32 = 6;
+
+/// One `size = "auto…"`: the size and the sentence explaining it (`None`: the partition is
+/// not in the plan).
+#[allow(clippy::too_many_arguments)]
+fn resolve_one(
+    spec: &Spec,
+    trees: &[Option<Tree>],
+    timestamp: i64,
+    placed: &Plan,
+    probe: &Layout,
+    si: usize,
+    a: AutoSize,
+    e: u64,
+) -> Result<Option<(u64, String)>, Error> {
     let empty = Tree::default();
-    let mut notes = Vec::with_capacity(autos.len());
-    for (si, a) in autos {
+    {
         let Some(pi) = placed.partitions.iter().position(|p| p.spec_index == si) else {
-            continue;
+            return Ok(None);
         };
         let Some(ps) = spec.partitions.get(si) else {
-            continue;
+            return Ok(None);
         };
         let tree = trees.get(si).and_then(Option::as_ref).unwrap_or(&empty);
         let counted = count(tree);
@@ -178,7 +249,7 @@ pub(crate) fn resolve(
         };
         let (size, explained) = match ps.fs {
             FsKind::Fat(_) => {
-                let req = fat_request(spec, &placed, pi).ok_or_else(|| internal(si))?;
+                let req = fat_request(spec, placed, pi).ok_or_else(|| internal(si))?;
                 let fit = blockwise_fat::smallest(&req, tree, headroom)
                     .map_err(|err| fat_failure(si, err))?;
                 let f = &fit.plan;
@@ -210,8 +281,46 @@ pub(crate) fn resolve(
                     ),
                 )
             }
+            FsKind::Exfat => {
+                // Against the layout with every size known so far: the start (modulo the
+                // boundary unit) and the disk's size pick the exFAT geometry.
+                let mut probe = probe.clone();
+                crate::rofs::resolve_verity_sizes(spec, &mut probe)?;
+                let now = plan_layout(&probe).map_err(layout_error)?;
+                let npi = now
+                    .partitions
+                    .iter()
+                    .position(|p| p.spec_index == si)
+                    .ok_or_else(|| internal(si))?;
+                let req = exfat_request(spec, &now, npi).ok_or_else(|| internal(si))?;
+                let disk_for = |size: u64| {
+                    let mut l = probe.clone();
+                    l.partitions.get_mut(si)?.size = SizeSpec::Bytes(size);
+                    crate::rofs::resolve_verity_sizes(spec, &mut l).ok()?;
+                    plan_layout(&l).ok().map(|p| p.size_bytes)
+                };
+                let fit = blockwise_exfat::smallest(&req, &disk_for, tree, headroom)
+                    .map_err(|err| exfat_failure(si, err))?;
+                let x = &fit.plan;
+                (
+                    fit.size_bytes,
+                    format!(
+                        "{}, {} and the directories' {} entries of 32 bytes (the root's bitmap and up-case entries included) take {} of {}; exfat adds the boot regions, a FAT of {} sectors before the cluster heap at a {} boundary, the allocation bitmap and up-case table ({}); {} free ({} clusters){asked}",
+                        plural(fit.needs.files, "file", "files"),
+                        plural(fit.needs.directories, "directory", "directories"),
+                        fit.needs.entries(),
+                        plural(fit.used_clusters, "cluster", "clusters"),
+                        format_size(u64::from(x.cluster_bytes)),
+                        x.fat_sectors,
+                        format_size(x.boundary_bytes.unwrap_or(e)),
+                        plural(fit.meta_clusters, "cluster", "clusters"),
+                        format_size(fit.free_clusters.saturating_mul(u64::from(x.cluster_bytes))),
+                        fit.free_clusters,
+                    ),
+                )
+            }
             _ => {
-                let req = ext4_request(spec, &placed, pi, timestamp).ok_or_else(|| internal(si))?;
+                let req = ext4_request(spec, placed, pi, timestamp).ok_or_else(|| internal(si))?;
                 let fit = blockwise_ext4::smallest(&req, tree, headroom)
                     .map_err(|err| ext4_failure(si, err))?;
                 let x = &fit.plan;
@@ -242,24 +351,20 @@ pub(crate) fn resolve(
                 )
             }
         };
-        if let Some(l) = layout.partitions.get_mut(si) {
-            l.size = SizeSpec::Bytes(size);
-        }
         let below = if size > e {
             format!(" ({} does not)", format_size(size - e))
         } else {
             String::new()
         };
-        notes.push((
-            si,
+        Ok(Some((
+            size,
             format!(
                 "size = \"{a}\": {explained}. {} is the smallest multiple of the {} erase block that holds this{below}.",
                 format_size(size),
                 format_size(e)
             ),
-        ));
+        )))
     }
-    Ok(notes)
 }
 
 /// Puts each explanation first among its partitions' filesystem notes.
@@ -269,6 +374,7 @@ pub(crate) fn attach_notes(plan: &mut Plan, notes: Vec<(usize, String)>) {
             match &mut p.filesystem {
                 Some(FsPlan::Fat(f)) => f.notes.insert(0, note.clone()),
                 Some(FsPlan::Ext4(x)) => x.notes.insert(0, note.clone()),
+                Some(FsPlan::Exfat(x)) => x.notes.insert(0, note.clone()),
                 _ => plan.notes.push(note.clone()),
             }
         }

@@ -382,9 +382,9 @@ fn appended_data_bytes(fs_bytes: u64, e: u64) -> Option<u64> {
     round_up(fs_bytes.max(1), e)
 }
 
-/// Fills in the sizes the spec left out (EROFS, squashfs, verity partitions) in `layout`,
-/// whose partitions are the spec's in order.
-pub(crate) fn resolve_sizes(
+/// Fills in the sizes the spec left out of EROFS and squashfs partitions in `layout`, whose
+/// partitions are the spec's in order (compressing or running mkfs.erofs to learn them).
+pub(crate) fn resolve_image_sizes(
     spec: &Spec,
     trees: &[Option<Tree>],
     timestamp: i64,
@@ -422,6 +422,19 @@ pub(crate) fn resolve_sizes(
             l.size = SizeSpec::Bytes(need);
         }
     }
+    Ok(())
+}
+
+/// Fills in the sizes the spec left out of verity partitions in `layout` (the hash tree of
+/// the partition each covers, whose size must be known by then). Cheap: sizes only.
+pub(crate) fn resolve_verity_sizes(spec: &Spec, layout: &mut Layout) -> Result<(), Error> {
+    let e = spec.image.erase_block.max(1);
+    let overflow = |i: usize| {
+        Error::Spec(SpecError::new(
+            pkey(i, "size"),
+            "size arithmetic overflows 64 bits",
+        ))
+    };
     for (i, ps) in spec.partitions.iter().enumerate() {
         if ps.fs != FsKind::Verity || ps.size != SizeSpec::Source {
             continue;
