@@ -15,6 +15,7 @@
 
 use std::collections::HashMap;
 
+use blockwise_geometry::fsplan::walk::{smallest_multiple, Candidate, Walk};
 use blockwise_geometry::{format_size, ExfatPlan, Tree};
 
 use crate::options::{validate_label, Field, Invalid};
@@ -146,9 +147,14 @@ pub fn smallest(
     let mut cache: HashMap<u64, u64> = HashMap::new();
     // One candidate: `Ok(fit)`, or `Err(bytes at least missing, why)` (0: growing may not
     // help at once, the plan refused the size).
-    let mut eval = |size: u64| -> Result<Result<AutoExfat, (u64, String)>, Error> {
+    // One candidate: it fits, is short (0 bytes missing: the plan refused the size, a
+    // larger one may still work), or the disk cannot grow.
+    let eval = |size: u64| -> Result<Candidate<AutoExfat>, Error> {
         let Some(disk) = disk_for(size) else {
-            return Ok(Err((0, "the disk cannot grow further".into())));
+            return Ok(Candidate::Stop(format!(
+                "a partition of {} does not fit the disk",
+                format_size(size)
+            )));
         };
         let at = ExfatRequest {
             partition_size_bytes: size,
@@ -157,9 +163,12 @@ pub fn smallest(
         };
         let (layout, plan) = match plan_layout(&at) {
             Ok(v) => v,
-            // Too small for any geometry, or too many clusters of a fixed size: the reason
-            // is the plan's (a larger size may still work when it is the former).
-            Err(Error::Invalid(i)) if i.field == Field::Size => return Ok(Err((0, i.reason))),
+            Err(Error::Invalid(i)) if i.field == Field::Size => {
+                return Ok(Candidate::Short {
+                    missing: 0,
+                    why: i.reason,
+                })
+            }
             Err(other) => return Err(other),
         };
         let cb = layout.cluster_bytes;
@@ -171,18 +180,18 @@ pub fn smallest(
             .saturating_add(headroom_bytes);
         let have = layout.clusters.saturating_mul(cb);
         if need > have {
-            return Ok(Err((
-                need - have,
-                format!(
+            return Ok(Candidate::Short {
+                missing: need - have,
+                why: format!(
                     "it needs {} clusters of {} (and {} free), the volume has {}",
                     used.saturating_add(meta),
                     format_size(cb),
                     format_size(headroom_bytes),
                     layout.clusters
                 ),
-            )));
+            });
         }
-        Ok(Ok(AutoExfat {
+        Ok(Candidate::Fits(AutoExfat {
             size_bytes: size,
             disk_bytes: disk,
             plan,
@@ -193,43 +202,20 @@ pub fn smallest(
             headroom_bytes,
         }))
     };
-    let floor = needs
-        .floor_bytes()
-        .saturating_add(headroom_bytes)
-        .max(1 << 20);
-    let mut k = (floor / e).max(1);
-    let mut last_why = None;
-    let mut failed: Option<u64> = None;
-    let mut rounds: u32 = 0;
-    while let Some(size) = k.checked_mul(e) {
-        rounds += 1;
-        if rounds > MAX_ROUNDS {
-            break;
-        }
-        match eval(size)? {
-            Ok(mut fit) => {
-                while let Some(below) = fit.size_bytes.checked_sub(e).filter(|&b| b > 0) {
-                    if failed.is_some_and(|f| below <= f) {
-                        break;
-                    }
-                    match eval(below)? {
-                        Ok(smaller) => fit = smaller,
-                        Err(_) => break,
-                    }
-                }
-                return Ok(fit);
-            }
-            Err((missing, why)) => {
-                if missing == 0 && disk_for(size).is_none() {
-                    last_why = Some(why);
-                    break;
-                }
-                failed = Some(size);
-                last_why = Some(why);
-                k = k.saturating_add(missing.div_ceil(e).max(1));
-            }
-        }
-    }
+    let walk = Walk {
+        erase_block: e,
+        from_bytes: needs
+            .floor_bytes()
+            .saturating_add(headroom_bytes)
+            .max(1 << 20),
+        ceiling_bytes: u64::MAX,
+        linear_below: 0,
+        max_rounds: MAX_ROUNDS,
+    };
+    let last_why = match smallest_multiple(walk, |f: &AutoExfat| f.size_bytes, eval)? {
+        Ok(fit) => return Ok(fit),
+        Err(why) => why,
+    };
     Err(Error::Invalid(Invalid::new(
         Field::Size,
         format!(

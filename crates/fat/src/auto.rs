@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 
+use blockwise_geometry::fsplan::walk::{smallest_multiple, Candidate, Walk};
 use blockwise_geometry::{format_size, FatPlan, FatType, FsKind, Tree};
 
 use crate::options::{Field, Invalid};
@@ -192,7 +193,6 @@ pub fn smallest(req: &FatRequest, tree: &Tree, headroom_bytes: u64) -> Result<Au
         .clusters(s, true)
         .saturating_mul(s)
         .saturating_add(headroom_bytes);
-    let first = (floor / e).max(1);
     let max_cluster = req.options.cluster.unwrap_or(e.min(128 * s));
     let type_max = kinds
         .iter()
@@ -206,12 +206,17 @@ pub fn smallest(req: &FatRequest, tree: &Tree, headroom_bytes: u64) -> Result<Au
         .unwrap_or(0);
     let ceiling = type_max.min(u64::from(u32::MAX).saturating_mul(s));
     let mut cache: HashMap<(u64, bool), u64> = HashMap::new();
-    // One candidate: `Ok(fit)`, or `Err(bytes at least missing)` (0 when growing may not
-    // help at once: the plan failed or the fixed root is full), with the reason.
-    let mut eval = |size: u64| -> Result<Result<AutoFat, (u64, String)>, Error> {
+    // One candidate: it fits, or it is short (0 bytes missing when growing may not help at
+    // once: the plan failed or the fixed root is full), with the reason.
+    let eval = |size: u64| -> Result<Candidate<AutoFat>, Error> {
         let (layout, plan) = match plan_layout(&at(size)) {
             Ok(v) => v,
-            Err(Error::Invalid(i)) => return Ok(Err((0, i.reason))),
+            Err(Error::Invalid(i)) => {
+                return Ok(Candidate::Short {
+                    missing: 0,
+                    why: i.reason,
+                })
+            }
             Err(other) => return Err(other),
         };
         let fixed = layout.kind != FatType::Fat32;
@@ -221,14 +226,20 @@ pub fn smallest(req: &FatRequest, tree: &Tree, headroom_bytes: u64) -> Result<Au
             .or_insert_with(|| needs.clusters(cb, fixed));
         let why = || shortfall_text(&plan, used, headroom_bytes, &needs);
         if fixed && needs.root_entries > layout.root_entries {
-            return Ok(Err((0, why())));
+            return Ok(Candidate::Short {
+                missing: 0,
+                why: why(),
+            });
         }
         let need = used.saturating_mul(cb).saturating_add(headroom_bytes);
         let have = layout.clusters.saturating_mul(cb);
         if need > have {
-            return Ok(Err((need - have, why())));
+            return Ok(Candidate::Short {
+                missing: need - have,
+                why: why(),
+            });
         }
-        Ok(Ok(AutoFat {
+        Ok(Candidate::Fits(AutoFat {
             size_bytes: size,
             plan,
             needs: needs.clone(),
@@ -241,49 +252,21 @@ pub fn smallest(req: &FatRequest, tree: &Tree, headroom_bytes: u64) -> Result<Au
     // that runs out of clusters gives way to fat16 with smaller ones, fat16 to fat32 at
     // 512 MiB): there the walk goes one multiple at a time; above, and for a fixed type,
     // the cluster size only grows with the size.
-    let linear_below: u64 = if matches!(req.fs, FsKind::Fat(None)) {
-        512 << 20
-    } else {
-        0
+    let walk = Walk {
+        erase_block: e,
+        from_bytes: floor,
+        ceiling_bytes: ceiling,
+        linear_below: if matches!(req.fs, FsKind::Fat(None)) {
+            512 << 20
+        } else {
+            0
+        },
+        max_rounds: MAX_ROUNDS,
     };
-    let mut last_why = None;
-    let mut failed: Option<u64> = None;
-    let mut k = first;
-    let mut rounds: u32 = 0;
-    while let Some(size) = k.checked_mul(e).filter(|&b| b <= ceiling) {
-        rounds += 1;
-        if rounds > MAX_ROUNDS {
-            break;
-        }
-        match eval(size)? {
-            Ok(mut fit) => {
-                // A volume that grew by x holds at most x more bytes of clusters, except
-                // where the FAT padding that aligns the data area shrinks: so the multiples
-                // below the first fit are checked down to the last one known not to fit.
-                while let Some(below) = fit.size_bytes.checked_sub(e).filter(|&b| b > 0) {
-                    if failed.is_some_and(|f| below <= f) {
-                        break;
-                    }
-                    match eval(below)? {
-                        Ok(smaller) => fit = smaller,
-                        Err(_) => break,
-                    }
-                }
-                return Ok(fit);
-            }
-            Err((missing, why)) => {
-                failed = Some(size);
-                last_why = Some(why);
-                // The type and cluster size stay or grow with the size (fixed type), so the
-                // bytes missing are at least that many more bytes of volume.
-                k = if size < linear_below {
-                    k + 1
-                } else {
-                    k.saturating_add(missing.div_ceil(e).max(1))
-                };
-            }
-        }
-    }
+    let last_why = match smallest_multiple(walk, |f: &AutoFat| f.size_bytes, eval)? {
+        Ok(fit) => return Ok(fit),
+        Err(why) => why,
+    };
     let kind = match req.fs {
         FsKind::Fat(Some(t)) => t.name(),
         _ => "FAT",

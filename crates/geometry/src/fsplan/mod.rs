@@ -8,6 +8,7 @@ pub mod f2fs;
 mod fat;
 mod squashfs;
 mod verity;
+pub mod walk;
 
 pub use erofs::ErofsPlan;
 pub use exfat::{sda_exfat_params, ExfatPlan};
