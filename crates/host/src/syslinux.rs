@@ -140,7 +140,8 @@ pub(crate) fn install(
                 .read_at(start + off, chunk)
                 .map_err(|e| image_err(e.to_string()))?;
             if off == 0 {
-                before.copy_from_slice(&chunk[..512.min(n)]);
+                let m = before.len().min(n);
+                before[..m].copy_from_slice(&chunk[..m]);
             }
             if chunk.iter().any(|&b| b != 0) {
                 use std::io::{Seek, SeekFrom};
