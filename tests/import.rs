@@ -1164,3 +1164,63 @@ fn genimage_vfat_files() {
         "{err}"
     );
 }
+
+/// bootimg-pcbios's refusals name the option and line: grub as the loader, a configfile that
+/// is not beside the kickstart, an mbr.bin that is not where `--contents syslinux=DIR` says,
+/// and bootimg-biosplusefi; `--ptable gpt` takes syslinux's gptmbr.bin.
+#[test]
+fn wic_pcbios_options() {
+    let dir = tempdir!();
+    let d = dir.path();
+    fs::create_dir(d.join("boot")).unwrap();
+    let k = write_file(
+        d,
+        "bad.wks",
+        "part /boot --source bootimg-pcbios --sourceparams=\"loader-bios=grub\" --align 1024\npart / --source bootimg-biosplusefi\nbootloader --configfile=missing.cfg\n",
+    );
+    let o = blockwise!().run([
+        "import".as_ref(),
+        k.as_os_str(),
+        "--contents".as_ref(),
+        "/boot=boot".as_ref(),
+    ]);
+    assert_clear_error(&o, "bad.wks");
+    let err = stderr(&o);
+    for needle in [
+        "bad.wks:1: --sourceparams:",
+        "bad.wks:3: --configfile: \"missing.cfg\" does not exist",
+        "bad.wks:2: --source: bootimg-biosplusefi",
+    ] {
+        assert!(err.contains(needle), "{needle:?} not in {err}");
+    }
+    let k = write_file(
+        d,
+        "g.wks",
+        "part /boot --source bootimg-pcbios --align 1024\nbootloader --ptable gpt\n",
+    );
+    let import = |extra: &str| {
+        blockwise!().run([
+            "import".as_ref(),
+            k.as_os_str(),
+            "--contents".as_ref(),
+            "/boot=boot".as_ref(),
+            "--contents".as_ref(),
+            extra.as_ref(),
+        ])
+    };
+    let o = import("syslinux=nowhere");
+    assert!(
+        stderr(&o)
+            .contains("g.wks:1: --source: bootimg-pcbios: \"nowhere/gptmbr.bin\" does not exist"),
+        "{}",
+        stderr(&o)
+    );
+    fs::create_dir(d.join("sl")).unwrap();
+    fs::write(d.join("sl/gptmbr.bin"), [0x90u8; 440]).unwrap();
+    let o = import("syslinux=sl");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let toml = stdout(&o);
+    assert!(toml.contains("boot-code = \"sl/gptmbr.bin\""), "{toml}");
+    assert!(toml.contains("fat.bootloader = \"syslinux\""), "{toml}");
+    assert!(toml.contains("no bootloader --configfile"), "{toml}");
+}
