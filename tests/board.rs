@@ -617,7 +617,8 @@ fn boot_code_bad_inputs() {
 }
 
 /// `fat.bootloader = "syslinux"` without the installer on PATH fails naming the Debian
-/// package, and leaves no output or temp file behind.
+/// package; an installer that fails or installs nothing fails the build too; none leaves
+/// an output or a temp file behind.
 #[test]
 fn syslinux_missing_names_the_package() {
     let dir = tempdir!();
@@ -650,6 +651,40 @@ fn syslinux_missing_names_the_package() {
         .filter(|n| n != "boot" && n != "s.toml")
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
+    // A syslinux that fails, and one that exits 0 but installs nothing: both fail the build
+    // (never a false success) and leave nothing behind.
+    use std::os::unix::fs::PermissionsExt;
+    let fake = d.join("fake");
+    std::fs::create_dir(&fake).unwrap();
+    for (script, needle) in [
+        (
+            "#!/bin/sh\necho 'no space' >&2\nexit 1\n",
+            "syslinux --install failed",
+        ),
+        ("#!/bin/sh\nexit 0\n", "without syslinux's name"),
+    ] {
+        let tool = fake.join("syslinux");
+        std::fs::write(&tool, script).unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let o = std::process::Command::new(blockwise!().path())
+            .env("PATH", &fake)
+            .arg("build")
+            .arg(&spec)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_ne!(o.status.code(), Some(0), "{err}");
+        assert!(err.contains(needle), "{needle:?} not in {err}");
+        let left: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|n| n != "boot" && n != "s.toml" && n != "fake")
+            .collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
     // An unknown bootloader is a spec error naming the key.
     build_fails(
         d,
