@@ -1176,7 +1176,7 @@ fn wic_pcbios_options() {
     let k = write_file(
         d,
         "bad.wks",
-        "part /boot --source bootimg-pcbios --sourceparams=\"loader-bios=grub\" --align 1024\npart / --source bootimg-biosplusefi\nbootloader --configfile=missing.cfg\n",
+        "part /boot --source bootimg-pcbios --sourceparams=\"loader-bios=grub\" --align 1024\npart / --source bootimg-biosplusefi\npart /b --source bootimg-pcbios --fstype=ext4\nbootloader --configfile=missing.cfg\n",
     );
     let o = blockwise!().run([
         "import".as_ref(),
@@ -1188,8 +1188,9 @@ fn wic_pcbios_options() {
     let err = stderr(&o);
     for needle in [
         "bad.wks:1: --sourceparams:",
-        "bad.wks:3: --configfile: \"missing.cfg\" does not exist",
+        "bad.wks:4: --configfile: \"missing.cfg\" does not exist",
         "bad.wks:2: --source: bootimg-biosplusefi",
+        "bad.wks:3: --fstype: \"ext4\" with bootimg-pcbios",
     ] {
         assert!(err.contains(needle), "{needle:?} not in {err}");
     }

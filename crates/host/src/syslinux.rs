@@ -153,7 +153,15 @@ pub(crate) fn install(
     }
     f.sync_all().map_err(io_err(&img))?;
     drop(f);
-    let out = Command::new(&tool)
+    let mut cmd = Command::new(&tool);
+    // mtools reads MTOOLS_* settings (name mangling, case) from the environment: none of the
+    // user's may change the bytes.
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("MTOOLS") {
+            cmd.env_remove(k);
+        }
+    }
+    let out = cmd
         .arg("--install")
         .arg(&img)
         .env(

@@ -656,6 +656,9 @@ pub fn import(
                 }
             }
             Some("bootimg-pcbios") => {
+                if let Some(t) = p.fstype.as_deref().filter(|t| !matches!(*t, "vfat" | "msdos")) {
+                    cx.err(p.line, Some("--fstype"), format!("{:?} with bootimg-pcbios: syslinux boots from the FAT wic makes; blockwise imports the syslinux loader only", display_str(t)));
+                }
                 let keys: Vec<&str> = p.rootfs_dir.as_deref().into_iter().chain([p.mount.as_deref().unwrap_or("/boot")]).collect();
                 if let Some(sp) = p.sourceparams.as_deref().filter(|sp| sp.contains("loader-bios=") && !sp.contains("loader-bios=syslinux")) {
                     cx.err(p.line, Some("--sourceparams"), format!("{:?}: blockwise installs syslinux only (fat.bootloader = \"syslinux\")", display_str(sp)));
