@@ -675,7 +675,10 @@ pub fn import(
                 if host.file_size(&mbr).is_none() {
                     cx.err(p.line, Some("--source"), format!("bootimg-pcbios: {:?} does not exist: wic writes syslinux's MBR boot code from it; install the Debian package syslinux-common or give its directory with --contents syslinux=DIR", display_str(&mbr)));
                 }
-                out.image.push(("boot-code".into(), tstr(&mbr)));
+                // One boot code for the disk, however many bootimg-pcbios partitions.
+                if !out.image.iter().any(|(k, _)| k == "boot-code") {
+                    out.image.push(("boot-code".into(), tstr(&mbr)));
+                }
                 e.note(format!(
                     "{}: --source bootimg-pcbios: wic stages the kernel ({}), ldlinux.sys and syslinux's .c32 modules and makes syslinux.cfg (from --configfile, else from --append/--timeout); blockwise copies the directory given as it is (stage the kernel and the .c32 modules syslinux.cfg loads there), adds syslinux.cfg from --configfile, and the syslinux installer adds ldlinux.sys and ldlinux.c32 (fat.bootloader); image.boot-code is syslinux's {}",
                     cx.at(p.line),
