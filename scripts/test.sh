@@ -18,10 +18,13 @@ for pair in sfdisk:fdisk sgdisk:gdisk fsck.fat:dosfstools mcopy:mtools e2fsck:e2
             cryptsetup:cryptsetup-bin mkswap:util-linux \
             unsquashfs:squashfs-tools mkfs.erofs:erofs-utils veritysetup:cryptsetup-bin \
             genimage:genimage genext2fs:genext2fs clang:clang \
-            lz4:lz4 zip:zip qemu-img:qemu-utils img2simg:android-sdk-libsparse-utils; do
+            lz4:lz4 zip:zip qemu-img:qemu-utils img2simg:android-sdk-libsparse-utils \
+            syslinux:syslinux; do
 
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
+# syslinux's MBR boot code (image.boot-code in tests/board.rs and tests/import.rs).
+[ -e /usr/lib/syslinux/mbr/mbr.bin ] || need+=(syslinux-common)
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "installing oracle tools: ${need[*]}" >&2

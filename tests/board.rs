@@ -549,3 +549,203 @@ fn swap_header_matches_mkswap() {
         "partition[1].label: \"seventeen-bytes-x\" is 17 bytes",
     );
 }
+
+/// `image.boot-code` that cannot go into sector 0 is refused naming the key and the file
+/// (escaped): too large, empty, missing, a directory, a 512-byte sector with a table, a
+/// bare filesystem.
+#[test]
+fn boot_code_bad_inputs() {
+    let dir = tempdir!();
+    let d = dir.path();
+    std::fs::write(d.join("big.bin"), [0x90u8; 441]).unwrap();
+    std::fs::write(d.join("empty.bin"), b"").unwrap();
+    let mut sector = [0u8; 512];
+    sector[..440].fill(0x90);
+    sector[0x1be] = 0x80;
+    sector[0x1c2] = 0x83;
+    sector[510] = 0x55;
+    sector[511] = 0xaa;
+    std::fs::write(d.join("table.bin"), sector).unwrap();
+    std::fs::create_dir(d.join("adir")).unwrap();
+    let spec = |file: &str, table: &str| {
+        format!("[image]\ntable = \"{table}\"\nboot-code = \"{file}\"\n[[partition]]\nfs = \"none\"\nsize = \"4MiB\"\n")
+    };
+    build_fails(
+        d,
+        &spec("big.bin", "mbr"),
+        "image.boot-code: \"big.bin\" is 441 bytes",
+    );
+    build_fails(
+        d,
+        &spec("empty.bin", "mbr"),
+        "image.boot-code: \"empty.bin\" is empty",
+    );
+    build_fails(d, &spec("table.bin", "gpt"), "partition entries");
+    build_fails(
+        d,
+        &spec("nope.bin", "mbr"),
+        "image.boot-code: \"nope.bin\" cannot be read",
+    );
+    build_fails(
+        d,
+        &spec("adir", "mbr"),
+        "image.boot-code: \"adir\" is not a regular file",
+    );
+    build_fails(d, &spec("big.bin", "none"), "table = \"none\" has none");
+    // A hostile name is quoted escaped.
+    build_fails(d, &spec("\\u001b[31mx", "mbr"), "x1b[31mx\" cannot be read");
+    let bad = write_file(d, "esc.toml", &spec("\\u001b[31mx", "mbr"));
+    let o = blockwise!().run(["plan".as_ref(), bad.as_os_str()]);
+    assert!(!stderr(&o).contains('\x1b'), "{:?}", stderr(&o));
+    // The blank-table sector is taken: its first 440 bytes.
+    sector[0x1be] = 0;
+    sector[0x1c2] = 0;
+    std::fs::write(d.join("ok.bin"), sector).unwrap();
+    let spec_path = write_file(d, "ok.toml", &spec("ok.bin", "mbr"));
+    let out = d.join("ok.img");
+    let o = blockwise!().run([
+        "build".as_ref(),
+        "-q".as_ref(),
+        spec_path.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let img = std::fs::read(&out).unwrap();
+    assert_eq!(&img[..440], &sector[..440]);
+    assert_eq!(plan_json(&spec_path)["table"]["boot_code"]["bytes"], 440);
+}
+
+/// `fat.bootloader = "syslinux"` without the installer on PATH fails naming the Debian
+/// package; an installer that fails or installs nothing fails the build too; none leaves
+/// an output or a temp file behind.
+#[test]
+fn syslinux_missing_names_the_package() {
+    let dir = tempdir!();
+    let d = dir.path();
+    std::fs::create_dir(d.join("boot")).unwrap();
+    let spec = write_file(
+        d,
+        "s.toml",
+        "[[partition]]\nfs = \"fat\"\nsize = \"8MiB\"\ncontents = \"boot\"\nfat.bootloader = \"syslinux\"\n",
+    );
+    let out = d.join("o.img");
+    let o = std::process::Command::new(blockwise!().path())
+        .env("PATH", d.join("empty-path"))
+        .arg("build")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("partition[1].fat.bootloader") && err.contains("Debian package syslinux"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n != "boot" && n != "s.toml")
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    // A syslinux that fails, and one that exits 0 but installs nothing: both fail the build
+    // (never a false success) and leave nothing behind.
+    use std::os::unix::fs::PermissionsExt;
+    let fake = d.join("fake");
+    std::fs::create_dir(&fake).unwrap();
+    for (script, needle) in [
+        (
+            "#!/bin/sh\necho 'no space' >&2\nexit 1\n",
+            "syslinux --install failed",
+        ),
+        ("#!/bin/sh\nexit 0\n", "without syslinux's name"),
+    ] {
+        let tool = fake.join("syslinux");
+        std::fs::write(&tool, script).unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let o = std::process::Command::new(blockwise!().path())
+            .env("PATH", &fake)
+            .arg("build")
+            .arg(&spec)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_ne!(o.status.code(), Some(0), "{err}");
+        assert!(err.contains(needle), "{needle:?} not in {err}");
+        let left: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|n| n != "boot" && n != "s.toml" && n != "fake")
+            .collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
+    // An unknown bootloader is a spec error naming the key.
+    build_fails(
+        d,
+        "[[partition]]\nfs = \"fat\"\nsize = \"8MiB\"\nfat.bootloader = \"grub\"\n",
+        "partition[1].fat.bootloader",
+    );
+}
+
+/// GPT with syslinux's gptmbr.bin and a FAT32 volume with syslinux: two builds are
+/// byte-identical, fsck.fat passes (the backup boot sector follows the new one), and plan
+/// and verify say the same of the boot code and the bootloader.
+#[test]
+fn syslinux_fat32_on_gpt() {
+    let gptmbr = Path::new("/usr/lib/syslinux/mbr/gptmbr.bin");
+    if !have("syslinux") || !have("fsck.fat") || !gptmbr.exists() {
+        assert!(
+            !blockwise_test_kit::oracles_required(),
+            "syslinux, syslinux-common and fsck.fat are needed"
+        );
+        return;
+    }
+    let dir = tempdir!();
+    let d = dir.path();
+    std::fs::create_dir(d.join("boot")).unwrap();
+    std::fs::write(d.join("boot/syslinux.cfg"), "DEFAULT x\n").unwrap();
+    let spec = write_file(
+        d,
+        "s.toml",
+        "[image]\ntable = \"gpt\"\nerase-block = \"1MiB\"\nboot-code = \"/usr/lib/syslinux/mbr/gptmbr.bin\"\ntimestamp = 1700000000\n[[partition]]\nfs = \"fat32\"\nsize = \"40MiB\"\ncontents = \"boot\"\nattributes = [\"legacy-bios-bootable\"]\nfat.bootloader = \"syslinux\"\n",
+    );
+    let (a, b) = (d.join("a.img"), d.join("b.img"));
+    for out in [&a, &b] {
+        let o = blockwise!().run([
+            "build".as_ref(),
+            "-q".as_ref(),
+            spec.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let img = std::fs::read(&a).unwrap();
+    assert!(img == std::fs::read(&b).unwrap(), "two builds differ");
+    assert_eq!(&img[..440], &std::fs::read(gptmbr).unwrap()[..]);
+    let part = d.join("p.img");
+    std::fs::write(&part, &img[MIB as usize..41 * MIB as usize]).unwrap();
+    let o = run("fsck.fat", &["-n".as_ref(), part.as_os_str()]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(&img[MIB as usize + 3..MIB as usize + 11], b"SYSLINUX");
+    let plan = plan_json(&spec);
+    let o = blockwise!().run(["verify".as_ref(), "--json".as_ref(), a.as_os_str()]);
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(plan["table"]["boot_code"], report["table"]["boot_code"]);
+    assert_eq!(report["table"]["boot_code"]["bytes"], 428); // gptmbr.bin ends in 12 zeros
+    let fs = |v: &serde_json::Value| v["partitions"][0]["filesystem"]["bootloader"].clone();
+    assert_eq!(fs(&plan), "syslinux");
+    assert_eq!(fs(&report), "syslinux");
+    assert_eq!(
+        report["findings"]
+            .as_array()
+            .map(|f| f.iter().filter(|x| x["severity"] == "error").count()),
+        Some(0)
+    );
+}

@@ -570,7 +570,7 @@ fn du_kib(dir: &Path, apparent: bool) -> u64 {
 }
 
 /// The five kickstarts: imported with staged content, built, and compared with the table
-/// wic's rules give; the one blockwise cannot express (bootimg-pcbios) fails naming the option and line.
+/// wic's rules give; the bootimg-pcbios one also boots as wic's does (`check_pcbios`).
 #[test]
 fn wic_kickstarts_round_trip() {
     let Some(corpus) = corpus() else { return };
@@ -609,6 +609,16 @@ fn wic_kickstarts_round_trip() {
             blockwise_test_kit::bytes(99, 123_456),
         )
         .unwrap();
+        // bootloader --configfile: beside the kickstart, as wic looks it up.
+        let cfg_text = b"DEFAULT boot\nLABEL boot\nKERNEL /kernel.img\n";
+        for l in fs::read_to_string(k).unwrap().lines() {
+            if let Some(c) = l
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("--configfile="))
+            {
+                fs::write(d.join(c.trim_matches('"')), cfg_text).unwrap();
+            }
+        }
         let o = blockwise!().run([
             "import".as_ref(),
             d.join(&name).as_os_str(),
@@ -658,6 +668,13 @@ fn wic_kickstarts_round_trip() {
                     let du = du_kib(&boot, fat);
                     (du + (size_mib * 1024).saturating_sub(du).max(10 * 1024)) * 13 / 10
                 }
+                // bootimg-pcbios: du -bks of the staged directory (here the directory given
+                // plus syslinux.cfg), then at least BOOTDD_EXTRA_SPACE (16 MiB) more, no
+                // overhead factor.
+                Some("bootimg-pcbios") => {
+                    let du = du_kib(&boot, true) + (cfg_text.len() as u64).div_ceil(1024);
+                    du + (size_mib * 1024).saturating_sub(du).max(16 * 1024)
+                }
                 Some(other) => panic!("{name}: {other} imported"),
             };
             if let Some(a) = opt(l, "--align") {
@@ -699,13 +716,113 @@ fn wic_kickstarts_round_trip() {
                 "{name}: {o}"
             );
         }
+        if text.contains("bootimg-pcbios") {
+            check_pcbios(&name, &out, &ours, &toml, cfg_text);
+            // Deterministic: a second build is byte-identical (mtools' times are pinned).
+            let again = d.join("again.img");
+            let b = build_quiet(&spec, &again);
+            assert!(b.status.success(), "{name}: {}", stderr(&b));
+            assert!(
+                fs::read(&out).unwrap() == fs::read(&again).unwrap(),
+                "{name}: two builds differ"
+            );
+        }
         built.push(name);
     }
     eprintln!("built {built:?}\nrefused {refused:#?}");
-    assert_eq!(built.len(), 4, "{built:?} {refused:?}");
+    assert_eq!(built.len(), 5, "{built:?} {refused:?}");
+}
+
+/// The boot partition of an imported bootimg-pcbios kickstart: sector 0's boot code is
+/// syslinux's mbr.bin, the FAT passes fsck.fat, holds ldlinux.sys, ldlinux.c32 and
+/// syslinux.cfg (mtools), and its boot sector is the one `syslinux --install` writes into the
+/// same volume (the oracle: the installer run here on blockwise's FAT without it).
+fn check_pcbios(name: &str, img: &Path, ours: &[String], toml: &str, cfg: &[u8]) {
+    if !have("fsck.fat") || !have("mcopy") || !have("syslinux") {
+        return;
+    }
+    let mbr = fs::read("/usr/lib/syslinux/mbr/mbr.bin").unwrap();
+    let bytes = fs::read(img).unwrap();
+    assert_eq!(
+        &bytes[..mbr.len()],
+        &mbr[..],
+        "{name}: sector 0 is not mbr.bin"
+    );
+    let line = &ours[0];
+    let start = field(line, "start").unwrap() as usize * 512;
+    let size = field(line, "size").unwrap() as usize * 512;
+    let dir = tempdir!();
+    let part = dir.path().join("boot.img");
+    fs::write(&part, &bytes[start..start + size]).unwrap();
+    let o = run("fsck.fat", &["-n".as_ref(), part.as_os_str()]);
     assert!(
-        refused.iter().any(|r| r.contains("bootimg-pcbios")),
-        "{refused:?}"
+        o.status.success(),
+        "{name}: fsck.fat: {}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    let o = run(
+        "mdir",
+        &[
+            "-a".as_ref(),
+            "-i".as_ref(),
+            part.as_os_str(),
+            "::/".as_ref(),
+        ],
+    );
+    let listing = stdout(&o).to_ascii_lowercase();
+    for f in [
+        "ldlinux  sys",
+        "ldlinux  c32",
+        "syslinux cfg",
+        "kernel   img",
+    ] {
+        assert!(listing.contains(f), "{name}: no {f} in\n{listing}");
+    }
+    let got = dir.path().join("syslinux.cfg");
+    let o = run(
+        "mcopy",
+        &[
+            "-i".as_ref(),
+            part.as_os_str(),
+            "::/syslinux.cfg".as_ref(),
+            got.as_os_str(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(fs::read(&got).unwrap(), cfg, "{name}: syslinux.cfg");
+    // The oracle: the same spec without the bootloader, then syslinux's own installer.
+    let plain = toml.replace("fat.bootloader = \"syslinux\"\n", "");
+    assert_ne!(plain, toml);
+    // Beside the imported spec: the same content files, times and all.
+    let spec = write_file(img.parent().unwrap(), "plain.toml", &plain);
+    let plain_img = dir.path().join("plain.img");
+    let b = build_quiet(&spec, &plain_img);
+    assert!(b.status.success(), "{}", stderr(&b));
+    let oracle = dir.path().join("oracle.img");
+    let mut plain_part = fs::read(&plain_img).unwrap()[start..start + size].to_vec();
+    // The seed derives from the spec text, so the volume ID differs: take ours.
+    plain_part[0x27..0x2b].copy_from_slice(&bytes[start + 0x27..start + 0x2b]);
+    fs::write(&oracle, &plain_part).unwrap();
+    let o = std::process::Command::new("syslinux")
+        .arg("--install")
+        .arg(&oracle)
+        .env("SOURCE_DATE_EPOCH", "315532800")
+        .env("TZ", "UTC")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let theirs = fs::read(&oracle).unwrap();
+    assert_eq!(&theirs[3..11], b"SYSLINUX");
+    assert!(
+        bytes[start..start + 512] == theirs[..512],
+        "{name}: the boot sector is not the one syslinux --install writes"
+    );
+    // And the whole volume: ldlinux.sys and ldlinux.c32 where the installer puts them,
+    // stamped alike.
+    assert!(
+        bytes[start..start + size] == theirs[..],
+        "{name}: the volume is not the one syslinux --install makes"
     );
 }
 
@@ -1046,4 +1163,65 @@ fn genimage_vfat_files() {
         err.contains("bad.cfg:8: file: \"boot.vfat\" is an image this config builds"),
         "{err}"
     );
+}
+
+/// bootimg-pcbios's refusals name the option and line: grub as the loader, a configfile that
+/// is not beside the kickstart, an mbr.bin that is not where `--contents syslinux=DIR` says,
+/// and bootimg-biosplusefi; `--ptable gpt` takes syslinux's gptmbr.bin.
+#[test]
+fn wic_pcbios_options() {
+    let dir = tempdir!();
+    let d = dir.path();
+    fs::create_dir(d.join("boot")).unwrap();
+    let k = write_file(
+        d,
+        "bad.wks",
+        "part /boot --source bootimg-pcbios --sourceparams=\"loader-bios=grub\" --align 1024\npart / --source bootimg-biosplusefi\npart /b --source bootimg-pcbios --fstype=ext4\nbootloader --configfile=missing.cfg\n",
+    );
+    let o = blockwise!().run([
+        "import".as_ref(),
+        k.as_os_str(),
+        "--contents".as_ref(),
+        "/boot=boot".as_ref(),
+    ]);
+    assert_clear_error(&o, "bad.wks");
+    let err = stderr(&o);
+    for needle in [
+        "bad.wks:1: --sourceparams:",
+        "bad.wks:4: --configfile: \"missing.cfg\" does not exist",
+        "bad.wks:2: --source: bootimg-biosplusefi",
+        "bad.wks:3: --fstype: \"ext4\" with bootimg-pcbios",
+    ] {
+        assert!(err.contains(needle), "{needle:?} not in {err}");
+    }
+    let k = write_file(
+        d,
+        "g.wks",
+        "part /boot --source bootimg-pcbios --align 1024\nbootloader --ptable gpt\n",
+    );
+    let import = |extra: &str| {
+        blockwise!().run([
+            "import".as_ref(),
+            k.as_os_str(),
+            "--contents".as_ref(),
+            "/boot=boot".as_ref(),
+            "--contents".as_ref(),
+            extra.as_ref(),
+        ])
+    };
+    let o = import("syslinux=nowhere");
+    assert!(
+        stderr(&o)
+            .contains("g.wks:1: --source: bootimg-pcbios: \"nowhere/gptmbr.bin\" does not exist"),
+        "{}",
+        stderr(&o)
+    );
+    fs::create_dir(d.join("sl")).unwrap();
+    fs::write(d.join("sl/gptmbr.bin"), [0x90u8; 440]).unwrap();
+    let o = import("syslinux=sl");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let toml = stdout(&o);
+    assert!(toml.contains("boot-code = \"sl/gptmbr.bin\""), "{toml}");
+    assert!(toml.contains("fat.bootloader = \"syslinux\""), "{toml}");
+    assert!(toml.contains("no bootloader --configfile"), "{toml}");
 }

@@ -279,6 +279,13 @@ pub fn human_plan(plan: &Plan) -> String {
         "Seed: \"{:#018x}\" (disk ID, GUIDs and UUIDs derive from it; without image.seed it derives from the spec and its inputs, so rebuilding the same gives the same bytes; seed = \"{:#018x}\" pins it, seed = \"random\" gives a fresh one per build)",
         plan.seed, plan.seed
     );
+    if let Some(b) = &plan.table.boot_code {
+        let _ = writeln!(
+            s,
+            "Boot code: {} in sector 0, from image.boot-code (blockwise writes zeros there otherwise)",
+            b.describe()
+        );
+    }
     if let Some(g) = &plan.gpt {
         let _ = writeln!(
             s,

@@ -678,7 +678,7 @@ enum WriteSpec {
     /// A spec dict, parsed as `plan`/`build` parse it (for a regular file), and as a TOML
     /// table without its `None` values (for a device), or why it has no TOML form.
     Dict {
-        parsed: Result<Spec, blockwise_image::SpecError>,
+        parsed: Box<Result<Spec, blockwise_image::SpecError>>,
         table: Result<toml::Table, String>,
         base_dir: PathBuf,
     },
@@ -708,7 +708,7 @@ impl WriteSpec {
                 WriteSpec::Dict {
                     parsed, base_dir, ..
                 } => SpecFile::new(
-                    parsed.clone().map_err(|e| host(e.into()))?,
+                    (**parsed).clone().map_err(|e| host(e.into()))?,
                     base_dir.clone(),
                 ),
                 WriteSpec::Text { text, base_dir } => SpecFile::new(
@@ -743,7 +743,7 @@ impl WriteSpec {
                 // No TOML form (an int beyond i64, a None in a list …): the dict's parse
                 // error names the key, unless it is about a key the device would fill.
                 Err(why) => {
-                    let e = match parsed {
+                    let e = match &**parsed {
                         Err(e)
                             if !matches!(
                                 e.key.as_str(),
@@ -1119,7 +1119,7 @@ fn write(
             format!("a value has no TOML form ({e}), which planning for a device needs")
         });
         let spec = WriteSpec::Dict {
-            parsed,
+            parsed: Box::new(parsed),
             table,
             base_dir: base_dir.unwrap_or_else(|| PathBuf::from(".")),
         };

@@ -121,6 +121,27 @@ def test_containers_and_mbr(tmp_path: pathlib.Path) -> None:
     conforms(blockwise.verify(tmp_path / "b.img", bare["erase_block_bytes"]), blockwise.Report)
 
 
+def test_boot_code_and_syslinux(tmp_path: pathlib.Path) -> None:
+    need_tool("syslinux")
+    (tmp_path / "code.bin").write_bytes(b"\xeb\x63" + b"\x90" * 420)
+    (tmp_path / "boot").mkdir()
+    (tmp_path / "boot" / "syslinux.cfg").write_text("DEFAULT x\n")
+    spec = {
+        "image": {"table": "mbr", "boot-code": "code.bin", "timestamp": 1700000000},
+        "partition": [{"fs": "fat", "size": "16MiB", "contents": "boot",
+                       "fat": {"bootloader": "syslinux"}}],
+    }
+    plan = blockwise.plan(spec, base_dir=tmp_path)
+    conforms(plan, blockwise.Plan)
+    blockwise.build(spec, tmp_path / "s.img", base_dir=tmp_path)
+    report = blockwise.verify(tmp_path / "s.img")
+    conforms(report, blockwise.Report)
+    assert report["table"].get("boot_code") == plan["table"].get("boot_code")
+    assert report["table"]["boot_code"]["bytes"] == 422
+    fs = report["partitions"][0]["filesystem"]
+    assert fs is not None and fs["kind"] == "fat16" and fs.get("bootloader") == "syslinux"
+
+
 MYPY_OK = textwrap.dedent(
     """
     import blockwise

@@ -60,7 +60,7 @@ mod write;
 pub use auto::{smallest, AutoFat, FatNeeds};
 pub use blockwise_geometry::{FatType, MAX_FAT32_CLUSTERS};
 pub use names::{lfn_checksum, long_name, BadName};
-pub use options::{validate_label, FatOptions, Field, Invalid};
+pub use options::{validate_label, Bootloader, FatOptions, Field, Invalid};
 pub use plan::{Layout, ROOT_ENTRIES};
 pub use time::{fat_time, FatTime};
 

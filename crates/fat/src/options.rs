@@ -28,6 +28,30 @@ pub struct FatOptions {
     /// `partition.fat`: the image crate sets it from the partition's `volume-id`.
     #[serde(skip)]
     pub volume_id: Option<u32>,
+    /// `bootloader`: a BIOS bootloader installed into the volume after it is written
+    /// (`"syslinux"`: its boot sector, keeping the BPB, and `ldlinux.sys`/`ldlinux.c32`, by
+    /// the `syslinux` installer of the Debian package syslinux); `None` = blockwise's own
+    /// boot sector, which boots nothing.
+    pub bootloader: Option<Bootloader>,
+}
+
+/// A bootloader installed into a FAT volume (`fat.bootloader`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Bootloader {
+    /// SYSLINUX 6 (`syslinux --install`).
+    Syslinux,
+}
+
+impl Bootloader {
+    /// The spec spelling, which is also what plan and verify report.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bootloader::Syslinux => "syslinux",
+        }
+    }
 }
 
 impl Default for FatOptions {
@@ -38,6 +62,7 @@ impl Default for FatOptions {
             align_fat: true,
             fats: 2,
             volume_id: None,
+            bootloader: None,
         }
     }
 }
@@ -131,6 +156,12 @@ impl FatOptions {
                 ));
             }
         }
+        if self.bootloader.is_some() && s != 512 {
+            return Err(Invalid::new(
+                Field::Bootloader,
+                format!("syslinux boots from FAT volumes of 512-byte sectors only, and this one has {s}-byte sectors (fat.sector-size)"),
+            ));
+        }
         if self.fats != 1 && self.fats != 2 {
             return Err(Invalid::new(
                 Field::Fats,
@@ -182,6 +213,8 @@ pub enum Field {
     AlignFat,
     /// `fat.fats`.
     Fats,
+    /// `fat.bootloader`.
+    Bootloader,
 }
 
 impl Field {
@@ -194,6 +227,7 @@ impl Field {
             Field::Cluster => Some("cluster"),
             Field::AlignFat => Some("align-fat"),
             Field::Fats => Some("fats"),
+            Field::Bootloader => Some("bootloader"),
             _ => None,
         }
     }
@@ -239,6 +273,17 @@ mod tests {
         check(d().cluster(128 << 10), 512, 4 << 20, Err(Field::Cluster));
         check(d().cluster(256 << 10), 4096, 128 << 10, Err(Field::Cluster));
         check(d().fats(3), 512, 4 << 20, Err(Field::Fats));
+        let syslinux = FatOptions {
+            bootloader: Some(Bootloader::Syslinux),
+            ..d()
+        };
+        check(syslinux.clone(), 512, 4 << 20, Ok(()));
+        check(
+            syslinux.sector_size(4096),
+            512,
+            4 << 20,
+            Err(Field::Bootloader),
+        );
         assert_eq!(validate_label("boot"), Ok(Some("boot".into())));
         assert_eq!(validate_label("BOOT  "), Ok(Some("BOOT".into())));
         assert_eq!(validate_label("   "), Ok(None));
@@ -264,6 +309,10 @@ mod tests {
                 .align_fat(false)
                 .fats(1)
         );
+        let o: FatOptions = serde_json::from_str(r#"{"bootloader": "syslinux"}"#).unwrap();
+        assert_eq!(o.bootloader, Some(Bootloader::Syslinux));
+        let e = serde_json::from_str::<FatOptions>(r#"{"bootloader": "grub"}"#).unwrap_err();
+        assert!(e.to_string().contains("expected `syslinux`"), "{e}");
         let e = serde_json::from_str::<FatOptions>(r#"{"clustr": 1}"#).unwrap_err();
         assert!(e.to_string().contains("unknown field `clustr`"), "{e}");
     }

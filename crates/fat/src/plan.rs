@@ -623,6 +623,12 @@ pub fn plan_layout(req: &FatRequest) -> Result<(Layout, FatPlan), Error> {
     if u32::try_from(hidden).is_err() {
         notes.push("warning: the partition start does not fit the 32-bit hidden-sectors field; it is recorded as 0xFFFFFFFF.".into());
     }
+    if let Some(b) = req.options.bootloader {
+        notes.push(format!(
+            "{0} is installed after the volume is written: the `{0}` tool (Debian package {0}) writes its boot sector over blockwise's, keeping the BPB, and adds ldlinux.sys and ldlinux.c32 to the root directory (times from the spec's timestamp).",
+            b.as_str()
+        ));
+    }
     let plan = FatPlan {
         kind: layout.kind,
         label: c.label,
@@ -635,6 +641,7 @@ pub fn plan_layout(req: &FatRequest) -> Result<(Layout, FatPlan), Error> {
         fat_start_bytes: fat_start,
         data_start_bytes: data_start,
         volume_id,
+        bootloader: req.options.bootloader.map(|b| b.as_str().to_string()),
         aligned: false,
         notes,
     };
@@ -678,6 +685,7 @@ mod tests {
                 align_fat: true,
                 fats: 2,
                 volume_id: None,
+                bootloader: None,
             },
             label: Some("boot".into()),
             seed: 1,
@@ -1035,6 +1043,7 @@ mod tests {
                     align_fat,
                     fats,
                     volume_id: None,
+                    bootloader: None,
                 },
                 label: None,
                 seed: 7,

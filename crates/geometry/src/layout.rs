@@ -450,6 +450,13 @@ pub struct ImageSpec {
     /// four partitions.
     #[serde(deserialize_with = "opt_uint::<_, u8, 4>")]
     pub extended_partition: Option<u8>,
+    /// `boot-code`: a file whose bytes (at most 440, see [`crate::boot_code_bytes`]) go into
+    /// sector 0's boot code area, relative to the spec file; `None` = zeros there.
+    pub boot_code: Option<String>,
+    /// The bytes of [`ImageSpec::boot_code`], read by the front end (the pure crates read no
+    /// files) and checked with [`crate::boot_code_bytes`] before planning.
+    #[serde(skip)]
+    pub boot_code_bytes: Option<Vec<u8>>,
 }
 
 impl Default for ImageSpec {
@@ -465,6 +472,8 @@ impl Default for ImageSpec {
             seed: 1,
             timestamp: None,
             extended_partition: None,
+            boot_code: None,
+            boot_code_bytes: None,
         }
     }
 }
@@ -581,6 +590,8 @@ pub enum ImageKey {
     DiskId,
     /// `extended-partition`.
     ExtendedPartition,
+    /// `boot-code`.
+    BootCode,
 }
 
 impl ImageKey {
@@ -595,6 +606,7 @@ impl ImageKey {
             ImageKey::FirstPartition => "first-partition",
             ImageKey::DiskId => "disk-id",
             ImageKey::ExtendedPartition => "extended-partition",
+            ImageKey::BootCode => "boot-code",
         }
     }
 }
@@ -734,9 +746,39 @@ pub fn check_erase_block(bytes: u64) -> Result<(), String> {
 }
 
 impl Layout {
+    /// The boot code `image.boot-code` puts into sector 0: `None` without the key; an error
+    /// when the front end did not read the file or its bytes break
+    /// [`crate::boot_code_bytes`]'s rules. The planner's check (the file is read after the
+    /// spec is parsed).
+    pub fn boot_code(&self) -> Result<Option<crate::BootCode>, LayoutError> {
+        let img = &self.image;
+        let Some(path) = &img.boot_code else {
+            return Ok(None);
+        };
+        let shown = crate::display_str(path);
+        let bytes = img.boot_code_bytes.as_deref().ok_or_else(|| {
+            LayoutError::image(
+                ImageKey::BootCode,
+                format!("{shown:?} was not read: this front end reads no files (the blockwise CLI and Python package do)"),
+            )
+        })?;
+        let code = crate::boot_code_bytes(bytes)
+            .map_err(|why| LayoutError::image(ImageKey::BootCode, format!("{shown:?} {why}")))?;
+        Ok(crate::BootCode::of(code))
+    }
+
     /// Cross-key checks of the disk and the partitions' places (also run by [`crate::plan()`]).
     pub fn validate(&self) -> Result<(), LayoutError> {
         let img = &self.image;
+        if let Some(path) = &img.boot_code {
+            let shown = crate::display_str(path);
+            if img.table == TableKind::None {
+                return Err(LayoutError::image(
+                    ImageKey::BootCode,
+                    format!("{shown:?}: boot code goes into an MBR, and table = \"none\" has none (a bare filesystem's sector 0 is its own boot sector)"),
+                ));
+            }
+        }
         let eb = img.erase_block;
         if let Err(why) = check_erase_block(eb) {
             return Err(LayoutError::image(

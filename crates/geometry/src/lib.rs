@@ -20,6 +20,7 @@
 //! ```
 
 pub mod attrs;
+pub mod bootcode;
 pub mod de;
 pub mod extent;
 pub mod fsplan;
@@ -34,6 +35,7 @@ pub mod types;
 pub mod units;
 
 pub use attrs::GptAttributes;
+pub use bootcode::{boot_code_bytes, BootCode, BOOT_CODE_BYTES};
 pub use extent::{
     copy_content, ContentRef, ImageMap, MapError, MapReadError, MapReader, Piece, PlaceError,
     SpillError, SpillStore,

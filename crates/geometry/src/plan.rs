@@ -26,6 +26,9 @@ pub struct TablePlan {
     /// MBR signature (`0x…`) or GPT disk GUID; `None` for a bare filesystem.
     #[serde(serialize_with = "ser_disk_id")]
     pub disk_id: Option<DiskId>,
+    /// The boot code in sector 0 (`image.boot-code`), when it is not all zeros.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub boot_code: Option<crate::BootCode>,
 }
 
 fn ser_display<T: core::fmt::Display, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
@@ -548,6 +551,7 @@ pub fn plan(spec: &Layout) -> Result<Plan, LayoutError> {
         table: TablePlan {
             kind: img.table,
             disk_id: Some(disk_id(img)),
+            boot_code: spec.boot_code()?,
         },
         partitions: placed.parts,
         extended,
@@ -610,6 +614,7 @@ fn plan_bare(spec: &Layout) -> Result<Plan, LayoutError> {
         table: TablePlan {
             kind: TableKind::None,
             disk_id: None,
+            boot_code: None,
         },
         partitions: vec![PartitionPlan {
             index: 0,

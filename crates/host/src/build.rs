@@ -32,6 +32,8 @@ pub struct Built {
     _scratch: Vec<crate::mke2fs::TempFiles>,
     /// The squashfs and tool-backend images `content` refers to, removed on drop.
     _rofs: crate::rofs::Scratch,
+    /// The syslinux installer's results `content` refers to, removed on drop.
+    _syslinux: Vec<crate::syslinux::TempImage>,
     /// Root hashes of the dm-verity trees: `(data partition name, hex)`, written beside the
     /// image by [`Built::write`].
     pub root_hashes: Vec<(String, String)>,
@@ -91,6 +93,10 @@ impl Built {
 /// every `contents` and `source` exists.
 pub fn resolve_inputs(sf: &mut SpecFile) -> Result<(), Error> {
     let base = sf.base_dir.clone();
+    if let Some(code) = &sf.spec.image.boot_code {
+        let path = base.join(code);
+        sf.spec.image.boot_code_bytes = Some(read_boot_code(code, &path)?);
+    }
     for (i, p) in sf.spec.partitions.iter_mut().enumerate() {
         let key = |k: &str| format!("partition[{}].{k}", i + 1);
         if let Some(src) = &p.source {
@@ -146,6 +152,40 @@ pub fn resolve_inputs(sf: &mut SpecFile) -> Result<(), Error> {
         r.source_len = Some(md.len());
     }
     Ok(())
+}
+
+/// Reads `image.boot-code` (at most 513 bytes, enough for the size rules of
+/// [`blockwise_geometry::boot_code_bytes`], which the planner applies); errors name the key and
+/// the file as the spec gives it.
+fn read_boot_code(code: &str, path: &Path) -> Result<Vec<u8>, Error> {
+    use std::io::Read;
+    let key = "image.boot-code";
+    let shown = blockwise_geometry::display_str(code);
+    let at = blockwise_geometry::display_path(path);
+    let f = fs::File::open(path)
+        .map_err(|e| SpecError::new(key, format!("{shown:?} cannot be read ({at}): {e}")))?;
+    let md = f
+        .metadata()
+        .map_err(|e| SpecError::new(key, format!("{shown:?} cannot be read ({at}): {e}")))?;
+    if !md.is_file() {
+        return Err(SpecError::new(key, format!("{shown:?} is not a regular file ({at})")).into());
+    }
+    let mut bytes = Vec::new();
+    f.take(513)
+        .read_to_end(&mut bytes)
+        .map_err(|e| SpecError::new(key, format!("{shown:?} cannot be read ({at}): {e}")))?;
+    if let Err(why) = blockwise_geometry::boot_code_bytes(&bytes) {
+        let why = if bytes.len() > 512 {
+            format!(
+                "is {} bytes: the boot code area of an MBR is 440 bytes",
+                md.len()
+            )
+        } else {
+            why
+        };
+        return Err(SpecError::new(key, format!("{shown:?} {why}")).into());
+    }
+    Ok(bytes)
 }
 
 /// The time file times are clamped to: `timestamp` when the spec or `SOURCE_DATE_EPOCH` sets
@@ -583,6 +623,8 @@ pub fn build_with_progress(
         }
     }
     crate::rofs::place(&mut image, &plan, &made, &content)?;
+    let syslinux_scratch =
+        install_bootloaders(&plan, &mut image, &mut content, work_dir, timestamp)?;
     // The built image's plan says where mke2fs put things (what `verify` reads).
     #[cfg(feature = "mke2fs")]
     set_ext4_plans(&mut plan, laid_out);
@@ -616,10 +658,48 @@ pub fn build_with_progress(
         #[cfg(feature = "mke2fs")]
         _scratch: scratch,
         _rofs: rofs_scratch,
+        _syslinux: syslinux_scratch,
         root_hashes,
         #[cfg(feature = "f2fs")]
         _f2fs_scratch: f2fs_scratch,
     })
+}
+
+/// Installs the bootloader of every FAT partition whose plan names one (`fat.bootloader`),
+/// after the partition is assembled: [`crate::syslinux::install`].
+fn install_bootloaders(
+    plan: &Plan,
+    image: &mut ImageMap,
+    content: &mut HostContent,
+    work_dir: &Path,
+    timestamp: i64,
+) -> Result<Vec<crate::syslinux::TempImage>, Error> {
+    let mut kept = Vec::new();
+    for p in &plan.partitions {
+        let Some(blockwise_geometry::FsPlan::Fat(f)) = &p.filesystem else {
+            continue;
+        };
+        if f.bootloader.is_none() {
+            continue;
+        }
+        let fat32 = f.kind == blockwise_geometry::FatType::Fat32;
+        kept.push(
+            crate::syslinux::install(
+                image,
+                content,
+                p.start_bytes,
+                p.size_bytes,
+                fat32,
+                work_dir,
+                timestamp,
+            )
+            .map_err(|source| Error::Syslinux {
+                index: p.spec_index + 1,
+                source,
+            })?,
+        );
+    }
+    Ok(kept)
 }
 
 /// Builds every F2FS partition of `plan` with mkfs.f2fs and sload.f2fs (each slot on its

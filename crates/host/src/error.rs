@@ -86,6 +86,15 @@ pub enum Error {
         #[source]
         source: crate::mke2fs::Mke2fsError,
     },
+    /// Installing syslinux (`fat.bootloader`) into a FAT partition failed.
+    #[error("partition[{index}].fat.bootloader: {source}")]
+    Syslinux {
+        /// 1-based spec index.
+        index: usize,
+        /// What went wrong.
+        #[source]
+        source: crate::syslinux::SyslinuxError,
+    },
     /// The F2FS backend (mkfs.f2fs, sload.f2fs) failed for a partition.
     #[cfg(feature = "f2fs")]
     #[error("partition[{index}]: {source}")]
@@ -186,6 +195,11 @@ impl Error {
             Error::Mke2fs { .. } => ErrorKind::Io,
             Error::Rofs { source, .. } if source.is_missing_tool() => ErrorKind::Unsupported,
             Error::Rofs { .. } => ErrorKind::Io,
+            Error::Syslinux {
+                source: crate::syslinux::SyslinuxError::Missing,
+                ..
+            } => ErrorKind::Unsupported,
+            Error::Syslinux { .. } => ErrorKind::Io,
             #[cfg(feature = "f2fs")]
             Error::F2fs { .. } => ErrorKind::Io,
         }

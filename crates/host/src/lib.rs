@@ -49,6 +49,7 @@ pub mod rofs;
 mod source;
 mod spec_file;
 mod spill;
+pub mod syslinux;
 mod tree;
 
 pub use build::{

@@ -377,6 +377,20 @@ pub fn assemble_with_raw<S: BlockSink + ?Sized>(
     blockwise_ptable::write_table(sink, plan).map_err(|e| Error::Table {
         source: Box::new(e),
     })?;
+    // image.boot-code: its bytes over the zeros the table writer left in sector 0 (checked
+    // when the layout was planned; a plan without a table has none).
+    if plan.table.kind != blockwise_geometry::TableKind::None {
+        if let Some(code) = spec
+            .image
+            .boot_code_bytes
+            .as_deref()
+            .and_then(|b| blockwise_geometry::boot_code_bytes(b).ok())
+        {
+            sink.write_at(0, code).map_err(|e| Error::Table {
+                source: Box::new(e),
+            })?;
+        }
+    }
     for (i, p) in plan.partitions.iter().enumerate() {
         let si = p.spec_index;
         let index = si + 1;

@@ -147,6 +147,11 @@ pub(crate) fn finish(mut out: Out, host: &dyn Host, top: &str) -> Result<Importe
     let first = render(&out);
     let spec = Spec::from_toml(&first).map_err(|e| spec_diag(&out, top, &e.key, &e.reason))?;
     let mut sized = spec.clone();
+    // The layout does not depend on the boot code: a stand-in lets the plan run (the import
+    // checked that the file exists; build reads it and applies its rules).
+    if sized.image.boot_code.is_some() {
+        sized.image.boot_code_bytes = Some(vec![0]);
+    }
     for (i, p) in sized.partitions.iter_mut().enumerate() {
         if let Some(src) = &p.source {
             let Some(len) = host.file_size(src) else {

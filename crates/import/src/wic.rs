@@ -16,6 +16,17 @@ use blockwise_geometry::display_str;
 const MAX_LINE: usize = 64 << 10;
 const MAX_LINES: usize = 100_000;
 
+/// Where Debian's syslinux-common puts `mbr.bin` and `gptmbr.bin` (`--contents syslinux=DIR`
+/// overrides it).
+const SYSLINUX_DIR: &str = "/usr/lib/syslinux/mbr";
+
+/// wic's `BOOTDD_EXTRA_SPACE`: the least free space bootimg-pcbios leaves, in KiB.
+const BOOTDD_EXTRA_KIB: u64 = 16 * 1024;
+
+fn is_pcbios(source: Option<&str>) -> bool {
+    source == Some("bootimg-pcbios")
+}
+
 /// Why wic's hybrid MBR is not imported.
 const WIC_HYBRID: &str = "blockwise's hybrid MBR (mbr-type) is genimage's layout (mirrored entries first, then 0xEE over the primary GPT); wic's gpt-hybrid layout has not been compared with it, so import does not claim to reproduce it: write mbr-type in the spec by hand";
 
@@ -290,6 +301,8 @@ pub fn import(
     let mut ptable = "msdos".to_string();
     let mut ptable_line = 0u32;
     let mut header_notes = Vec::new();
+    // `bootloader --configfile`: (value, line), for bootimg-pcbios's syslinux.cfg.
+    let mut configfile: Option<(String, u32)> = None;
     for (i, raw) in text.lines().enumerate() {
         let line = u32::try_from(i.saturating_add(1)).unwrap_or(u32::MAX);
         if i >= MAX_LINES {
@@ -393,7 +406,8 @@ pub fn import(
                             ptable = v;
                             ptable_line = line;
                         }
-                        "--append" | "--timeout" | "--configfile" | "--source" => header_notes.push(format!(
+                        "--configfile" => configfile = Some((v, line)),
+                        "--append" | "--timeout" | "--source" => header_notes.push(format!(
                             "{}: bootloader {k}: wic writes it into the bootloader's configuration; blockwise installs no bootloader: put its files into the boot partition's directory",
                             cx.at(line)
                         )),
@@ -413,6 +427,14 @@ pub fn import(
                 "is not a kickstart command wic knows (part, partition, bootloader, include)"
                     .into(),
             ),
+        }
+    }
+    if let Some((_, line)) = &configfile {
+        if !parts.iter().any(|p| is_pcbios(p.source.as_deref())) {
+            header_notes.push(format!(
+                "{}: bootloader --configfile: wic writes it into the bootloader's configuration; blockwise installs a bootloader only for bootimg-pcbios: put its files into the boot partition's directory",
+                cx.at(*line)
+            ));
         }
     }
     let table = match ptable.as_str() {
@@ -633,10 +655,73 @@ pub fn import(
                     }
                 }
             }
-            Some("bootimg-pcbios" | "bootimg-biosplusefi") => cx.err(
+            Some("bootimg-pcbios") => {
+                if let Some(t) = p.fstype.as_deref().filter(|t| !matches!(*t, "vfat" | "msdos")) {
+                    cx.err(p.line, Some("--fstype"), format!("{:?} with bootimg-pcbios: syslinux boots from the FAT wic makes; blockwise imports the syslinux loader only", display_str(t)));
+                }
+                let keys: Vec<&str> = p.rootfs_dir.as_deref().into_iter().chain([p.mount.as_deref().unwrap_or("/boot")]).collect();
+                if let Some(sp) = p.sourceparams.as_deref().filter(|sp| sp.contains("loader-bios=") && !sp.contains("loader-bios=syslinux")) {
+                    cx.err(p.line, Some("--sourceparams"), format!("{:?}: blockwise installs syslinux only (fat.bootloader = \"syslinux\")", display_str(sp)));
+                }
+                let cfg = configfile.as_ref().and_then(|(c, _)| match host.file_size(c) {
+                    Some(n) => Some((c.clone(), n)),
+                    None => {
+                        cx.err(configfile.as_ref().map_or(p.line, |(_, l)| *l), Some("--configfile"), format!("{:?} does not exist next to the kickstart (wic looks it up there and in its canned-wks directories): copy it there", display_str(c)));
+                        None
+                    }
+                });
+                let syslinux = options.contents_for(&["syslinux"]).unwrap_or(SYSLINUX_DIR);
+                let mbr = format!("{syslinux}/{}", if table == "gpt" { "gptmbr.bin" } else { "mbr.bin" });
+                if host.file_size(&mbr).is_none() {
+                    cx.err(p.line, Some("--source"), format!("bootimg-pcbios: {:?} does not exist: wic writes syslinux's MBR boot code from it; install the Debian package syslinux-common or give its directory with --contents syslinux=DIR", display_str(&mbr)));
+                }
+                // One boot code for the disk, however many bootimg-pcbios partitions.
+                if !out.image.iter().any(|(k, _)| k == "boot-code") {
+                    out.image.push(("boot-code".into(), tstr(&mbr)));
+                }
+                e.note(format!(
+                    "{}: --source bootimg-pcbios: wic stages the kernel ({}), ldlinux.sys and syslinux's .c32 modules and makes syslinux.cfg (from --configfile, else from --append/--timeout); blockwise copies the directory given as it is (stage the kernel and the .c32 modules syslinux.cfg loads there), adds syslinux.cfg from --configfile, and the syslinux installer adds ldlinux.sys and ldlinux.c32 (fat.bootloader); image.boot-code is syslinux's {}",
+                    cx.at(p.line),
+                    if cfg.is_some() { "named in syslinux.cfg" } else { "KERNEL_IMAGETYPE" },
+                    if table == "gpt" { "gptmbr.bin" } else { "mbr.bin" }
+                ));
+                if cfg.is_none() && configfile.is_none() {
+                    e.note(format!("{}: no bootloader --configfile: wic writes a syslinux.cfg from --append and --timeout; blockwise does not: put syslinux.cfg into the directory", cx.at(p.line)));
+                }
+                if p.label.is_none() {
+                    e.key("label", tstr("boot"));
+                }
+                if let Some(dir) = from_dir(&mut cx, &keys, "--source bootimg-pcbios") {
+                    e.key("contents", tstr(&dir));
+                    if let Some((c, _)) = &cfg {
+                        e.key("files", format!("[{{ source = {}, dest = \"/syslinux.cfg\" }}]", tstr(c)));
+                    }
+                    e.key("fat.bootloader", tstr("syslinux"));
+                    if p.fixed.is_some() {
+                        size_kib = p.fixed;
+                    } else {
+                        match host.dir_usage_kib(&dir, true) {
+                            None => cx.err(p.line, Some("--source"), format!("{:?} cannot be read", display_str(&dir))),
+                            Some(du) => {
+                                let cfg_kib = cfg.as_ref().map_or(0, |(_, n)| n.div_ceil(1024));
+                                let blocks = du.saturating_add(cfg_kib);
+                                let extra = p.size.unwrap_or(0).saturating_sub(blocks).max(BOOTDD_EXTRA_KIB);
+                                let kib = blocks.saturating_add(extra);
+                                e.note(format!(
+                                    "{}: size as wic's bootimg-pcbios computes it: du -bks {dir} = {du} KiB{}, plus {extra} KiB (--size, at least 16 MiB), {kib} KiB in all (wic's du also counts the ldlinux.sys and .c32 files it copies in)",
+                                    cx.at(p.line),
+                                    if cfg_kib > 0 { format!(" and {cfg_kib} KiB of syslinux.cfg") } else { String::new() }
+                                ));
+                                size_kib = Some(kib);
+                            }
+                        }
+                    }
+                }
+            }
+            Some("bootimg-biosplusefi") => cx.err(
                 p.line,
                 Some("--source"),
-                format!("{}: wic installs syslinux's boot code into the MBR; blockwise writes no boot code into sector 0", source.unwrap_or_default()),
+                "bootimg-biosplusefi: one FAT partition booting both BIOS (syslinux) and EFI is not imported; split it into a bootimg-pcbios and a bootimg-efi partition, or write the spec by hand (fat.bootloader, image.boot-code, files)".into(),
             ),
             Some(other) => cx.err(p.line, Some("--source"), format!("{:?}: blockwise has no equivalent of this wic plugin", display_str(other))),
         }

@@ -38,13 +38,17 @@ fn fs_text(fs: Option<&FsPlan>) -> String {
     match fs {
         None => "-".into(),
         Some(FsPlan::Fat(f)) => format!(
-            "{}{} sector {} cluster {} FAT@{} data@{}",
+            "{}{} sector {} cluster {} FAT@{} data@{}{}",
             f.kind,
             label_text(f.label.as_deref()),
             f.sector_bytes,
             short_size(f.cluster_bytes.into()),
             f.fat_start_bytes,
-            f.data_start_bytes
+            f.data_start_bytes,
+            f.bootloader
+                .as_deref()
+                .map(|b| format!(" boot {}", display_str(b)))
+                .unwrap_or_default()
         ),
         Some(FsPlan::Ext4(x)) => format!(
             "{}{} block {} stride {} stripe {}{}",
@@ -168,6 +172,9 @@ pub(crate) fn render(r: &Report) -> String {
             let _ = writeln!(out, "Disk identifier: {g}");
         }
         None => {}
+    }
+    if let Some(b) = &r.table.boot_code {
+        let _ = writeln!(out, "Boot code: {} in sector 0", b.describe());
     }
     if !r.partitions.is_empty() {
         let rows: Vec<[String; 9]> = r

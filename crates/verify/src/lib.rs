@@ -295,6 +295,7 @@ impl Report {
             table: TablePlan {
                 kind: TableKind::None,
                 disk_id: None,
+                boot_code: None,
             },
             partitions: Vec::new(),
             extended: None,
@@ -577,7 +578,12 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             return self.bare();
         }
 
-        self.table(&head, mbr, forced)
+        self.table(&head, mbr, forced)?;
+        // Boot code in sector 0 (MBR, protective or hybrid MBR), as a plan predicts it.
+        if self.r.table.kind != TableKind::None {
+            self.r.table.boot_code = blockwise_geometry::BootCode::of(&head);
+        }
+        Ok(())
     }
 
     fn bare_content(&self) -> Result<Content, S::Error> {
@@ -597,6 +603,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         self.r.table = TablePlan {
             kind: TableKind::None,
             disk_id: None,
+            boot_code: None,
         };
         // The largest power of two that fits the source (1 for an empty one).
         let largest = len

@@ -58,6 +58,7 @@ from blockwise._errors import (
 from blockwise._native import __version__, build, plan, probe, verify, write
 from blockwise._spec import Spec
 from blockwise._types import (
+    BootCode,
     BuildResult,
     ChunkSpeeds,
     ContainerRead,
@@ -125,6 +126,7 @@ __all__ = [
     "Spec",
     "SpecError",
     "Table",
+    "BootCode",
     "UnsafeTargetError",
     "UnsupportedError",
     "WriteResult",

@@ -49,15 +49,29 @@ __all__ = [
     "SlotGroup",
     "SlotMember",
     "Table",
+    "BootCode",
     "WriteResult",
 ]
 
 
-class Table(TypedDict):
-    """The partition table: its kind and the disk ID (MBR signature ``0x…`` or GPT GUID)."""
+class BootCode(TypedDict):
+    """Boot code in sector 0 (``image.boot-code``): the bytes up to the last non-zero one and
+    their CRC-32 (8 hex digits)."""
 
+    bytes: int
+    crc32: str
+
+
+class _Table(TypedDict):
     kind: Literal["mbr", "gpt", "none"]
     disk_id: Optional[str]
+
+
+class Table(_Table, total=False):
+    """The partition table: its kind and the disk ID (MBR signature ``0x…`` or GPT GUID);
+    ``boot_code`` only when sector 0 holds some."""
+
+    boot_code: BootCode
 
 
 class GptLocations(TypedDict):
@@ -102,9 +116,11 @@ class _FatFilesystem(TypedDict):
 
 class FatFilesystem(_FatFilesystem, total=False):
     """A FAT12/16/32 filesystem: every ``*_bytes`` offset is absolute from the start of the
-    disk; ``aligned`` says that its first FAT and data area start on the erase block."""
+    disk; ``aligned`` says that its first FAT and data area start on the erase block;
+    ``bootloader`` (``"syslinux"``) only when one is installed (``fat.bootloader``)."""
 
     notes: List[str]
+    bootloader: str
 
 
 class _Ext4Filesystem(TypedDict):

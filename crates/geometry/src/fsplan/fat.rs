@@ -131,6 +131,11 @@ pub struct FatPlan {
     pub data_start_bytes: u64,
     /// Volume ID (serial number).
     pub volume_id: u32,
+    /// The BIOS bootloader in the volume's boot sector (`syslinux`), when it is not
+    /// blockwise's own (which boots nothing): `fat.bootloader` in a plan, the boot sector's
+    /// OEM name `SYSLINUX` when verify reads one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bootloader: Option<String>,
     /// Data area (and, with `align-fat`, the FAT) on erase-block boundaries.
     pub aligned: bool,
     /// One sentence per choice, explaining it.

@@ -99,6 +99,8 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
             fat_start_bytes: fat_start,
             data_start_bytes: data_start,
             volume_id: vol.bpb.volume_id.unwrap_or(0),
+            // The OEM name syslinux's installer writes with its boot sector.
+            bootloader: crate::bytes::has(&boot, 3, b"SYSLINUX").then(|| "syslinux".into()),
             aligned: false,
             notes: Vec::new(),
         };

@@ -35,6 +35,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         self.r.table = TablePlan {
             kind: TableKind::Gpt,
             disk_id: read.best().map(|c| DiskId::Gpt(c.header.disk_guid)),
+            boot_code: None,
         };
         match (&read.primary, &read.backup) {
             (Ok(p), Ok(b)) => {

@@ -10,6 +10,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
         self.r.table = TablePlan {
             kind: TableKind::Mbr,
             disk_id: Some(DiskId::Mbr(m.disk_signature)),
+            boot_code: None,
         };
         let sb = self.sector.bytes_u64();
         let mut parts = Vec::new();

@@ -65,6 +65,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                 self.r.table = TablePlan {
                     kind: TableKind::Mbr,
                     disk_id: Some(DiskId::Mbr(m.disk_signature)),
+                    boot_code: None,
                 };
                 self.add(
                     Severity::Info,
@@ -96,6 +97,7 @@ impl<S: BlockSource + ?Sized> Verifier<'_, S> {
                     self.r.table = TablePlan {
                         kind: TableKind::Mbr,
                         disk_id: None,
+                        boot_code: None,
                     };
                     self.add(
                         Severity::Error,
