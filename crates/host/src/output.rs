@@ -79,8 +79,14 @@ pub fn write_image_file(
         progress.phase(Phase::Writing {
             bytes: img.data_bytes(),
         });
-        let (stats, hashes) = match bmap {
-            None => (write_pieces(img, content, &f, &tmp, progress, None)?, None),
+        let (stats, hashes) = with_write_behind(&f, |behind| match bmap {
+            None => {
+                let written = Written {
+                    hasher: None,
+                    behind,
+                };
+                Ok((write_pieces(img, content, &f, &tmp, progress, written)?, None))
+            }
             Some(_) => {
                 let ranges = bmap_ranges(img);
                 let stop = AtomicBool::new(false);
@@ -90,7 +96,11 @@ pub fn write_image_file(
                     let (file, list, size, stop) = (&f, &ranges, img.size(), &stop);
                     let hashed = &hashed;
                     let hasher = s.spawn(move || hash_ranges(file, size, list, rx, stop, hashed));
-                    let stats = write_pieces(img, content, &f, &tmp, progress, Some(&tx));
+                    let written = Written {
+                        hasher: Some(&tx),
+                        behind,
+                    };
+                    let stats = write_pieces(img, content, &f, &tmp, progress, written);
                     // A failed or cancelled write stops the hasher now instead of letting it
                     // hash the rest of the file.
                     if stats.is_err() {
@@ -128,9 +138,9 @@ pub fn write_image_file(
                     return Err(Error::Cancelled);
                 }
                 let hashes = hashes.map_err(|e| Error::write(&tmp, e))?;
-                (stats, Some((ranges, hashes)))
+                Ok((stats, Some((ranges, hashes))))
             }
-        };
+        })?;
         progress.phase(Phase::Syncing);
         Error::check(progress)?;
         f.sync_all().map_err(|e| Error::write(&tmp, e))?;
@@ -419,7 +429,7 @@ impl Gather {
         data: &[u8],
         out: &File,
         out_path: &Path,
-        written: Option<&mpsc::Sender<u64>>,
+        written: Written<'_>,
     ) -> Result<(), Error> {
         let end = self.start + self.buf.len() as u64;
         let gap = off.checked_sub(end);
@@ -434,9 +444,7 @@ impl Gather {
                 // Large metadata (inode tables, FATs) goes out as it is.
                 out.write_all_at(data, off)
                     .map_err(|e| Error::write(out_path, e))?;
-                if let Some(tx) = written {
-                    let _ = tx.send(off + data.len() as u64);
-                }
+                written.done(off, off + data.len() as u64);
                 return Ok(());
             }
             self.start = off;
@@ -452,18 +460,77 @@ impl Gather {
         &mut self,
         out: &File,
         out_path: &Path,
-        written: Option<&mpsc::Sender<u64>>,
+        written: Written<'_>,
     ) -> Result<(), Error> {
         if self.buf.is_empty() {
             return Ok(());
         }
         out.write_all_at(&self.buf, self.start)
             .map_err(|e| Error::write(out_path, e))?;
-        if let Some(tx) = written {
-            let _ = tx.send(self.start + self.buf.len() as u64);
-        }
+        written.done(self.start, self.start + self.buf.len() as u64);
         self.buf.clear();
         Ok(())
+    }
+}
+
+/// Bytes the writer finishes between two write-behind requests.
+const WRITE_BEHIND: u64 = 4 << 20;
+
+/// Where the writer reports each range it has finished (`start`, `end`): the `.bmap` hasher
+/// (how far the file is final) and the write-behind thread.
+#[derive(Clone, Copy)]
+struct Written<'a> {
+    hasher: Option<&'a mpsc::Sender<u64>>,
+    behind: Option<&'a mpsc::Sender<(u64, u64)>>,
+}
+
+impl Written<'_> {
+    fn done(&self, start: u64, end: u64) {
+        if let Some(tx) = self.hasher {
+            let _ = tx.send(end);
+        }
+        if let Some(tx) = self.behind {
+            let _ = tx.send((start, end));
+        }
+    }
+}
+
+/// Runs `body` with a write-behind thread beside it: each [`WRITE_BEHIND`] bytes the writer
+/// reports finished, the kernel is asked to start writing them to the disk
+/// ([`blockwise_flash::start_writeback`]), on the other core and while the writer goes on,
+/// instead of all of it in the final `fsync`. Where no thread can be had, `body` runs
+/// without (`None`).
+fn with_write_behind<R>(
+    file: &File,
+    body: impl FnOnce(Option<&mpsc::Sender<(u64, u64)>>) -> R,
+) -> R {
+    std::thread::scope(|s| {
+        let (tx, rx) = mpsc::channel::<(u64, u64)>();
+        let started = std::thread::Builder::new()
+            .spawn_scoped(s, move || write_behind(file, &rx))
+            .is_ok();
+        // The sender is dropped when `body` returns: the thread then ends, and the scope
+        // waits for it.
+        body(started.then_some(&tx))
+    })
+}
+
+/// The write-behind thread: gathers finished ranges until they hold [`WRITE_BEHIND`] bytes,
+/// then starts their writeback (their span, holes included: a hole has nothing to write).
+/// Errors are left to the final `fsync`, which reports them.
+fn write_behind(file: &File, rx: &mpsc::Receiver<(u64, u64)>) {
+    let mut span: Option<(u64, u64)> = None;
+    let mut bytes = 0u64;
+    for (start, end) in rx {
+        let (a, b) = span.map_or((start, end), |(a, b)| (a.min(start), b.max(end)));
+        bytes = bytes.saturating_add(end.saturating_sub(start));
+        if bytes >= WRITE_BEHIND {
+            let _ = blockwise_flash::start_writeback(file, a, b.saturating_sub(a));
+            span = None;
+            bytes = 0;
+        } else {
+            span = Some((a, b));
+        }
     }
 }
 
@@ -475,7 +542,7 @@ fn write_pieces(
     out: &File,
     out_path: &Path,
     progress: &mut dyn Progress,
-    written: Option<&mpsc::Sender<u64>>,
+    written: Written<'_>,
 ) -> Result<WriteStats, Error> {
     let mut stats = WriteStats::default();
     let mut copier = Copier::default();
@@ -524,9 +591,7 @@ fn write_pieces(
                     stats.content_bytes += r.len;
                     stats.kernel_copied_bytes += kernel;
                     // Progress for content is reported as it is copied.
-                    if let Some(tx) = written {
-                        let _ = tx.send(off + piece.len());
-                    }
+                    written.done(off, off + piece.len());
                     continue;
                 }
             }
