@@ -481,7 +481,7 @@ const WRITE_BEHIND: u64 = 4 << 20;
 #[derive(Clone, Copy)]
 struct Written<'a> {
     hasher: Option<&'a mpsc::Sender<u64>>,
-    behind: Option<&'a mpsc::Sender<(u64, u64)>>,
+    behind: Option<&'a Behind>,
 }
 
 impl Written<'_> {
@@ -489,8 +489,33 @@ impl Written<'_> {
         if let Some(tx) = self.hasher {
             let _ = tx.send(end);
         }
-        if let Some(tx) = self.behind {
-            let _ = tx.send((start, end));
+        if let Some(b) = self.behind {
+            b.done(start, end);
+        }
+    }
+}
+
+/// The writer's side of the write-behind thread: finished ranges gathered until they hold
+/// [`WRITE_BEHIND`] bytes, then their span (holes included: a hole has nothing to write)
+/// handed over in one message, so that a build of many small pieces (an exFAT of small
+/// files: one piece per 16 KiB cluster) wakes the thread once per 4 MiB, not per piece.
+struct Behind {
+    tx: mpsc::Sender<(u64, u64)>,
+    /// Span and bytes of the finished ranges not yet handed over.
+    pending: std::cell::Cell<Option<(u64, u64, u64)>>,
+}
+
+impl Behind {
+    fn done(&self, start: u64, end: u64) {
+        let (a, b, n) = self.pending.get().map_or((start, end, 0), |(a, b, n)| {
+            (a.min(start), b.max(end), n)
+        });
+        let n = n.saturating_add(end.saturating_sub(start));
+        if n >= WRITE_BEHIND {
+            let _ = self.tx.send((a, b));
+            self.pending.set(None);
+        } else {
+            self.pending.set(Some((a, b, n)));
         }
     }
 }
@@ -498,40 +523,26 @@ impl Written<'_> {
 /// Runs `body` with a write-behind thread beside it: each [`WRITE_BEHIND`] bytes the writer
 /// reports finished, the kernel is asked to start writing them to the disk
 /// ([`blockwise_flash::start_writeback`]), on the other core and while the writer goes on,
-/// instead of all of it in the final `fsync`. Where no thread can be had, `body` runs
-/// without (`None`).
-fn with_write_behind<R>(
-    file: &File,
-    body: impl FnOnce(Option<&mpsc::Sender<(u64, u64)>>) -> R,
-) -> R {
+/// instead of all of it in the final `fsync` (which does the rest, and reports any error).
+/// Where no thread can be had, `body` runs without (`None`).
+fn with_write_behind<R>(file: &File, body: impl FnOnce(Option<&Behind>) -> R) -> R {
     std::thread::scope(|s| {
         let (tx, rx) = mpsc::channel::<(u64, u64)>();
         let started = std::thread::Builder::new()
-            .spawn_scoped(s, move || write_behind(file, &rx))
+            .spawn_scoped(s, move || {
+                for (a, b) in rx {
+                    let _ = blockwise_flash::start_writeback(file, a, b.saturating_sub(a));
+                }
+            })
             .is_ok();
-        // The sender is dropped when `body` returns: the thread then ends, and the scope
-        // waits for it.
-        body(started.then_some(&tx))
+        let behind = Behind {
+            tx,
+            pending: std::cell::Cell::new(None),
+        };
+        // `behind` (the sender) is dropped when `body` returns: the thread then ends, and the
+        // scope waits for it.
+        body(started.then_some(&behind))
     })
-}
-
-/// The write-behind thread: gathers finished ranges until they hold [`WRITE_BEHIND`] bytes,
-/// then starts their writeback (their span, holes included: a hole has nothing to write).
-/// Errors are left to the final `fsync`, which reports them.
-fn write_behind(file: &File, rx: &mpsc::Receiver<(u64, u64)>) {
-    let mut span: Option<(u64, u64)> = None;
-    let mut bytes = 0u64;
-    for (start, end) in rx {
-        let (a, b) = span.map_or((start, end), |(a, b)| (a.min(start), b.max(end)));
-        bytes = bytes.saturating_add(end.saturating_sub(start));
-        if bytes >= WRITE_BEHIND {
-            let _ = blockwise_flash::start_writeback(file, a, b.saturating_sub(a));
-            span = None;
-            bytes = 0;
-        } else {
-            span = Some((a, b));
-        }
-    }
 }
 
 /// Writes every piece in offset order; after each write, tells the hasher how far the file
