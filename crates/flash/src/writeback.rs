@@ -18,12 +18,7 @@ pub fn start_writeback(file: &File, offset: u64, len: u64) -> std::io::Result<()
     // SAFETY: sync_file_range takes a file descriptor and integers, no memory; `file` keeps
     // the descriptor open for the duration of the call.
     let r = unsafe {
-        libc::sync_file_range(
-            file.as_raw_fd(),
-            offset,
-            len,
-            libc::SYNC_FILE_RANGE_WRITE,
-        )
+        libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE)
     };
     if r == 0 {
         Ok(())

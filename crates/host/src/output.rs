@@ -85,7 +85,10 @@ pub fn write_image_file(
                     hasher: None,
                     behind,
                 };
-                Ok((write_pieces(img, content, &f, &tmp, progress, written)?, None))
+                Ok((
+                    write_pieces(img, content, &f, &tmp, progress, written)?,
+                    None,
+                ))
             }
             Some(_) => {
                 let ranges = bmap_ranges(img);
@@ -456,12 +459,7 @@ impl Gather {
     }
 
     /// Writes what it holds; tells the hasher how far the file is final.
-    fn flush(
-        &mut self,
-        out: &File,
-        out_path: &Path,
-        written: Written<'_>,
-    ) -> Result<(), Error> {
+    fn flush(&mut self, out: &File, out_path: &Path, written: Written<'_>) -> Result<(), Error> {
         if self.buf.is_empty() {
             return Ok(());
         }
@@ -507,9 +505,10 @@ struct Behind {
 
 impl Behind {
     fn done(&self, start: u64, end: u64) {
-        let (a, b, n) = self.pending.get().map_or((start, end, 0), |(a, b, n)| {
-            (a.min(start), b.max(end), n)
-        });
+        let (a, b, n) = self
+            .pending
+            .get()
+            .map_or((start, end, 0), |(a, b, n)| (a.min(start), b.max(end), n));
         let n = n.saturating_add(end.saturating_sub(start));
         if n >= WRITE_BEHIND {
             let _ = self.tx.send((a, b));

@@ -610,8 +610,8 @@ pub(crate) fn scan_dir_only(
                             } else {
                                 // Read here: the probe's share of the memory was used up.
                                 let full = p();
-                                let f = open_at(dfd, cname)
-                                    .map_err(|e| Error::io(&full, e.into()))?;
+                                let f =
+                                    open_at(dfd, cname).map_err(|e| Error::io(&full, e.into()))?;
                                 read_small(&full, &f, st.size, &mut small)?;
                                 content.add_inline(&path, name, ident, &small)
                             }
