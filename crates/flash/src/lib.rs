@@ -55,6 +55,7 @@ mod probe;
 mod safety;
 mod source;
 mod target;
+mod writeback;
 mod writer;
 
 #[cfg(test)]
@@ -90,6 +91,7 @@ pub use source::{
     Opened, Source, Stream, Verify,
 };
 pub use target::{DirectMode, Target, TargetKind};
+pub use writeback::start_writeback;
 pub use writer::{write, Event, Options, Outcome, Rates, Stats, MAX_CHUNK};
 
 /// The number of the signal that set [`cancel_on_signals`]'s flag, 0 while none did.

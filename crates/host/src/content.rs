@@ -198,6 +198,11 @@ impl HostContent {
                 .is_ok_and(|l| self.arena.len().saturating_add(l) <= INLINE_TOTAL)
     }
 
+    /// Bytes of small files that can still be held in memory.
+    pub(crate) fn inline_left(&self) -> usize {
+        INLINE_TOTAL.saturating_sub(self.arena.len())
+    }
+
     /// Registers the regular file `path`, whose bytes the scan read (`data`, as long as the
     /// identity's size): the image takes them from memory, the file is not opened again.
     pub(crate) fn add_inline(&mut self, dir: &Path, name: &[u8], id: Identity, data: &[u8]) -> u64 {

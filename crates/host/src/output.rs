@@ -79,8 +79,17 @@ pub fn write_image_file(
         progress.phase(Phase::Writing {
             bytes: img.data_bytes(),
         });
-        let (stats, hashes) = match bmap {
-            None => (write_pieces(img, content, &f, &tmp, progress, None)?, None),
+        let (stats, hashes) = with_write_behind(&f, |behind| match bmap {
+            None => {
+                let written = Written {
+                    hasher: None,
+                    behind,
+                };
+                Ok((
+                    write_pieces(img, content, &f, &tmp, progress, written)?,
+                    None,
+                ))
+            }
             Some(_) => {
                 let ranges = bmap_ranges(img);
                 let stop = AtomicBool::new(false);
@@ -90,7 +99,11 @@ pub fn write_image_file(
                     let (file, list, size, stop) = (&f, &ranges, img.size(), &stop);
                     let hashed = &hashed;
                     let hasher = s.spawn(move || hash_ranges(file, size, list, rx, stop, hashed));
-                    let stats = write_pieces(img, content, &f, &tmp, progress, Some(&tx));
+                    let written = Written {
+                        hasher: Some(&tx),
+                        behind,
+                    };
+                    let stats = write_pieces(img, content, &f, &tmp, progress, written);
                     // A failed or cancelled write stops the hasher now instead of letting it
                     // hash the rest of the file.
                     if stats.is_err() {
@@ -128,9 +141,9 @@ pub fn write_image_file(
                     return Err(Error::Cancelled);
                 }
                 let hashes = hashes.map_err(|e| Error::write(&tmp, e))?;
-                (stats, Some((ranges, hashes)))
+                Ok((stats, Some((ranges, hashes))))
             }
-        };
+        })?;
         progress.phase(Phase::Syncing);
         Error::check(progress)?;
         f.sync_all().map_err(|e| Error::write(&tmp, e))?;
@@ -419,7 +432,7 @@ impl Gather {
         data: &[u8],
         out: &File,
         out_path: &Path,
-        written: Option<&mpsc::Sender<u64>>,
+        written: Written<'_>,
     ) -> Result<(), Error> {
         let end = self.start + self.buf.len() as u64;
         let gap = off.checked_sub(end);
@@ -434,9 +447,7 @@ impl Gather {
                 // Large metadata (inode tables, FATs) goes out as it is.
                 out.write_all_at(data, off)
                     .map_err(|e| Error::write(out_path, e))?;
-                if let Some(tx) = written {
-                    let _ = tx.send(off + data.len() as u64);
-                }
+                written.done(off, off + data.len() as u64);
                 return Ok(());
             }
             self.start = off;
@@ -448,23 +459,89 @@ impl Gather {
     }
 
     /// Writes what it holds; tells the hasher how far the file is final.
-    fn flush(
-        &mut self,
-        out: &File,
-        out_path: &Path,
-        written: Option<&mpsc::Sender<u64>>,
-    ) -> Result<(), Error> {
+    fn flush(&mut self, out: &File, out_path: &Path, written: Written<'_>) -> Result<(), Error> {
         if self.buf.is_empty() {
             return Ok(());
         }
         out.write_all_at(&self.buf, self.start)
             .map_err(|e| Error::write(out_path, e))?;
-        if let Some(tx) = written {
-            let _ = tx.send(self.start + self.buf.len() as u64);
-        }
+        written.done(self.start, self.start + self.buf.len() as u64);
         self.buf.clear();
         Ok(())
     }
+}
+
+/// Bytes the writer finishes between two write-behind requests.
+const WRITE_BEHIND: u64 = 4 << 20;
+
+/// Where the writer reports each range it has finished (`start`, `end`): the `.bmap` hasher
+/// (how far the file is final) and the write-behind thread.
+#[derive(Clone, Copy)]
+struct Written<'a> {
+    hasher: Option<&'a mpsc::Sender<u64>>,
+    behind: Option<&'a Behind>,
+}
+
+impl Written<'_> {
+    fn done(&self, start: u64, end: u64) {
+        if let Some(tx) = self.hasher {
+            let _ = tx.send(end);
+        }
+        if let Some(b) = self.behind {
+            b.done(start, end);
+        }
+    }
+}
+
+/// The writer's side of the write-behind thread: finished ranges gathered until they hold
+/// [`WRITE_BEHIND`] bytes, then their span (holes included: a hole has nothing to write)
+/// handed over in one message, so that a build of many small pieces (an exFAT of small
+/// files: one piece per 16 KiB cluster) wakes the thread once per 4 MiB, not per piece.
+struct Behind {
+    tx: mpsc::Sender<(u64, u64)>,
+    /// Span and bytes of the finished ranges not yet handed over.
+    pending: std::cell::Cell<Option<(u64, u64, u64)>>,
+}
+
+impl Behind {
+    fn done(&self, start: u64, end: u64) {
+        let (a, b, n) = self
+            .pending
+            .get()
+            .map_or((start, end, 0), |(a, b, n)| (a.min(start), b.max(end), n));
+        let n = n.saturating_add(end.saturating_sub(start));
+        if n >= WRITE_BEHIND {
+            let _ = self.tx.send((a, b));
+            self.pending.set(None);
+        } else {
+            self.pending.set(Some((a, b, n)));
+        }
+    }
+}
+
+/// Runs `body` with a write-behind thread beside it: each [`WRITE_BEHIND`] bytes the writer
+/// reports finished, the kernel is asked to start writing them to the disk
+/// ([`blockwise_flash::start_writeback`]), on the other core and while the writer goes on,
+/// instead of all of it in the final `fsync` (which does the rest, and reports any error).
+/// Where no thread can be had, `body` runs without (`None`).
+fn with_write_behind<R>(file: &File, body: impl FnOnce(Option<&Behind>) -> R) -> R {
+    std::thread::scope(|s| {
+        let (tx, rx) = mpsc::channel::<(u64, u64)>();
+        let started = std::thread::Builder::new()
+            .spawn_scoped(s, move || {
+                for (a, b) in rx {
+                    let _ = blockwise_flash::start_writeback(file, a, b.saturating_sub(a));
+                }
+            })
+            .is_ok();
+        let behind = Behind {
+            tx,
+            pending: std::cell::Cell::new(None),
+        };
+        // `behind` (the sender) is dropped when `body` returns: the thread then ends, and the
+        // scope waits for it.
+        body(started.then_some(&behind))
+    })
 }
 
 /// Writes every piece in offset order; after each write, tells the hasher how far the file
@@ -475,7 +552,7 @@ fn write_pieces(
     out: &File,
     out_path: &Path,
     progress: &mut dyn Progress,
-    written: Option<&mpsc::Sender<u64>>,
+    written: Written<'_>,
 ) -> Result<WriteStats, Error> {
     let mut stats = WriteStats::default();
     let mut copier = Copier::default();
@@ -524,9 +601,7 @@ fn write_pieces(
                     stats.content_bytes += r.len;
                     stats.kernel_copied_bytes += kernel;
                     // Progress for content is reported as it is copied.
-                    if let Some(tx) = written {
-                        let _ = tx.send(off + piece.len());
-                    }
+                    written.done(off, off + piece.len());
                     continue;
                 }
             }

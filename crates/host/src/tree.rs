@@ -518,7 +518,6 @@ pub(crate) fn scan_dir_only(
     warnings: &mut Vec<String>,
     progress: &mut dyn crate::Progress,
 ) -> Result<Tree, Error> {
-    use rustix::fs::{Mode, OFlags};
     const S_IFDIR: u32 = 0o040_000;
     const S_IFREG: u32 = 0o100_000;
     const S_IFLNK: u32 = 0o120_000;
@@ -561,7 +560,8 @@ pub(crate) fn scan_dir_only(
         names.sort_unstable();
         let dfd = dir_fd.fd().map_err(|e| Error::io(&path, e.into()))?;
         for batch in names.chunks(SCAN_BATCH) {
-            let probed = probe_batch(dfd, &path, batch, &mut xattrs, &mut xattrs2)?;
+            let room = content.inline_left();
+            let probed = probe_batch(dfd, &path, batch, &mut xattrs, &mut xattrs2, room)?;
             for (cname, probed) in batch.iter().zip(probed) {
                 // Checked per entry, not only per directory: one flat directory of 200,000 files
                 // takes seconds to stat. Each entry is counted as it is reached.
@@ -576,7 +576,11 @@ pub(crate) fn scan_dir_only(
                     ));
                     continue;
                 }
-                let (st, found_xattrs) = probed?;
+                let Found {
+                    st,
+                    xattrs: found_xattrs,
+                    small: probed_small,
+                } = probed?;
                 let mut meta = st.meta(clamp);
                 let kind = match st.kind() {
                     S_IFDIR => NodeKind::Dir {
@@ -597,21 +601,24 @@ pub(crate) fn scan_dir_only(
                         let mut ranges = None;
                         let id = if st.size == 0 {
                             content.add_identity(&path, name, ident)
+                        } else if let Some(bytes) = probed_small {
+                            // Opened by the probe, its attributes read there.
+                            if !content.inline_room(st.size) {
+                                content.add_identity(&path, name, ident)
+                            } else if let Some(b) = bytes {
+                                content.add_inline(&path, name, ident, &b)
+                            } else {
+                                // Read here: the probe's share of the memory was used up.
+                                let full = p();
+                                let f =
+                                    open_at(dfd, cname).map_err(|e| Error::io(&full, e.into()))?;
+                                read_small(&full, &f, st.size, &mut small)?;
+                                content.add_inline(&path, name, ident, &small)
+                            }
                         } else {
                             let full = p();
                             // Empty files are never opened, so not checked.
-                            let fd = rustix::fs::openat(
-                                dfd,
-                                cname,
-                                OFlags::RDONLY
-                                    | OFlags::NONBLOCK
-                                    | OFlags::CLOEXEC
-                                    | OFlags::NOCTTY
-                                    | OFlags::NOFOLLOW,
-                                Mode::empty(),
-                            )
-                            .map_err(|e| Error::io(&full, e.into()))?;
-                            let f = fs::File::from(fd);
+                            let f = open_at(dfd, cname).map_err(|e| Error::io(&full, e.into()))?;
                             meta.xattrs = xattrs.read_at(
                                 XattrAt::Fd(std::os::fd::AsFd::as_fd(&f), &full),
                                 Some(st.dev),
@@ -677,47 +684,115 @@ const SCAN_BATCH: usize = 4096;
 /// Fewest entries worth a second thread.
 const SCAN_SPLIT: usize = 256;
 
-/// What the scan found of an entry before it is added to the tree: its `statx`, and the
-/// extended attributes of one that is not opened (an empty file, a directory, a symlink, a
-/// special file); a file with data has its attributes read through its descriptor.
-type Probed = Result<(Stat, Option<Vec<(String, Vec<u8>)>>), Error>;
+/// What the scan found of an entry before it is added to the tree.
+struct Found {
+    /// Its `statx`.
+    st: Stat,
+    /// The extended attributes of an entry the probe finished: one that is not opened (an
+    /// empty file, a directory, a symlink, a special file) or a small file it read (through
+    /// its descriptor). `None` for a file the scan's own thread opens.
+    xattrs: Option<Vec<(String, Vec<u8>)>>,
+    /// A small regular file the probe opened (which is the check that it can be read) and
+    /// read whole: its bytes, or `None` when the probe's share of the memory for small files
+    /// was used up (the scan's thread reads it if the build's share allows).
+    small: Option<Option<Vec<u8>>>,
+}
 
+type Probed = Result<Found, Error>;
+
+/// Whether the probe opens and reads a regular file itself: a small one (at most
+/// [`INLINE_FILE`](crate::content::INLINE_FILE) bytes) with all its blocks allocated. A
+/// sparse one, which [`data_ranges`] reads, is left to the scan's own thread.
+fn probe_reads(st: &Stat) -> bool {
+    st.kind() == 0o100_000
+        && st.size > 0
+        && st.size <= crate::content::INLINE_FILE
+        && st.blocks.saturating_mul(512) >= st.size
+}
+
+/// Opens the regular file `name` of the directory `dir` for reading: not through a symlink,
+/// never blocking (a FIFO put there since the `statx`), never as a controlling terminal.
+fn open_at(dir: rustix::fd::BorrowedFd<'_>, name: &std::ffi::CStr) -> rustix::io::Result<fs::File> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NOFOLLOW,
+        Mode::empty(),
+    )?;
+    Ok(fs::File::from(fd))
+}
+
+/// One entry's `statx`, its extended attributes, and for a small regular file
+/// ([`probe_reads`]) its bytes when `room` (bytes this thread may still read) allows.
 fn probe(
     dir: rustix::fd::BorrowedFd<'_>,
     path: &Path,
     name: &std::ffi::CStr,
     xattrs: &mut XattrReader,
+    room: &mut usize,
 ) -> Probed {
     let p = || path.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
     let st = Stat::at(dir, name).map_err(|e| Error::io(p(), e.into()))?;
+    if probe_reads(&st) {
+        let full = p();
+        let f = open_at(dir, name).map_err(|e| Error::io(&full, e.into()))?;
+        let found = xattrs.read_at(
+            XattrAt::Fd(std::os::fd::AsFd::as_fd(&f), &full),
+            Some(st.dev),
+        )?;
+        let size = usize::try_from(st.size).unwrap_or(usize::MAX);
+        let small = if size <= *room {
+            *room -= size;
+            let mut buf = Vec::new();
+            read_small(&full, &f, st.size, &mut buf)?;
+            Some(buf)
+        } else {
+            None
+        };
+        return Ok(Found {
+            st,
+            xattrs: Some(found),
+            small: Some(small),
+        });
+    }
     let opened = st.kind() == 0o100_000 && st.size > 0;
     let found = if opened {
         None
     } else {
         Some(xattrs.read_at(XattrAt::Path(&p()), Some(st.dev))?)
     };
-    Ok((st, found))
+    Ok(Found {
+        st,
+        xattrs: found,
+        small: None,
+    })
 }
 
 /// Probes `names` of the directory `dir` (at `path`) in order; a large batch on two threads
 /// (the system calls are most of a scan's time, and the kernel runs them on both cores).
+/// `room`: bytes of small files the probes may read in all, half of it per thread.
 fn probe_batch(
     dir: rustix::fd::BorrowedFd<'_>,
     path: &Path,
     names: &[std::ffi::CString],
     xattrs: &mut XattrReader,
     xattrs2: &mut XattrReader,
+    room: usize,
 ) -> Result<Vec<Probed>, Error> {
-    let all = |names: &[std::ffi::CString], x: &mut XattrReader| -> Vec<Probed> {
-        names.iter().map(|n| probe(dir, path, n, x)).collect()
+    let all = |names: &[std::ffi::CString], x: &mut XattrReader, mut room: usize| -> Vec<Probed> {
+        names
+            .iter()
+            .map(|n| probe(dir, path, n, x, &mut room))
+            .collect()
     };
     if names.len() < SCAN_SPLIT {
-        return Ok(all(names, xattrs));
+        return Ok(all(names, xattrs, room));
     }
     let (first, second) = names.split_at(names.len() / 2);
     std::thread::scope(|s| {
-        let other = std::thread::Builder::new().spawn_scoped(s, || all(second, xattrs2));
-        let mut out = all(first, xattrs);
+        let other = std::thread::Builder::new().spawn_scoped(s, || all(second, xattrs2, room / 2));
+        let mut out = all(first, xattrs, room / 2);
         match other {
             Ok(h) => match h.join() {
                 Ok(rest) => out.extend(rest),
@@ -729,7 +804,7 @@ fn probe_batch(
                 }
             },
             // No second thread to be had: this one does the rest.
-            Err(_) => out.extend(all(second, xattrs)),
+            Err(_) => out.extend(all(second, xattrs, room / 2)),
         }
         Ok(out)
     })
