@@ -35,7 +35,12 @@ pub(crate) const MAX_DIR_ENTRIES: u64 = 65_536;
 /// One child entry of a directory.
 struct Entry {
     node: NodeId,
-    names: Names,
+    /// The 8.3 name, space padded.
+    short: [u8; 11],
+    /// Whether long-name entries precede it. The long name itself is made again from the
+    /// tree's name when the directory is written (the same function the scan checked it
+    /// with), so a million files do not keep a million UTF-16 copies of their names.
+    lfn: bool,
     attr: u8,
     size: u32,
     time: FatTime,
@@ -330,7 +335,8 @@ pub(crate) fn scan(
             };
             entries.push(Entry {
                 node: c,
-                names,
+                short: names.short,
+                lfn: names.long.is_some(),
                 attr,
                 size,
                 time: entry_time(tree, c),
@@ -483,13 +489,15 @@ fn dir_bytes(
         );
     }
     for e in &d.entries {
-        if let Some(long) = &e.names.long {
-            push_lfn(&mut out, long, &e.names.short);
+        if e.lfn {
+            let name = tree.nodes.get(e.node).and_then(Node::name_str).unwrap_or("");
+            // The scan accepted this very name: the long name is there again.
+            if let Ok(long) = names::long_name(name) {
+                push_lfn(&mut out, &long, &e.short);
+            }
         }
         let cluster = first.get(&e.node).copied().unwrap_or(0);
-        out.extend_from_slice(
-            short_entry(e.names.short, e.attr, cluster, e.size, e.time).as_bytes(),
-        );
+        out.extend_from_slice(short_entry(e.short, e.attr, cluster, e.size, e.time).as_bytes());
     }
     out
 }
