@@ -38,8 +38,10 @@ const UTC: u8 = 0x80;
 
 /// One child of a directory.
 struct Entry {
+    /// The child; its UTF-16 name is made again from the tree's name when the directory is
+    /// written (the function the scan checked it with), so a million files do not keep a
+    /// million copies of their names.
     node: NodeId,
-    name: Vec<u16>,
     attributes: u16,
     size: u64,
     time: FatTime,
@@ -292,7 +294,6 @@ pub(crate) fn scan(
             }
             entries.push(Entry {
                 node: c,
-                name,
                 attributes: attributes | read_only,
                 size,
                 time: entry_time(tree, c),
@@ -436,8 +437,15 @@ fn fat_prefix(layout: &Layout, root_clusters: u64) -> Vec<u8> {
 }
 
 /// The bytes of one entry set (File, Stream Extension, File Names) with its checksum.
-fn entry_set(e: &Entry, first: u64, data_length: u64, flags: u8, upcase: &[u16]) -> Vec<u8> {
-    let names = e.name.len().div_ceil(NAME_UNITS_PER_ENTRY);
+fn entry_set(
+    e: &Entry,
+    name: &[u16],
+    first: u64,
+    data_length: u64,
+    flags: u8,
+    upcase: &[u16],
+) -> Vec<u8> {
+    let names = name.len().div_ceil(NAME_UNITS_PER_ENTRY);
     let ts = (u32::from(e.time.date) << 16) | u32::from(e.time.time);
     let file = FileEntryRaw {
         entry_type: entry_type::FILE,
@@ -457,8 +465,8 @@ fn entry_set(e: &Entry, first: u64, data_length: u64, flags: u8, upcase: &[u16])
     let stream = StreamEntryRaw {
         entry_type: entry_type::STREAM,
         general_secondary_flags: flags,
-        name_length: u8::try_from(e.name.len()).unwrap_or(0),
-        name_hash: U16::new(name_hash(&upcase_name(upcase, &e.name))),
+        name_length: u8::try_from(name.len()).unwrap_or(0),
+        name_hash: U16::new(name_hash(&upcase_name(upcase, name))),
         valid_data_length: U64::new(data_length),
         first_cluster: U32::new(u32::try_from(first).unwrap_or(0)),
         data_length: U64::new(data_length),
@@ -467,7 +475,7 @@ fn entry_set(e: &Entry, first: u64, data_length: u64, flags: u8, upcase: &[u16])
     let mut out = Vec::with_capacity((2 + names) * 32);
     out.extend_from_slice(file.as_bytes());
     out.extend_from_slice(stream.as_bytes());
-    for chunk in e.name.chunks(NAME_UNITS_PER_ENTRY) {
+    for chunk in name.chunks(NAME_UNITS_PER_ENTRY) {
         let mut n = NameEntryRaw {
             entry_type: entry_type::NAME,
             ..NameEntryRaw::default()
@@ -489,6 +497,7 @@ struct Volume<'a> {
     first: &'a HashMap<NodeId, (u64, u64)>,
     upcase: &'a [u16],
     upcase_checksum: u32,
+    tree: &'a Tree,
 }
 
 impl Volume<'_> {
@@ -559,7 +568,10 @@ impl Volume<'_> {
                     stream_flags::ALLOCATION_POSSIBLE | stream_flags::NO_FAT_CHAIN,
                 )
             };
-            out.extend_from_slice(&entry_set(e, first, len, flags, self.upcase));
+            // The scan accepted this very name, so it converts again.
+            let name = utf16_name(self.tree.nodes.get(e.node).and_then(|n| n.name_str()))
+                .unwrap_or_default();
+            out.extend_from_slice(&entry_set(e, &name, first, len, flags, self.upcase));
         }
         out
     }
@@ -626,6 +638,7 @@ pub(crate) fn write_volume<S: BlockSink + ?Sized>(
         first: &first,
         upcase,
         upcase_checksum: table_checksum(upcase_bytes),
+        tree,
     };
     let mut out = Out::new(sink);
 

@@ -490,7 +490,11 @@ fn dir_bytes(
     }
     for e in &d.entries {
         if e.lfn {
-            let name = tree.nodes.get(e.node).and_then(Node::name_str).unwrap_or("");
+            let name = tree
+                .nodes
+                .get(e.node)
+                .and_then(Node::name_str)
+                .unwrap_or("");
             // The scan accepted this very name: the long name is there again.
             if let Ok(long) = names::long_name(name) {
                 push_lfn(&mut out, &long, &e.short);
