@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use blockwise_geometry::fsplan::walk::{smallest_multiple, Candidate, Walk};
+use blockwise_geometry::fsplan::walk::{no_fit_reason, smallest_multiple, Candidate, Walk};
 use blockwise_geometry::{format_size, ExfatPlan, Tree};
 
 use crate::options::{validate_label, Field, Invalid};
@@ -218,16 +218,12 @@ pub fn smallest(
     };
     Err(Error::Invalid(Invalid::new(
         Field::Size,
-        format!(
-            "\"auto\": no exFAT volume holds the contents ({} files, {} of data{}){}",
+        no_fit_reason(
+            "exFAT",
             needs.files,
-            format_size(needs.file_bytes),
-            if headroom_bytes > 0 {
-                format!(" with {} free", format_size(headroom_bytes))
-            } else {
-                String::new()
-            },
-            last_why.map_or_else(String::new, |w| format!(": at the largest size tried, {w}"))
+            needs.file_bytes,
+            headroom_bytes,
+            last_why,
         ),
     )))
 }

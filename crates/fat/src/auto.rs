@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 
-use blockwise_geometry::fsplan::walk::{smallest_multiple, Candidate, Walk};
+use blockwise_geometry::fsplan::walk::{no_fit_reason, smallest_multiple, Candidate, Walk};
 use blockwise_geometry::{format_size, FatPlan, FatType, FsKind, Tree};
 
 use crate::options::{Field, Invalid};
@@ -273,16 +273,12 @@ pub fn smallest(req: &FatRequest, tree: &Tree, headroom_bytes: u64) -> Result<Au
     };
     Err(Error::Invalid(Invalid::new(
         Field::Size,
-        format!(
-            "\"auto\": no {kind} volume holds the contents ({} files, {} of data{}){}",
+        no_fit_reason(
+            kind,
             needs.files,
-            format_size(needs.file_bytes),
-            if headroom_bytes > 0 {
-                format!(" with {} free", format_size(headroom_bytes))
-            } else {
-                String::new()
-            },
-            last_why.map_or_else(String::new, |w| format!(": at the largest size tried, {w}"))
+            needs.file_bytes,
+            headroom_bytes,
+            last_why,
         ),
     )))
 }

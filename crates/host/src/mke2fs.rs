@@ -137,7 +137,7 @@ fn run(tool: &'static str, cmd: &mut Command) -> Result<Output, Mke2fsError> {
         return Err(Mke2fsError::Failed {
             tool,
             status: out.status.to_string(),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            stderr: blockwise_geometry::display_str(String::from_utf8_lossy(&out.stderr).trim()),
         });
     }
     Ok(out)

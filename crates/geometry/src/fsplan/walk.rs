@@ -92,6 +92,28 @@ pub fn smallest_multiple<T, E>(
     Ok(Err(last_why))
 }
 
+/// Why no size fits, in the words `size = "auto"` refusals use: `"auto": no KIND volume holds
+/// the contents (N files, SIZE of data[ with SIZE free])[: at the largest size tried, WHY]`.
+#[must_use]
+pub fn no_fit_reason(
+    kind: &str,
+    files: u64,
+    file_bytes: u64,
+    headroom_bytes: u64,
+    last_why: Option<String>,
+) -> String {
+    format!(
+        "\"auto\": no {kind} volume holds the contents ({files} files, {} of data{}){}",
+        crate::format_size(file_bytes),
+        if headroom_bytes > 0 {
+            format!(" with {} free", crate::format_size(headroom_bytes))
+        } else {
+            String::new()
+        },
+        last_why.map_or_else(String::new, |w| format!(": at the largest size tried, {w}"))
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
