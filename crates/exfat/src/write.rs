@@ -502,9 +502,9 @@ struct Volume<'a> {
 
 impl Volume<'_> {
     /// The bytes of directory `i` (not yet padded).
-    fn dir_bytes(&self, i: usize) -> Vec<u8> {
+    fn dir_bytes(&self, i: usize) -> Result<Vec<u8>, Error> {
         let Some(d) = self.dirs.get(i) else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         let l = self.layout;
         let mut out = Vec::with_capacity(usize::try_from(d.slots * 32).unwrap_or(0));
@@ -568,12 +568,17 @@ impl Volume<'_> {
                     stream_flags::ALLOCATION_POSSIBLE | stream_flags::NO_FAT_CHAIN,
                 )
             };
-            // The scan accepted this very name, so it converts again.
-            let name = utf16_name(self.tree.nodes.get(e.node).and_then(|n| n.name_str()))
-                .unwrap_or_default();
+            // The scan accepted this very name with the same function and counted its
+            // entries: a tree changed since is an error, never a short directory.
+            let name = utf16_name(self.tree.nodes.get(e.node).and_then(|n| n.name_str())).map_err(
+                |_| Error::InvalidTree {
+                    node: e.node,
+                    reason: "the name changed between the scan and the write",
+                },
+            )?;
             out.extend_from_slice(&entry_set(e, &name, first, len, flags, self.upcase));
         }
-        out
+        Ok(out)
     }
 }
 
@@ -693,7 +698,7 @@ pub(crate) fn write_volume<S: BlockSink + ?Sized>(
             Item::Dir(i) => {
                 let Some(d) = dirs.get(*i) else { continue };
                 let off = layout.cluster_offset(d.first);
-                let bytes = v.dir_bytes(*i);
+                let bytes = v.dir_bytes(*i)?;
                 out.bytes(off, &bytes)?;
                 out.zeros(
                     off + bytes.len() as u64,

@@ -465,9 +465,9 @@ fn dir_bytes(
     label: Option<&[u8; 11]>,
     label_time: FatTime,
     tree: &Tree,
-) -> Vec<u8> {
+) -> Result<Vec<u8>, Error> {
     let Some(d) = dirs.get(i) else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     let mut out = Vec::with_capacity(usize::try_from(d.slots * 32).unwrap_or(0));
     if i == 0 {
@@ -503,7 +503,7 @@ fn dir_bytes(
         let cluster = first.get(&e.node).copied().unwrap_or(0);
         out.extend_from_slice(short_entry(e.short, e.attr, cluster, e.size, e.time).as_bytes());
     }
-    out
+    Ok(out)
 }
 
 fn boot_sector(layout: &Layout, plan: &FatPlan, label: &[u8; 11]) -> Vec<u8> {
@@ -797,7 +797,7 @@ pub(crate) fn write_volume<S: BlockSink + ?Sized>(
     // FAT12/16 fixed root.
     if layout.kind != FatType::Fat32 {
         let off = (layout.reserved + layout.fats * layout.fat_sectors) * s;
-        let bytes = dir_bytes(&dirs, 0, &first, label.as_ref(), label_time, tree);
+        let bytes = dir_bytes(&dirs, 0, &first, label.as_ref(), label_time, tree)?;
         out.bytes(off, &bytes)?;
         out.zeros(
             off + bytes.len() as u64,
@@ -812,7 +812,7 @@ pub(crate) fn write_volume<S: BlockSink + ?Sized>(
             Item::Dir(i) => {
                 let Some(d) = dirs.get(*i) else { continue };
                 let off = layout.cluster_offset(u64::from(d.cluster));
-                let bytes = dir_bytes(&dirs, *i, &first, label.as_ref(), label_time, tree);
+                let bytes = dir_bytes(&dirs, *i, &first, label.as_ref(), label_time, tree)?;
                 out.bytes(off, &bytes)?;
                 out.zeros(
                     off + bytes.len() as u64,
