@@ -576,14 +576,6 @@ class Bench:
         peer = o / "S16-mke2fs.ext4"
         tar = o / "S16.tar"
         spec = bare_spec(self.specs / "S16-ext4.toml", "ext4", tree, size)
-        shape_ref = o / "S16-shape-source.ext4"
-        shape = o / "S16-shape-copy.ext4"
-        shape_ref.unlink(missing_ok=True)  # made again by this binary, at the first run
-
-        def shape_setup(_c: dict) -> None:
-            if not shape_ref.exists():
-                quiet([self.bw, "build", str(spec), "-o", str(shape_ref), "-q"])
-            shape.unlink(missing_ok=True)
         return Case("S16", f"{self.describe('T1')} → {size / (1024 * GIB):.2f} TiB sparse ext4"
                     if not self.args.quick else f"{self.describe('T1')} → 256 MiB ext4 (quick)", [
             Row(BWB, lambda c: [Step([self.bw, "build", str(spec), "-o", str(ours), "-q"])],
@@ -592,11 +584,8 @@ class Bench:
                 setup=rm(peer), teardown=rm(peer)),
             # The image's own bytes: 131,072 inode bitmaps (512 MiB: the bits past a group's
             # 4,096 inodes are ones, so none is a hole), the descriptor table and its sparse_super
-            # backups (8 MiB each): ~750 MiB of metadata tar's floor does not write. Copying
-            # the finished image is what writing those bytes costs.
-            Row("cp --sparse=always of the finished image + sync", lambda c: [
-                Step(["cp", "--sparse=always", str(shape_ref), str(shape)]), sync(shape)],
-                setup=shape_setup, teardown=rm(shape)),
+            # backups (8 MiB each): ~750 MiB of metadata tar's floor does not write.
+            self.copy_image_row(spec, o / "S16-shape.ext4"),
             Row(TAR, lambda c: floor_steps(tree, tar), teardown=rm(tar), floor=True),
         ], files, nbytes)
 
@@ -612,14 +601,6 @@ class Bench:
         peer = o / f"{name}-mkfs.exfat"
         mnt = o / f"{name}-exfat-mnt"
         spec = bare_spec(self.specs / f"{name}-exfat.toml", "exfat", tree, size)
-        shape_ref = o / f"{name}-shape-source.exfat"
-        shape = o / f"{name}-shape-copy.exfat"
-        shape_ref.unlink(missing_ok=True)  # made again by this binary, at the first run
-
-        def shape_setup(_c: dict) -> None:
-            if not shape_ref.exists():
-                quiet([self.bw, "build", str(spec), "-o", str(shape_ref), "-q"])
-            shape.unlink(missing_ok=True)
         # losetup, mount, cp, umount and detach in one timed shell step (the loop device's
         # name is only known at run time).
         copy = (f'set -e; dev=$(losetup -f --show {peer}); mkdir -p {mnt}; '
@@ -639,14 +620,27 @@ class Bench:
             Row("blockwise build (FAT32, same tree)", lambda c: [
                 Step([self.bw, "build", str(s_fat), "-o", str(ours_fat), "-q"])],
                 teardown=rm(ours_fat), blockwise=True),
-            # What writing the output alone costs: a small file fills a page of a cluster of
-            # its own (16 KiB for 1 GiB), so T2's image is 20,000 separate 4 KiB extents, and
-            # copying the finished image sparsely is the least any builder of it can do.
-            Row("cp --sparse=always of the finished image + sync", lambda c: [
-                Step(["cp", "--sparse=always", str(shape_ref), str(shape)]), sync(shape)],
-                setup=shape_setup, teardown=rm(shape)),
+            # A small file fills a page of a cluster of its own (16 KiB for 1 GiB), so T2's
+            # image is 20,000 separate 4 KiB extents.
+            self.copy_image_row(spec, o / f"{name}-shape.exfat"),
             Row(TAR, tar_row.steps, teardown=tar_row.teardown, floor=True),
         ], files, nbytes, note="" if is_root() else "the exfat-fuse row needs root (loop devices)")
+
+    def copy_image_row(self, spec: Path, stem: Path) -> Row:
+        """`cp --sparse=always` + `sync` of the image `spec` builds (built once per bench
+        run by this binary, untimed): what writing the output's own bytes costs, the least
+        any builder of that image can do."""
+        src = stem.with_name(stem.stem + "-source" + stem.suffix)
+        dst = stem.with_name(stem.stem + "-copy" + stem.suffix)
+        src.unlink(missing_ok=True)
+
+        def setup(_c: dict) -> None:
+            if not src.exists():
+                quiet([self.bw, "build", str(spec), "-o", str(src), "-q"])
+            dst.unlink(missing_ok=True)
+        return Row("cp --sparse=always of the finished image + sync", lambda c: [
+            Step(["cp", "--sparse=always", str(src), str(dst)]), sync(dst)],
+            setup=setup, teardown=rm(dst))
 
     def describe(self, name: str) -> str:
         files, nbytes = self.stats[name]

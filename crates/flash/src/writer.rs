@@ -10,14 +10,15 @@ use crate::buf::AlignedBuf;
 use crate::{Device, Error, Refusal, Source, SourceError, Verify};
 
 /// The largest chunk: four times the largest erase block blockwise plans for. Larger chunks
-/// only cost memory (three buffers of it are in flight) and delay a cancel.
+/// only cost memory (three buffers of it are in flight, more with a `.bmap`:
+/// [`CHECK_SLACK`]) and delay a cancel.
 pub const MAX_CHUNK: u64 = 64 << 20;
 
 /// How far (in bytes of buffers) the `.bmap` check may fall behind the device writer before
 /// the reader waits for it: with 4 MiB chunks, eight buffers more than without a check.
-/// Measured on a loop device in memory, whose chunks come 1–3 GB/s around a SHA-256 of
-/// 2 GB/s: one buffer of slack made the write 0.85× as fast as without the check, four
-/// 0.95×, eight to sixteen 1.0× (docs/performance.md).
+/// Measured on a loop device in memory, whose chunks come at 0.4–3.3 GB/s around a SHA-256
+/// of 2 GB/s: one buffer of slack made the write 0.85× as fast as without the check, four
+/// 0.96×, six to sixteen 0.97–1.03× (docs/performance.md).
 const CHECK_SLACK: u64 = 32 << 20;
 
 /// How to write.
