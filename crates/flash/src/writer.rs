@@ -10,8 +10,8 @@ use crate::buf::AlignedBuf;
 use crate::{Device, Error, Refusal, Source, SourceError, Verify};
 
 /// The largest chunk: four times the largest erase block blockwise plans for. Larger chunks
-/// only cost memory (three buffers of it are in flight, more with a `.bmap`:
-/// [`CHECK_SLACK`]) and delay a cancel.
+/// only cost memory (three buffers of it are in flight, and with a `.bmap` those the check
+/// may lag behind by, 32 MiB's worth) and delay a cancel.
 pub const MAX_CHUNK: u64 = 64 << 20;
 
 /// How far (in bytes of buffers) the `.bmap` check may fall behind the device writer before
