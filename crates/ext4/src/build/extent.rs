@@ -60,6 +60,11 @@ pub(super) fn push_run(extents: &mut Vec<(u64, u64, u64)>, logical: u64, physica
                 continue;
             }
         }
+        if extents.is_empty() {
+            // Most files are one extent: a first push would make room for four (96 bytes
+            // a file, kept until the inode tables are written).
+            extents.reserve_exact(1);
+        }
         extents.push((lb, k, physical + off));
         lb += k;
         off += k;
@@ -159,5 +164,30 @@ impl Prepared {
         let indexes: Vec<ExtentIdxRaw> = level.iter().map(|&e| index(e)).collect();
         fill_node(&mut root, ROOT_ENTRIES, depth, &indexes);
         (root, blocks)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file of one extent keeps room for one (24 bytes), not four: one such list per file
+    /// lives until the inode tables are written. Runs still merge and split as before.
+    #[test]
+    fn one_extent_takes_room_for_one() {
+        let mut e = Vec::new();
+        push_run(&mut e, 0, 100, 3);
+        assert_eq!((e.len(), e.capacity()), (1, 1));
+        push_run(&mut e, 3, 103, 2);
+        assert_eq!(e, vec![(0, 5, 100)]);
+        push_run(&mut e, 5, 200, MAX_EXTENT + 1);
+        assert_eq!(
+            e,
+            vec![
+                (0, 5, 100),
+                (5, MAX_EXTENT, 200),
+                (5 + MAX_EXTENT, 1, 200 + MAX_EXTENT)
+            ]
+        );
     }
 }

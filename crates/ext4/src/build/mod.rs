@@ -109,7 +109,7 @@ impl Prepared {
 
     /// Writes the filesystem.
     pub fn write<S: BlockSink + ?Sized>(
-        &self,
+        mut self,
         sink: &mut S,
         content: &dyn ContentSource,
     ) -> Result<(), Error> {
