@@ -142,6 +142,11 @@ pub trait SpillStore: Send + Sync {
     fn store(&mut self, offset: u64, data: &[u8]) -> Result<(), SpillError>;
     /// Reads back `buf.len()` bytes stored at `offset`.
     fn load(&self, offset: u64, buf: &mut [u8]) -> Result<(), SpillError>;
+    /// The store itself, for a host that knows its type (the host's file store can become
+    /// the output, its spilled bytes already in place). `None` by default.
+    fn as_any(&self) -> Option<&dyn core::any::Any> {
+        None
+    }
 }
 
 /// The [`SpillStore`] failed.
@@ -333,6 +338,12 @@ impl ImageMap {
         self.spill
             .iter()
             .flat_map(|s| s.ranges.iter().map(|(&a, &b)| (a, b)))
+    }
+
+    /// The [`SpillStore`], when the map has one.
+    #[must_use]
+    pub fn spill_store(&self) -> Option<&dyn SpillStore> {
+        self.spill.as_ref().map(|s| &*s.store)
     }
 
     /// Reads spilled bytes (a range of [`ImageMap::spilled_ranges`]) back from the store.

@@ -74,7 +74,15 @@ pub fn write_image_file(
     let result = (|| {
         // Read and write: the bmap hasher reads back what was written. A new file (O_EXCL):
         // never one another build is writing.
-        let f = create_new(&tmp, &mut created)?;
+        // The build's spill file, when it can become the output: the metadata it holds is in
+        // place already and is not copied again.
+        let (f, in_place) = match crate::spill::adopt(img, &tmp) {
+            Some(f) => {
+                created.push(tmp.clone());
+                (f, true)
+            }
+            None => (create_new(&tmp, &mut created)?, false),
+        };
         f.set_len(img.size()).map_err(|e| Error::write(&tmp, e))?;
         progress.phase(Phase::Writing {
             bytes: img.data_bytes(),
@@ -84,6 +92,7 @@ pub fn write_image_file(
                 let written = Written {
                     hasher: None,
                     behind,
+                    in_place,
                 };
                 Ok((
                     write_pieces(img, content, &f, &tmp, progress, written)?,
@@ -102,6 +111,7 @@ pub fn write_image_file(
                     let written = Written {
                         hasher: Some(&tx),
                         behind,
+                        in_place,
                     };
                     let stats = write_pieces(img, content, &f, &tmp, progress, written);
                     // A failed or cancelled write stops the hasher now instead of letting it
@@ -482,6 +492,8 @@ const PAGE: u64 = 4096;
 struct Written<'a> {
     hasher: Option<&'a mpsc::Sender<u64>>,
     behind: Option<&'a Behind>,
+    /// The output is the map's spill file: its spilled ranges hold their bytes already.
+    in_place: bool,
 }
 
 impl Written<'_> {
@@ -572,6 +584,13 @@ fn write_pieces(
             Piece::Bytes(off, data) => {
                 gather.push(off, data, out, out_path, written)?;
                 stats.metadata_bytes += data.len() as u64;
+            }
+            Piece::Spilled(off, len) if written.in_place => {
+                // In place already. What is gathered goes out first, so that no gap it would
+                // fill with zeros spans these bytes.
+                gather.flush(out, out_path, written)?;
+                written.done(off, off + len);
+                stats.metadata_bytes += len;
             }
             Piece::Spilled(off, len) => {
                 // Metadata the map spilled during the build: back from its store in 1 MiB
@@ -778,7 +797,8 @@ pub(crate) fn bmap_text(size: u64, ranges: &[(u64, u64)], hashes: &[[u8; 32]]) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use blockwise_geometry::BlockSink as _;
+    use blockwise_geometry::{BlockSink as _, BlockSource as _, ContentRef};
+    use std::os::unix::fs::MetadataExt as _;
 
     /// Cancels at the first `advance`.
     struct CancelAtFirst(bool);
@@ -870,6 +890,60 @@ mod tests {
                 last.1 += n;
             }
         }
+    }
+
+    /// Issue 34: the build's spill file becomes the output, its spilled metadata not copied
+    /// again, and the output holds exactly the map's bytes: spilled ranges, spilled bytes
+    /// overwritten later (with zeros, with content by reference), bytes held in memory a
+    /// few bytes either side of a spilled range (which the writer's gathering must not fill
+    /// over) and holes. A second output of the same map, written as a file of its own, is
+    /// the same bytes with the same `.bmap`.
+    #[test]
+    fn the_spill_file_becomes_the_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src.bin");
+        fs::write(&src, vec![7u8; 10_000]).unwrap();
+        let mut content = HostContent::default();
+        let id = content.add(src.clone(), &fs::metadata(&src).unwrap());
+        let mut img = crate::spill::image_map_with_budget(8 << 20, dir.path(), 4096);
+        let pattern = |seed: u32| -> Vec<u8> {
+            (0..65536u32)
+                .map(|i| ((i * 7 + seed) % 251) as u8 + 1)
+                .collect()
+        };
+        // Spilled: each write passes the budget.
+        img.write_at(1 << 20, &pattern(1)).unwrap();
+        img.write_at(3 << 20, &pattern(2)).unwrap();
+        // Over spilled bytes: content by reference, then zeros and bytes small enough to
+        // stay in memory, 1,900 bytes apart.
+        let r = ContentRef {
+            content: id,
+            offset: 0,
+            len: 10_000,
+        };
+        img.write_content((1 << 20) + 32768, r, &content).unwrap();
+        img.write_at((3 << 20) + 1000, &[0; 100]).unwrap();
+        img.write_at((3 << 20) + 3000, &[9; 100]).unwrap();
+        img.write_at((3 << 20) + 65536 + 10, &[5; 100]).unwrap();
+        assert!(img.spilled_bytes() > 0 && img.metadata().data_bytes() > 0);
+        let mut want = vec![0u8; 8 << 20];
+        img.reader(&content).read_at(0, &mut want).unwrap();
+        assert_eq!(want[(3 << 20) + 1099], 0);
+        assert_eq!(want[(3 << 20) + 1100], pattern(2)[1100]);
+
+        let (a, b) = (dir.path().join("a.img"), dir.path().join("b.img"));
+        let (ab, bb) = (dir.path().join("a.bmap"), dir.path().join("b.bmap"));
+        assert!(!crate::spill::adopted(&img));
+        write_image_file(&img, &content, &a, Some(&ab), &mut ()).unwrap();
+        assert!(crate::spill::adopted(&img), "tmpfs and ext4 take O_TMPFILE");
+        write_image_file(&img, &content, &b, Some(&bb), &mut ()).unwrap();
+        for out in [&a, &b] {
+            assert!(fs::read(out).unwrap() == want, "{}", out.display());
+        }
+        assert_eq!(fs::read(&ab).unwrap(), fs::read(&bb).unwrap());
+        // Holes stay holes: the output is as sparse as the map.
+        let used = fs::metadata(&a).unwrap().blocks() * 512;
+        assert!(used < 1 << 20, "{used} bytes allocated");
     }
 
     /// r31: the `.bmap` hashing is a phase of its own that ends with every mapped byte

@@ -4,9 +4,12 @@
 //! [`budget`] of them at a time.
 
 use std::fs::{self, File, OpenOptions};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use rustix::fs::{AtFlags, Mode, OFlags, CWD};
 
 use blockwise_geometry::{ImageMap, SpillError, SpillStore};
 
@@ -26,28 +29,97 @@ pub(crate) fn budget() -> u64 {
         .unwrap_or(DEFAULT_BUDGET)
 }
 
-/// A spill store: a file nobody else can open (unlinked as soon as it is created).
-struct FileStore(File);
+/// A spill store: a file nobody else can open (made unnamed, `O_TMPFILE`, where the file
+/// system can; else unlinked as soon as it is created).
+struct FileStore {
+    file: File,
+    /// Made with `O_TMPFILE`: it can be given a name ([`adopt`]), once.
+    linkable: bool,
+    /// Given a name already: an output holds it.
+    adopted: AtomicBool,
+}
 
 impl SpillStore for FileStore {
     fn store(&mut self, offset: u64, data: &[u8]) -> Result<(), SpillError> {
-        self.0.write_all_at(data, offset).map_err(|e| SpillError {
-            offset,
-            message: e.to_string(),
-        })
+        self.file
+            .write_all_at(data, offset)
+            .map_err(|e| SpillError {
+                offset,
+                message: e.to_string(),
+            })
     }
     fn load(&self, offset: u64, buf: &mut [u8]) -> Result<(), SpillError> {
-        self.0.read_exact_at(buf, offset).map_err(|e| SpillError {
-            offset,
-            message: e.to_string(),
-        })
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| SpillError {
+                offset,
+                message: e.to_string(),
+            })
     }
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+}
+
+/// The spill file of `img`, named `path` (a new name: it fails where `path` exists), when it
+/// can be: made with `O_TMPFILE`, not adopted before, on the file system of `path`. Its
+/// spilled ranges then already hold their bytes at their image offsets, and the output
+/// writer leaves them be; every other byte of it is a hole, or lies under a range the map
+/// holds in memory or by reference (the map stores whatever later lands on a spilled range,
+/// zeros included), which the writer writes. The map keeps reading its spilled bytes from
+/// the same file, where nothing else is written. `None`: the output is written as a file of
+/// its own, as before.
+pub(crate) fn adopt(img: &ImageMap, path: &Path) -> Option<File> {
+    let store = img.spill_store()?.as_any()?.downcast_ref::<FileStore>()?;
+    if !store.linkable || store.adopted.swap(true, Ordering::AcqRel) {
+        return None;
+    }
+    let linked = store.file.try_clone().ok().and_then(|f| {
+        let fd = format!("/proc/self/fd/{}", f.as_raw_fd());
+        rustix::fs::linkat(CWD, fd.as_str(), CWD, path, AtFlags::SYMLINK_FOLLOW)
+            .ok()
+            .map(|()| f)
+    });
+    if linked.is_none() {
+        // Another file system, no /proc, a name taken: the next output may try again.
+        store.adopted.store(false, Ordering::Release);
+    }
+    linked
+}
+
+/// True when the spill file of `img` was given a name by [`adopt`].
+#[cfg(test)]
+pub(crate) fn adopted(img: &ImageMap) -> bool {
+    img.spill_store()
+        .and_then(|s| s.as_any())
+        .and_then(|a| a.downcast_ref::<FileStore>())
+        .is_some_and(|f| f.adopted.load(Ordering::Acquire))
 }
 
 /// An image map of `size` bytes that spills past [`budget`] to an unnamed file in `dir`; a
 /// map that keeps everything in memory when no such file can be made there (the build then
 /// needs the memory, as it did before, but does not fail for it).
 pub(crate) fn image_map(size: u64, dir: &Path) -> ImageMap {
+    image_map_with_budget(size, dir, budget())
+}
+
+/// [`image_map`] spilling past `budget` bytes.
+pub(crate) fn image_map_with_budget(size: u64, dir: &Path, budget: u64) -> ImageMap {
+    let store = |file, linkable| FileStore {
+        file,
+        linkable,
+        adopted: AtomicBool::new(false),
+    };
+    // The mode an output made by `create_new` gets (0o666 less the umask).
+    let unnamed = rustix::fs::openat(
+        CWD,
+        dir,
+        OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o666),
+    );
+    if let Ok(fd) = unnamed {
+        return ImageMap::with_spill(size, Box::new(store(File::from(fd), true)), budget);
+    }
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let name = format!(
         ".blockwise-spill-{}-{}",
@@ -64,7 +136,7 @@ pub(crate) fn image_map(size: u64, dir: &Path) -> ImageMap {
         Ok(f) => {
             // Unlinked now: the space is freed when the map is dropped, whatever happens.
             let _ = fs::remove_file(&path);
-            ImageMap::with_spill(size, Box::new(FileStore(f)), budget())
+            ImageMap::with_spill(size, Box::new(store(f, false)), budget)
         }
         Err(_) => ImageMap::new(size),
     }
@@ -84,7 +156,15 @@ mod tests {
             .create_new(true)
             .open(dir.path().join("s"))
             .unwrap();
-        let mut m = ImageMap::with_spill(8 << 20, Box::new(FileStore(f)), 1);
+        let mut m = ImageMap::with_spill(
+            8 << 20,
+            Box::new(FileStore {
+                file: f,
+                linkable: false,
+                adopted: AtomicBool::new(false),
+            }),
+            1,
+        );
         let data: Vec<u8> = (0..(3u32 << 20)).map(|i| (i % 251) as u8 + 1).collect();
         m.write_at(4096, &data).unwrap();
         assert!(m.spilled_bytes() > 0);
