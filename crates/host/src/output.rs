@@ -934,6 +934,12 @@ mod tests {
         let (a, b) = (dir.path().join("a.img"), dir.path().join("b.img"));
         let (ab, bb) = (dir.path().join("a.bmap"), dir.path().join("b.bmap"));
         assert!(!crate::spill::adopted(&img));
+        // A name that exists is not taken, and the file stays free for the next output.
+        let taken = dir.path().join("taken");
+        fs::write(&taken, b"mine").unwrap();
+        assert!(crate::spill::adopt(&img, &taken).is_none());
+        assert!(!crate::spill::adopted(&img));
+        assert_eq!(fs::read(&taken).unwrap(), b"mine");
         write_image_file(&img, &content, &a, Some(&ab), &mut ()).unwrap();
         assert!(crate::spill::adopted(&img), "tmpfs and ext4 take O_TMPFILE");
         write_image_file(&img, &content, &b, Some(&bb), &mut ()).unwrap();
