@@ -1,5 +1,6 @@
 //! Where a build's [`ImageMap`] keeps the metadata it no longer holds in memory: an unnamed
-//! file in the work directory (the output's directory), read back when the image is written.
+//! file in the work directory (the output's directory), each byte at its image offset. A raw
+//! output becomes that file ([`adopt`]); other outputs read the bytes back from it.
 //! A million inodes are 256 MB of inode tables; with the store the map holds at most
 //! [`budget`] of them at a time.
 
