@@ -126,10 +126,16 @@ fn sources_changed_after_the_scan_fail_the_write() {
             assert!(run("mkfifo", &[p.to_str().unwrap()]).status.success());
         }),
     ];
-    for fs_line in ["fs = \"fat32\"", "fs = \"ext4\""] {
+    // 2 MiB: copied with `copy_file_range`; 64 KiB: read into the writer's gathering.
+    for (fs_line, len) in [
+        ("fs = \"fat32\"", 2 * MIB),
+        ("fs = \"ext4\"", 2 * MIB),
+        ("fs = \"ext4\"", 64 << 10),
+        ("fs = \"fat32\"", 64 << 10),
+    ] {
         for (what, mutate) in mutations {
             let dir = tempdir!();
-            let c = make_tree(dir.path(), 2, 2 * MIB);
+            let c = make_tree(dir.path(), 2, len);
             let sp = spec(dir.path(), fs_line);
             let mut sf = SpecFile::load(&sp).unwrap();
             let built = build(&mut sf, dir.path()).unwrap();
@@ -141,7 +147,7 @@ fn sources_changed_after_the_scan_fail_the_write() {
             assert!(t.elapsed() < Duration::from_secs(60), "{what}: hung");
             match &err {
                 Error::Changed { path, .. } => assert!(path.ends_with("big1.bin"), "{err}"),
-                other => panic!("{fs_line}, {what}: expected Changed, got {other:?}"),
+                other => panic!("{fs_line}, {len} B, {what}: expected Changed, got {other:?}"),
             }
             assert!(
                 !out.exists() && !bmap.exists(),
@@ -232,7 +238,7 @@ fn df_used(dir: &Path) -> u64 {
     out.lines().nth(1).unwrap().trim().parse().unwrap()
 }
 
-/// On XFS (reflink on by default) the written image shares the large files' blocks with
+/// On XFS (reflink on by default) the written image shares the files' blocks with
 /// the sources, so the filesystem grows by far less than the content, and the image is
 /// byte-identical to the one built on the project's own filesystem.
 #[test]
@@ -264,7 +270,9 @@ fn on_xfs_the_image_shares_blocks_with_its_sources() {
     let mut images = Vec::new();
     for (where_, base) in [("xfs", m.dir.clone()), ("disk", work.path().join("plain"))] {
         fs::create_dir_all(&base).unwrap();
-        make_tree(&base, 8, 16 * MIB);
+        // 128 MiB in files of 512 KiB: files this small are read into the writer's gathering
+        // elsewhere, and copied by the kernel (shared) on XFS.
+        make_tree(&base, 256, MIB / 2);
         for fs_line in ["fs = \"ext4\"", "fs = \"fat32\""] {
             // 512 MiB: FAT32 gets 4 KiB clusters, so file data is block-aligned (with 2 KiB
             // clusters every other file starts mid-block and cannot share blocks).
@@ -279,7 +287,7 @@ fn on_xfs_the_image_shares_blocks_with_its_sources() {
             assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
             let grew = df_used(&base).saturating_sub(before);
             if where_ == "xfs" {
-                // 128 MiB of large files: shared, not copied.
+                // 128 MiB of files: shared, not copied.
                 assert!(
                     grew < 32 * MIB,
                     "{fs_line}: XFS grew by {grew} bytes for 128 MiB of content"

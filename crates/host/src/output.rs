@@ -47,9 +47,11 @@ pub struct WriteStats {
 /// An output that is one of the build's inputs (`content`, see [`check_outputs`]) or the
 /// other output is refused before anything is opened for writing.
 ///
-/// Metadata is written with `pwrite`; file content is copied from `content` with
-/// `copy_file_range` (falling back to 1 MiB `pread`/`pwrite` where the kernel refuses). A
-/// source that changed since it was scanned is an [`Error::Changed`]. The `.bmap` SHA-256s
+/// Metadata is written with `pwrite`, gathered with the files of up to 1 MiB (read with
+/// `pread`) into writes of up to 4 MiB; larger files are copied from `content` with
+/// `copy_file_range` (falling back to 1 MiB `pread`/`pwrite` where the kernel refuses), and so
+/// is every file where that copy shares blocks (XFS, btrfs). A source that changed since it
+/// was scanned is an [`Error::Changed`]. The `.bmap` SHA-256s
 /// are computed by a second thread reading back what was written, behind the writer.
 pub fn write_image_file(
     img: &ImageMap,
@@ -422,12 +424,19 @@ pub(crate) fn remove_stale_in(dir: &Path, prefix: &str, suffix: &str) -> Vec<Pat
 
 /// Most bytes gathered for one `pwrite` of metadata and small files.
 const GATHER: usize = 4 << 20;
+/// Files up to this size are read into the gathering and written with their neighbours, not
+/// copied one by one (except onto XFS, btrfs and the like, where the copy shares blocks): 100,000 files of ~10 KB into ext4 took 2.1 s one `copy_file_range`
+/// each and 1.5 s this way (1.97 → 1.25 s in the kernel: one large write instead of a small
+/// one per file, docs/performance.md). Larger files go by `copy_file_range`, which copies
+/// without passing through user space.
+const GATHERED_FILE: u64 = 1 << 20;
 /// Most bytes of zeros between two gathered pieces written as zeros (inside one 4 KiB block
 /// they are allocated anyway); a larger gap ends the write and stays a hole.
 const GATHER_GAP: u64 = 4096;
 
-/// Metadata and files read by the scan ([`HostContent::inline`]), gathered in offset order
-/// into large sequential `pwrite`s instead of one call per directory block or small file.
+/// Metadata, files read by the scan ([`HostContent::inline`]) and files of up to
+/// [`GATHERED_FILE`], gathered in offset order into large sequential `pwrite`s instead of one
+/// call per directory block or small file.
 struct Gather {
     start: u64,
     buf: Vec<u8>,
@@ -444,28 +453,43 @@ impl Gather {
         out_path: &Path,
         written: Written<'_>,
     ) -> Result<(), Error> {
+        if data.len() >= GATHER {
+            self.flush(out, out_path, written)?;
+            // Large metadata (inode tables, FATs) goes out as it is.
+            out.write_all_at(data, off)
+                .map_err(|e| Error::write(out_path, e))?;
+            written.done(off, off + data.len() as u64);
+            return Ok(());
+        }
+        self.room(off, data.len(), out, out_path, written)?
+            .copy_from_slice(data);
+        Ok(())
+    }
+
+    /// Room for `len` bytes (less than [`GATHER`]) at `off` (at or after what it holds), what
+    /// it held written first when `off` does not follow closely or `len` would overfill it.
+    fn room(
+        &mut self,
+        off: u64,
+        len: usize,
+        out: &File,
+        out_path: &Path,
+        written: Written<'_>,
+    ) -> Result<&mut [u8], Error> {
         let end = self.start + self.buf.len() as u64;
         let gap = off.checked_sub(end);
         let fits = gap.is_some_and(|g| {
-            g <= GATHER_GAP && self.buf.len() as u64 + g + data.len() as u64 <= GATHER as u64
+            g <= GATHER_GAP && self.buf.len() as u64 + g + len as u64 <= GATHER as u64
         });
         if !self.buf.is_empty() && !fits {
             self.flush(out, out_path, written)?;
         }
         if self.buf.is_empty() {
-            if data.len() >= GATHER {
-                // Large metadata (inode tables, FATs) goes out as it is.
-                out.write_all_at(data, off)
-                    .map_err(|e| Error::write(out_path, e))?;
-                written.done(off, off + data.len() as u64);
-                return Ok(());
-            }
             self.start = off;
         }
-        let zeros = usize::try_from(off - (self.start + self.buf.len() as u64)).unwrap_or(0);
-        self.buf.resize(self.buf.len() + zeros, 0);
-        self.buf.extend_from_slice(data);
-        Ok(())
+        let at = usize::try_from(off - self.start).unwrap_or(0);
+        self.buf.resize(at + len, 0);
+        Ok(self.buf.get_mut(at..).unwrap_or_default())
     }
 
     /// Writes what it holds; tells the hasher how far the file is final.
@@ -578,6 +602,8 @@ fn write_pieces(
         buf: Vec::with_capacity(GATHER),
     };
     let mut spill_buf = Vec::new();
+    // Where the kernel's copy can share the source's blocks, every file is copied by it.
+    let gathered_file = if shares_blocks(out) { 0 } else { GATHERED_FILE };
     for piece in img.pieces() {
         Error::check(progress)?;
         match piece {
@@ -617,6 +643,14 @@ fn write_pieces(
                 if let Some(data) = small {
                     gather.push(off, data, out, out_path, written)?;
                     stats.content_bytes += r.len;
+                } else if r.len <= gathered_file {
+                    // Read into the gathering, written with its neighbours in one `pwrite`.
+                    let src = content.open(r.content)?;
+                    let len = usize::try_from(r.len).unwrap_or(0);
+                    let buf = gather.room(off, len, out, out_path, written)?;
+                    read_range(&src, buf, r, content)?;
+                    content.check(r.content, &src)?;
+                    stats.content_bytes += r.len;
                 } else {
                     gather.flush(out, out_path, written)?;
                     let src = content.open(r.content)?;
@@ -634,6 +668,45 @@ fn write_pieces(
     }
     gather.flush(out, out_path, written)?;
     Ok(stats)
+}
+
+/// Filesystems whose `copy_file_range` shares blocks between files instead of copying them
+/// (`statfs` magic numbers): XFS, btrfs, bcachefs, OCFS2.
+const SHARING_FS: [i64; 4] = [0x5846_5342, 0x9123_683e, 0xca45_1a4e, 0x7461_636f];
+
+/// True when `out` lies on a filesystem where copying a file may share its blocks.
+fn shares_blocks(out: &File) -> bool {
+    let Ok(st) = rustix::fs::fstatfs(out) else {
+        return false;
+    };
+    #[allow(
+        clippy::unnecessary_cast,
+        reason = "f_type's width differs between targets"
+    )]
+    let magic = st.f_type as i64;
+    SHARING_FS.contains(&magic)
+}
+
+/// Reads `r` from `src` into `buf` (`r.len` bytes).
+fn read_range(
+    src: &File,
+    buf: &mut [u8],
+    r: ContentRef,
+    content: &HostContent,
+) -> Result<(), Error> {
+    let mut done = 0usize;
+    while let Some(part) = buf.get_mut(done..).filter(|p| !p.is_empty()) {
+        match src.read_at(part, r.offset + done as u64) {
+            Ok(0) => return Err(content.shrunk(r.content)),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                let path = content.path(r.content).unwrap_or_else(|| "?".into());
+                return Err(Error::io(&path, e));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Copies content ranges into the output: `copy_file_range` until the kernel refuses once,
@@ -1092,6 +1165,48 @@ mod tests {
             .unwrap();
         assert!(!copier.fallback);
         assert_eq!(fs::read(&out_path).unwrap(), vec![7u8; 3 << 20]);
+    }
+
+    /// Files up to [`GATHERED_FILE`] are read into the gathering, larger ones copied by the
+    /// kernel; either way the output holds their bytes, next to metadata in the same block.
+    #[test]
+    fn small_files_are_gathered_large_ones_copied() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut content = HostContent::default();
+        let mut img = ImageMap::new(8 << 20);
+        let mut at = 4096u64;
+        let mut lens = Vec::new();
+        for (i, len) in [10_000u64, GATHERED_FILE, GATHERED_FILE + 1, 5000]
+            .into_iter()
+            .enumerate()
+        {
+            let p = dir.path().join(format!("f{i}"));
+            let data: Vec<u8> = (0..len).map(|j| (j * 13 + i as u64) as u8 | 1).collect();
+            fs::write(&p, &data).unwrap();
+            let id = content.add(p.clone(), &fs::metadata(&p).unwrap());
+            let r = ContentRef {
+                content: id,
+                offset: 0,
+                len,
+            };
+            img.write_content(at, r, &content).unwrap();
+            // Metadata right after the file, in its last block.
+            img.write_at(at + len, &[0xee; 7]).unwrap();
+            lens.push(len);
+            at = (at + len + 7).next_multiple_of(4096) + 4096;
+        }
+        let mut want = vec![0u8; 8 << 20];
+        img.reader(&content).read_at(0, &mut want).unwrap();
+        let out = dir.path().join("out.img");
+        let stats = write_image_file(&img, &content, &out, None, &mut ()).unwrap();
+        assert!(fs::read(&out).unwrap() == want);
+        assert_eq!(stats.content_bytes, lens.iter().sum::<u64>());
+        assert_eq!(stats.metadata_bytes, 4 * 7);
+        // Only the file past the limit goes to `copy_file_range` (which may refuse: then 0).
+        assert!(
+            [0, GATHERED_FILE + 1].contains(&stats.kernel_copied_bytes),
+            "{stats:?}"
+        );
     }
 
     /// The write-behind counts what the page cache holds dirty: 1,024 files of 5 bytes, each
