@@ -1,7 +1,6 @@
 //! File contents of an image, by id: the host files a scan found, with what they looked like
 //! then, so a file that changes before it is copied is an error and not a wrong image.
 
-use std::cell::RefCell;
 use std::fs::{self, File};
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -124,7 +123,9 @@ pub struct HostContent {
     /// Inputs the image does not reference but the build read (the spec file): no output
     /// may be one of them.
     read_only: Vec<(PathBuf, (u64, u64))>,
-    open: RefCell<Option<(u64, File)>>,
+    /// The file [`ContentSource::read_at`] read last, kept open for the next read. A lock,
+    /// not a cell: the output writer reads files on a second thread.
+    open: std::sync::Mutex<Option<(u64, File)>>,
 }
 
 impl HostContent {
@@ -368,7 +369,10 @@ impl ContentSource for HostContent {
                 None => Err(err(self.shrunk(content))),
             };
         }
-        let mut open = self.open.borrow_mut();
+        let mut open = self
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if open.as_ref().is_none_or(|(c, _)| *c != content) {
             *open = Some((content, self.open(content).map_err(err)?));
         }

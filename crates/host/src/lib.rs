@@ -39,6 +39,7 @@ mod error;
 pub mod f2fs;
 #[cfg(feature = "f2fs")]
 mod f2fs_entries;
+mod gather;
 pub mod json;
 #[cfg(feature = "mke2fs")]
 pub mod mke2fs;

@@ -16,6 +16,7 @@ use sha2::{Digest, Sha256};
 
 use crate::content::HostContent;
 use crate::error::Clash;
+use crate::gather::{with_gather, Out, GATHERED_FILE};
 use crate::progress::{Phase, Progress};
 use crate::Error;
 
@@ -91,10 +92,12 @@ pub fn write_image_file(
         });
         let (stats, hashes) = with_write_behind(&f, |behind| match bmap {
             None => {
+                let frontier = Frontier::new();
                 let written = Written {
                     hasher: None,
                     behind,
                     in_place,
+                    frontier: &frontier,
                 };
                 Ok((
                     write_pieces(img, content, &f, &tmp, progress, written)?,
@@ -110,10 +113,12 @@ pub fn write_image_file(
                     let (file, list, size, stop) = (&f, &ranges, img.size(), &stop);
                     let hashed = &hashed;
                     let hasher = s.spawn(move || hash_ranges(file, size, list, rx, stop, hashed));
+                    let frontier = Frontier::new();
                     let written = Written {
                         hasher: Some(&tx),
                         behind,
                         in_place,
+                        frontier: &frontier,
                     };
                     let stats = write_pieces(img, content, &f, &tmp, progress, written);
                     // A failed or cancelled write stops the hasher now instead of letting it
@@ -422,89 +427,6 @@ pub(crate) fn remove_stale_in(dir: &Path, prefix: &str, suffix: &str) -> Vec<Pat
     removed
 }
 
-/// Most bytes gathered for one `pwrite` of metadata and small files.
-const GATHER: usize = 4 << 20;
-/// Files up to this size are read into the gathering and written with their neighbours, not
-/// copied one by one (except onto XFS, btrfs and the like, where the copy shares blocks): 100,000 files of ~10 KB into ext4 took 2.1 s one `copy_file_range`
-/// each and 1.5 s this way (1.97 → 1.25 s in the kernel: one large write instead of a small
-/// one per file, docs/performance.md). Larger files go by `copy_file_range`, which copies
-/// without passing through user space.
-const GATHERED_FILE: u64 = 1 << 20;
-/// Most bytes of zeros between two gathered pieces written as zeros (inside one 4 KiB block
-/// they are allocated anyway); a larger gap ends the write and stays a hole.
-const GATHER_GAP: u64 = 4096;
-
-/// Metadata, files read by the scan ([`HostContent::inline`]) and files of up to
-/// [`GATHERED_FILE`], gathered in offset order into large sequential `pwrite`s instead of one
-/// call per directory block or small file.
-struct Gather {
-    start: u64,
-    buf: Vec<u8>,
-}
-
-impl Gather {
-    /// Adds `data` at `off` (at or after what it holds), writing what it held first when
-    /// `data` does not follow closely or would overfill it.
-    fn push(
-        &mut self,
-        off: u64,
-        data: &[u8],
-        out: &File,
-        out_path: &Path,
-        written: Written<'_>,
-    ) -> Result<(), Error> {
-        if data.len() >= GATHER {
-            self.flush(out, out_path, written)?;
-            // Large metadata (inode tables, FATs) goes out as it is.
-            out.write_all_at(data, off)
-                .map_err(|e| Error::write(out_path, e))?;
-            written.done(off, off + data.len() as u64);
-            return Ok(());
-        }
-        self.room(off, data.len(), out, out_path, written)?
-            .copy_from_slice(data);
-        Ok(())
-    }
-
-    /// Room for `len` bytes (less than [`GATHER`]) at `off` (at or after what it holds), what
-    /// it held written first when `off` does not follow closely or `len` would overfill it.
-    fn room(
-        &mut self,
-        off: u64,
-        len: usize,
-        out: &File,
-        out_path: &Path,
-        written: Written<'_>,
-    ) -> Result<&mut [u8], Error> {
-        let end = self.start + self.buf.len() as u64;
-        let gap = off.checked_sub(end);
-        let fits = gap.is_some_and(|g| {
-            g <= GATHER_GAP && self.buf.len() as u64 + g + len as u64 <= GATHER as u64
-        });
-        if !self.buf.is_empty() && !fits {
-            self.flush(out, out_path, written)?;
-        }
-        if self.buf.is_empty() {
-            self.start = off;
-        }
-        let at = usize::try_from(off - self.start).unwrap_or(0);
-        self.buf.resize(at + len, 0);
-        Ok(self.buf.get_mut(at..).unwrap_or_default())
-    }
-
-    /// Writes what it holds; tells the hasher how far the file is final.
-    fn flush(&mut self, out: &File, out_path: &Path, written: Written<'_>) -> Result<(), Error> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        out.write_all_at(&self.buf, self.start)
-            .map_err(|e| Error::write(out_path, e))?;
-        written.done(self.start, self.start + self.buf.len() as u64);
-        self.buf.clear();
-        Ok(())
-    }
-}
-
 /// Bytes the writer finishes between two write-behind requests.
 const WRITE_BEHIND: u64 = 4 << 20;
 /// The page cache's unit: a write of one byte dirties a page.
@@ -513,20 +435,42 @@ const PAGE: u64 = 4096;
 /// Where the writer reports each range it has finished (`start`, `end`): the `.bmap` hasher
 /// (how far the file is final) and the write-behind thread.
 #[derive(Clone, Copy)]
-struct Written<'a> {
+pub(crate) struct Written<'a> {
     hasher: Option<&'a mpsc::Sender<u64>>,
     behind: Option<&'a Behind>,
     /// The output is the map's spill file: its spilled ranges hold their bytes already.
     in_place: bool,
+    pub(crate) frontier: &'a Frontier,
 }
 
 impl Written<'_> {
-    fn done(&self, start: u64, end: u64) {
+    /// `start..end` is written; everything before it is written too, or handed to the
+    /// gathering's filler (the [`Frontier`]).
+    pub(crate) fn done(&self, start: u64, end: u64) {
+        let f = self.frontier;
+        f.reached.set(f.reached.get().max(end));
         if let Some(tx) = self.hasher {
-            let _ = tx.send(end);
+            let _ = tx.send(f.reached.get().min(f.held.get()));
         }
         if let Some(b) = self.behind {
             b.done(start, end);
+        }
+    }
+}
+
+/// How far the output is final, for the `.bmap` hasher: the writer has passed `reached`, and
+/// gatherings from `held` on are still being filled (`u64::MAX` when none is). Both only grow:
+/// gatherings are handed over in offset order, at or after `reached`.
+pub(crate) struct Frontier {
+    reached: std::cell::Cell<u64>,
+    pub(crate) held: std::cell::Cell<u64>,
+}
+
+impl Frontier {
+    fn new() -> Self {
+        Frontier {
+            reached: std::cell::Cell::new(0),
+            held: std::cell::Cell::new(u64::MAX),
         }
     }
 }
@@ -585,89 +529,93 @@ fn with_write_behind<R>(file: &File, body: impl FnOnce(Option<&Behind>) -> R) ->
     })
 }
 
-/// Writes every piece in offset order; after each write, tells the hasher how far the file
-/// is final.
+/// Writes every piece; after each write, tells the hasher how far the file is final.
 fn write_pieces(
     img: &ImageMap,
     content: &HostContent,
-    out: &File,
+    file: &File,
     out_path: &Path,
     progress: &mut dyn Progress,
     written: Written<'_>,
 ) -> Result<WriteStats, Error> {
-    let mut stats = WriteStats::default();
-    let mut copier = Copier::default();
-    let mut gather = Gather {
-        start: 0,
-        buf: Vec::with_capacity(GATHER),
+    let out = Out {
+        file,
+        path: out_path,
+        written,
+        content,
     };
-    let mut spill_buf = Vec::new();
     // Where the kernel's copy can share the source's blocks, every file is copied by it.
-    let gathered_file = if shares_blocks(out) { 0 } else { GATHERED_FILE };
-    for piece in img.pieces() {
-        Error::check(progress)?;
-        match piece {
-            Piece::Bytes(off, data) => {
-                gather.push(off, data, out, out_path, written)?;
-                stats.metadata_bytes += data.len() as u64;
-            }
-            Piece::Spilled(off, len) if written.in_place => {
-                // In place already. What is gathered goes out first, so that no gap it would
-                // fill with zeros spans these bytes.
-                gather.flush(out, out_path, written)?;
-                written.done(off, off + len);
-                stats.metadata_bytes += len;
-            }
-            Piece::Spilled(off, len) => {
-                // Metadata the map spilled during the build: back from its store in 1 MiB
-                // pieces.
-                if spill_buf.is_empty() {
-                    spill_buf = vec![0u8; CHUNK as usize];
+    let gathered_file = if shares_blocks(file) {
+        0
+    } else {
+        GATHERED_FILE
+    };
+    with_gather(content, |gather| {
+        let mut stats = WriteStats::default();
+        let mut copier = Copier::default();
+        let mut spill_buf = Vec::new();
+        for piece in img.pieces() {
+            Error::check(progress)?;
+            match piece {
+                Piece::Bytes(off, data) => {
+                    gather.push(off, data, out)?;
+                    stats.metadata_bytes += data.len() as u64;
                 }
-                let mut done = 0u64;
-                while done < len {
-                    let n = usize::try_from((len - done).min(CHUNK)).unwrap_or(0);
-                    let chunk = spill_buf.get_mut(..n).unwrap_or_default();
-                    img.load_spilled(off + done, chunk)
-                        .map_err(|e| Error::write(out_path, std::io::Error::other(e)))?;
-                    gather.push(off + done, chunk, out, out_path, written)?;
-                    done += n as u64;
+                Piece::Spilled(off, len) if written.in_place => {
+                    // In place already. What is gathered goes out first, so that no gap it
+                    // would fill with zeros spans these bytes.
+                    gather.flush(out)?;
+                    written.done(off, off + len);
+                    stats.metadata_bytes += len;
                 }
-                stats.metadata_bytes += len;
-            }
-            Piece::Content(off, r) => {
-                let small = content.inline(r.content).and_then(|d| {
-                    let s = usize::try_from(r.offset).ok()?;
-                    d.get(s..s.checked_add(usize::try_from(r.len).ok()?)?)
-                });
-                if let Some(data) = small {
-                    gather.push(off, data, out, out_path, written)?;
+                Piece::Spilled(off, len) => {
+                    // Metadata the map spilled during the build: back from its store in 1 MiB
+                    // pieces.
+                    if spill_buf.is_empty() {
+                        spill_buf = vec![0u8; CHUNK as usize];
+                    }
+                    let mut done = 0u64;
+                    while done < len {
+                        let n = usize::try_from((len - done).min(CHUNK)).unwrap_or(0);
+                        let chunk = spill_buf.get_mut(..n).unwrap_or_default();
+                        img.load_spilled(off + done, chunk)
+                            .map_err(|e| Error::write(out_path, std::io::Error::other(e)))?;
+                        gather.push(off + done, chunk, out)?;
+                        done += n as u64;
+                    }
+                    stats.metadata_bytes += len;
+                }
+                Piece::Content(off, r) => {
+                    let small = content.inline(r.content).and_then(|d| {
+                        let s = usize::try_from(r.offset).ok()?;
+                        d.get(s..s.checked_add(usize::try_from(r.len).ok()?)?)
+                    });
+                    if let Some(data) = small {
+                        gather.push(off, data, out)?;
+                    } else if r.len <= gathered_file {
+                        // Read into the gathering (on the filler's thread), written with its
+                        // neighbours in one `pwrite`.
+                        gather.push_file(off, r, out)?;
+                    } else {
+                        gather.flush(out)?;
+                        let src = content.open(r.content)?;
+                        let kernel =
+                            copier.copy(&src, r, file, off, content, out_path, progress)?;
+                        content.check(r.content, &src)?;
+                        stats.content_bytes += r.len;
+                        stats.kernel_copied_bytes += kernel;
+                        // Progress for content is reported as it is copied.
+                        written.done(off, off + piece.len());
+                        continue;
+                    }
                     stats.content_bytes += r.len;
-                } else if r.len <= gathered_file {
-                    // Read into the gathering, written with its neighbours in one `pwrite`.
-                    let src = content.open(r.content)?;
-                    let len = usize::try_from(r.len).unwrap_or(0);
-                    let buf = gather.room(off, len, out, out_path, written)?;
-                    read_range(&src, buf, r, content)?;
-                    content.check(r.content, &src)?;
-                    stats.content_bytes += r.len;
-                } else {
-                    gather.flush(out, out_path, written)?;
-                    let src = content.open(r.content)?;
-                    let kernel = copier.copy(&src, r, out, off, content, out_path, progress)?;
-                    content.check(r.content, &src)?;
-                    stats.content_bytes += r.len;
-                    stats.kernel_copied_bytes += kernel;
-                    // Progress for content is reported as it is copied.
-                    written.done(off, off + piece.len());
-                    continue;
                 }
             }
+            progress.advance(piece.len());
         }
-        progress.advance(piece.len());
-    }
-    gather.flush(out, out_path, written)?;
-    Ok(stats)
+        gather.finish(out)?;
+        Ok(stats)
+    })
 }
 
 /// Filesystems whose `copy_file_range` shares blocks between files instead of copying them
@@ -685,28 +633,6 @@ fn shares_blocks(out: &File) -> bool {
     )]
     let magic = st.f_type as i64;
     SHARING_FS.contains(&magic)
-}
-
-/// Reads `r` from `src` into `buf` (`r.len` bytes).
-fn read_range(
-    src: &File,
-    buf: &mut [u8],
-    r: ContentRef,
-    content: &HostContent,
-) -> Result<(), Error> {
-    let mut done = 0usize;
-    while let Some(part) = buf.get_mut(done..).filter(|p| !p.is_empty()) {
-        match src.read_at(part, r.offset + done as u64) {
-            Ok(0) => return Err(content.shrunk(r.content)),
-            Ok(n) => done += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                let path = content.path(r.content).unwrap_or_else(|| "?".into());
-                return Err(Error::io(&path, e));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Copies content ranges into the output: `copy_file_range` until the kernel refuses once,
@@ -1207,6 +1133,131 @@ mod tests {
             [0, GATHERED_FILE + 1].contains(&stats.kernel_copied_bytes),
             "{stats:?}"
         );
+    }
+
+    /// A map of `n` files of 1–12 KB (each read into the gathering) at 4 KiB-aligned
+    /// offsets, with metadata between some of them, and its bytes.
+    fn gathered_files(dir: &Path, n: u64) -> (ImageMap, HostContent, Vec<u8>) {
+        let mut content = HostContent::default();
+        let size = 64u64 << 20;
+        let mut img = ImageMap::new(size);
+        let mut at = 8192u64;
+        for i in 0..n {
+            let len = 1000 + (i * 7919) % 11_000;
+            let p = dir.join(format!("f{i}"));
+            let data: Vec<u8> = (0..len).map(|j| (j * 31 + i) as u8 | 1).collect();
+            fs::write(&p, &data).unwrap();
+            let id = content.add(p, &fs::metadata(dir.join(format!("f{i}"))).unwrap());
+            let r = ContentRef {
+                content: id,
+                offset: 0,
+                len,
+            };
+            img.write_content(at, r, &content).unwrap();
+            at = (at + len).next_multiple_of(4096);
+            if i % 7 == 0 {
+                img.write_at(at + 100, &[0xa5; 300]).unwrap();
+                at += 4096;
+            }
+            // Holes between some: separate gatherings, some of metadata alone.
+            if i % 50 == 0 {
+                at += 3 * 4096;
+                img.write_at(at, &[0x5a; 5000]).unwrap();
+                at += 5 * 4096;
+            }
+        }
+        assert!(at < size);
+        let mut want = vec![0u8; size as usize];
+        img.reader(&content).read_at(0, &mut want).unwrap();
+        (img, content, want)
+    }
+
+    /// Files read into the gathering, by the filler thread and (as on one core) by the
+    /// writer: the output is the map, and each `.bmap` hash is that of the finished file (the
+    /// hasher never reads a gathering before it is filled and written).
+    #[test]
+    fn gathered_files_give_the_image_and_its_bmap() {
+        let dir = tempfile::tempdir().unwrap();
+        let (img, content, want) = gathered_files(dir.path(), 1500);
+        // A slow filler (one core: no filler).
+        crate::gather::FILL_DELAY_MS.store(3, Ordering::Relaxed);
+        for one_core in [false, true] {
+            crate::gather::ONE_CORE.with(|c| c.set(one_core));
+            let out = dir.path().join("out.img");
+            let bmap = dir.path().join("out.bmap");
+            let stats = write_image_file(&img, &content, &out, Some(&bmap), &mut ()).unwrap();
+            assert_eq!(stats.kernel_copied_bytes, 0);
+            let got = fs::read(&out).unwrap();
+            assert!(got == want, "one core: {one_core}");
+            let ranges = bmap_ranges(&img);
+            let hashes: Vec<[u8; 32]> = ranges
+                .iter()
+                .map(|&(b0, b1)| {
+                    let end = ((b1 + 1) * BMAP_BLOCK).min(img.size());
+                    Sha256::digest(&got[(b0 * BMAP_BLOCK) as usize..end as usize]).into()
+                })
+                .collect();
+            assert_eq!(
+                fs::read_to_string(&bmap).unwrap(),
+                bmap_text(img.size(), &ranges, &hashes),
+                "one core: {one_core}"
+            );
+            fs::remove_file(&out).unwrap();
+            fs::remove_file(&bmap).unwrap();
+        }
+        crate::gather::FILL_DELAY_MS.store(0, Ordering::Relaxed);
+        crate::gather::ONE_CORE.with(|c| c.set(false));
+    }
+
+    /// A cancel or a file changed while files are being gathered stops the write, leaves
+    /// nothing behind, and names the file that changed.
+    #[test]
+    fn gathered_files_cancelled_or_changed() {
+        struct CancelAfter(u64);
+        impl Progress for CancelAfter {
+            fn advance(&mut self, n: u64) {
+                self.0 = self.0.saturating_sub(n);
+            }
+            fn cancelled(&mut self) -> bool {
+                self.0 == 0
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        fs::create_dir(&src).unwrap();
+        let (img, content, _) = gathered_files(&src, 2000);
+        let outs = dir.path().join("outs");
+        fs::create_dir(&outs).unwrap();
+        let out = outs.join("out.img");
+        let bmap = outs.join("out.bmap");
+        for one_core in [false, true] {
+            crate::gather::ONE_CORE.with(|c| c.set(one_core));
+            let err =
+                write_image_file(&img, &content, &out, Some(&bmap), &mut CancelAfter(8 << 20))
+                    .unwrap_err();
+            assert!(matches!(err, Error::Cancelled), "{err}");
+            assert_eq!(
+                fs::read_dir(&outs).unwrap().count(),
+                0,
+                "one core: {one_core}"
+            );
+        }
+        // Shrunk after the scan, late in the image.
+        fs::write(src.join("f1900"), b"short").unwrap();
+        for one_core in [false, true] {
+            crate::gather::ONE_CORE.with(|c| c.set(one_core));
+            let err = write_image_file(&img, &content, &out, Some(&bmap), &mut ()).unwrap_err();
+            match &err {
+                Error::Changed { path, .. } => assert!(path.ends_with("f1900"), "{err}"),
+                other => panic!("one core: {one_core}: expected Changed, got {other:?}"),
+            }
+            assert_eq!(
+                fs::read_dir(&outs).unwrap().count(),
+                0,
+                "one core: {one_core}"
+            );
+        }
+        crate::gather::ONE_CORE.with(|c| c.set(false));
     }
 
     /// The write-behind counts what the page cache holds dirty: 1,024 files of 5 bytes, each
