@@ -4,11 +4,11 @@
 //! are read on a thread of their own (the filler) while the writer writes the gathering before
 //! and gathers the next, the two halves of tar's pipe.
 //!
-//! A gathering spans one range of the output that nothing else writes (a gap between two of
-//! its pieces is at most [`GATHER_GAP`] and lies in no other piece), so gatherings written out
-//! of step with the rest of the image give the same bytes. What is final for the `.bmap`
-//! hasher is tracked in [`crate::output::Frontier`]: a gathering handed to the filler holds
-//! the frontier at its start until it is written.
+//! Each run of a gathering spans a range of the output that nothing else writes (a gap
+//! between two of its pieces is at most [`GATHER_GAP`] and lies in no other piece), so
+//! gatherings written out of step with the rest of the image give the same bytes. What is
+//! final for the `.bmap` hasher is tracked in [`crate::output::Frontier`]: a gathering handed
+//! to the filler holds the frontier at its start until all its runs are written.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -65,12 +65,47 @@ struct Fill {
     r: ContentRef,
 }
 
-/// One gathering: `buf` goes to `start` once the files in `fills` are read into it.
+/// A run of a gathering: `buf[at..at + len]` goes to `off`.
+struct Seg {
+    off: u64,
+    at: usize,
+    len: usize,
+}
+
+/// One gathering: its runs go to the output once the files in `fills` are read into `buf`.
+/// Runs apart by more than [`GATHER_GAP`] are written one `pwrite` each (the gap stays a
+/// hole), but travel together: an exFAT of small files, one 32 KiB cluster each, is one
+/// hand-over per 4 MiB, not one per file.
 #[derive(Default)]
 struct Batch {
-    start: u64,
     buf: Vec<u8>,
+    segs: Vec<Seg>,
     fills: Vec<Fill>,
+}
+
+impl Batch {
+    /// Where its first run goes.
+    fn start(&self) -> u64 {
+        self.segs.first().map_or(0, |s| s.off)
+    }
+
+    /// Writes its runs (its files read already).
+    fn write(&self, out: Out<'_>) -> Result<(), Error> {
+        for s in &self.segs {
+            let data =
+                s.at.checked_add(s.len)
+                    .and_then(|end| self.buf.get(s.at..end))
+                    .unwrap_or_default();
+            out.write(data, s.off)?;
+        }
+        Ok(())
+    }
+
+    fn clear(&mut self) {
+        self.buf.clear();
+        self.segs.clear();
+        self.fills.clear();
+    }
 }
 
 /// The gathering in progress, and the filler where there is one.
@@ -235,24 +270,38 @@ impl Gather<'_> {
         Ok(())
     }
 
-    /// Room for `len` bytes (less than [`GATHER`]) at `off`, at or after what the gathering
-    /// holds, which is written first when `off` does not follow closely or `len` would overfill
-    /// it. Returns where in the gathering they go.
+    /// Room for `len` bytes (less than [`GATHER`]) at `off`, after what the gathering holds:
+    /// in its last run when `off` follows it closely (the gap zeros), else in a run of its
+    /// own; what it holds is written first when `len` would overfill it. Returns where in
+    /// the gathering they go.
     fn room(&mut self, off: u64, len: usize, out: Out<'_>) -> Result<usize, Error> {
-        let b = &self.cur;
-        let end = b.start + b.buf.len() as u64;
-        let fits = off.checked_sub(end).is_some_and(|gap| {
-            gap <= GATHER_GAP && b.buf.len() as u64 + gap + len as u64 <= GATHER as u64
-        });
-        if !b.buf.is_empty() && !fits {
+        let gap = |b: &Batch| {
+            let s = b.segs.last()?;
+            let gap = off.checked_sub(s.off.checked_add(s.len as u64)?)?;
+            (gap <= GATHER_GAP).then_some(gap as usize)
+        };
+        let need = gap(&self.cur).unwrap_or(0).saturating_add(len);
+        if self.cur.buf.len().saturating_add(need) > GATHER {
             self.flush(out)?;
         }
-        if self.cur.buf.is_empty() {
-            self.cur.start = off;
+        let b = &mut self.cur;
+        match gap(b) {
+            Some(g) => {
+                if let Some(s) = b.segs.last_mut() {
+                    s.len += g + len;
+                }
+                b.buf.resize(b.buf.len() + g + len, 0);
+            }
+            None => {
+                b.segs.push(Seg {
+                    off,
+                    at: b.buf.len(),
+                    len,
+                });
+                b.buf.resize(b.buf.len() + len, 0);
+            }
         }
-        let at = usize::try_from(off - self.cur.start).unwrap_or(0);
-        self.cur.buf.resize(at + len, 0);
-        Ok(at)
+        Ok(b.buf.len() - len)
     }
 
     /// Writes what it holds, or hands it to the filler when it has files to read; writes
@@ -261,7 +310,7 @@ impl Gather<'_> {
         if let Some(f) = self.filler.as_mut() {
             f.write_back(out, false)?;
         }
-        if self.cur.buf.is_empty() {
+        if self.cur.segs.is_empty() {
             return Ok(());
         }
         match self.filler.as_mut() {
@@ -272,9 +321,8 @@ impl Gather<'_> {
             }
             _ => {
                 fill(out.content, &mut self.cur)?;
-                out.write(&self.cur.buf, self.cur.start)?;
-                self.cur.buf.clear();
-                self.cur.fills.clear();
+                self.cur.write(out)?;
+                self.cur.clear();
                 Ok(())
             }
         }
@@ -293,7 +341,7 @@ impl Gather<'_> {
 impl Filler<'_> {
     /// Hands `b` over to be filled.
     fn hand(&mut self, b: Batch, out: Out<'_>) -> Result<(), Error> {
-        let start = b.start;
+        let start = b.start();
         if self.to.send(b).is_err() {
             return Err(gone(out));
         }
@@ -344,12 +392,14 @@ impl Filler<'_> {
             self.stop.store(true, Ordering::Relaxed);
             return Err(e);
         }
+        // Written while it still holds the frontier at its start: the hasher must not read
+        // past its first run before the last is written.
+        b.write(out)?;
         self.pending.pop_front();
         let held = self.pending.front().copied().unwrap_or(u64::MAX);
         out.written.frontier.held.set(held);
-        out.write(&b.buf, b.start)?;
-        b.buf.clear();
-        b.fills.clear();
+        out.written.tell_hasher();
+        b.clear();
         self.spare.push(b);
         Ok(true)
     }
