@@ -1118,16 +1118,15 @@ mod tests {
             .into_iter()
             .enumerate()
         {
-            let p = dir.path().join(format!("f{i}"));
             let data: Vec<u8> = (0..len).map(|j| (j * 13 + i as u64) as u8 | 1).collect();
-            fs::write(&p, &data).unwrap();
-            let id = content.add(p.clone(), &fs::metadata(&p).unwrap());
-            let r = ContentRef {
-                content: id,
-                offset: 0,
-                len,
-            };
-            img.write_content(at, r, &content).unwrap();
+            map_file(
+                dir.path(),
+                &format!("f{i}"),
+                &data,
+                &mut content,
+                &mut img,
+                at,
+            );
             // Metadata right after the file, in its last block.
             img.write_at(at + len, &[0xee; 7]).unwrap();
             lens.push(len);
@@ -1188,6 +1187,26 @@ mod tests {
         assert!(marks > 0);
     }
 
+    /// Writes `data` to `dir/name`, registers it in `content` and maps all of it at `at`.
+    fn map_file(
+        dir: &Path,
+        name: &str,
+        data: &[u8],
+        content: &mut HostContent,
+        img: &mut ImageMap,
+        at: u64,
+    ) {
+        let p = dir.join(name);
+        fs::write(&p, data).unwrap();
+        let id = content.add(p.clone(), &fs::metadata(&p).unwrap());
+        let r = ContentRef {
+            content: id,
+            offset: 0,
+            len: data.len() as u64,
+        };
+        img.write_content(at, r, content).unwrap();
+    }
+
     /// A map of `n` files of 1–12 KB (each read into the gathering) at 4 KiB-aligned
     /// offsets, with metadata between some of them, and its bytes.
     fn gathered_files(dir: &Path, n: u64) -> (ImageMap, HostContent, Vec<u8>) {
@@ -1197,16 +1216,8 @@ mod tests {
         let mut at = 8192u64;
         for i in 0..n {
             let len = 1000 + (i * 7919) % 11_000;
-            let p = dir.join(format!("f{i}"));
             let data: Vec<u8> = (0..len).map(|j| (j * 31 + i) as u8 | 1).collect();
-            fs::write(&p, &data).unwrap();
-            let id = content.add(p, &fs::metadata(dir.join(format!("f{i}"))).unwrap());
-            let r = ContentRef {
-                content: id,
-                offset: 0,
-                len,
-            };
-            img.write_content(at, r, &content).unwrap();
+            map_file(dir, &format!("f{i}"), &data, &mut content, &mut img, at);
             at = (at + len).next_multiple_of(4096);
             if i % 7 == 0 {
                 img.write_at(at + 100, &[0xa5; 300]).unwrap();
@@ -1216,15 +1227,8 @@ mod tests {
             // filled.
             if i % 500 == 250 {
                 let len = GATHERED_FILE + 4096;
-                let p = dir.join(format!("big{i}"));
-                fs::write(&p, vec![(i % 251) as u8 + 1; len as usize]).unwrap();
-                let id = content.add(p.clone(), &fs::metadata(&p).unwrap());
-                let r = ContentRef {
-                    content: id,
-                    offset: 0,
-                    len,
-                };
-                img.write_content(at, r, &content).unwrap();
+                let data = vec![(i % 251) as u8 + 1; len as usize];
+                map_file(dir, &format!("big{i}"), &data, &mut content, &mut img, at);
                 at += len;
             }
             // Holes between some: runs of their own, some of metadata alone.
