@@ -296,39 +296,47 @@ fn two_builds_to_one_output() {
 }
 
 /// A full disk while writing the output: exit 3 (a failed write), one line naming the file,
-/// the temp file removed. Needs root for a small tmpfs.
+/// the temp file removed, whether the write that failed was a kernel copy or a gathering.
+/// Needs root for a small tmpfs.
 #[test]
 fn a_full_disk_is_a_failed_write() {
     if !blockwise_test_kit::have_loop() {
         return;
     }
-    let dir = tempdir!();
-    let c = contents_dir(dir.path());
-    fs::write(c.join("big.bin"), blockwise_test_kit::bytes(3, 8 << 20)).unwrap();
-    let sp = spec(dir.path(), "fat", &c.to_string_lossy(), "64MiB");
-    let small = dir.path().join("small");
-    fs::create_dir(&small).unwrap();
-    let mounted = run(
-        "mount",
-        &[
-            "-t",
-            "tmpfs",
-            "-o",
-            "size=2m",
-            "tmpfs",
-            small.to_str().unwrap(),
-        ],
-    );
-    assert!(mounted.status.success(), "{mounted:?}");
-    let out = small.join("out.img");
-    let o = build(&sp, &out);
-    let left: Vec<_> = fs::read_dir(&small)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name())
-        .collect();
-    let _ = run("umount", &[small.to_str().unwrap()]);
-    failed_write(&o, &["out.img", "No space left"], &left);
+    // One large file (copied by the kernel), or 128 of 64 KiB (read into the writer's
+    // gathering on its second thread).
+    for files in [1u64, 128] {
+        let dir = tempdir!();
+        let c = contents_dir(dir.path());
+        for i in 0..files {
+            let data = blockwise_test_kit::bytes(3 + i, (8 << 20) / files as usize);
+            fs::write(c.join(format!("f{i}.bin")), data).unwrap();
+        }
+        let sp = spec(dir.path(), "fat", &c.to_string_lossy(), "64MiB");
+        let small = dir.path().join("small");
+        fs::create_dir(&small).unwrap();
+        let mounted = run(
+            "mount",
+            &[
+                "-t",
+                "tmpfs",
+                "-o",
+                "size=2m",
+                "tmpfs",
+                small.to_str().unwrap(),
+            ],
+        );
+        assert!(mounted.status.success(), "{mounted:?}");
+        let out = small.join("out.img");
+        let o = build(&sp, &out);
+        let left: Vec<_> = fs::read_dir(&small)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        let _ = run("umount", &[small.to_str().unwrap()]);
+        failed_write(&o, &["out.img", "No space left"], &left);
+    }
 }
 
 /// A tree of `n` files of 16 MiB in `dir/c` and an ext4 spec for a 1 GiB image of it: a
