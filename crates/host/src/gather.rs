@@ -220,26 +220,20 @@ fn fill(content: &HostContent, b: &mut Batch) -> Result<(), Error> {
     Ok(())
 }
 
-/// Reads `r` from `src` into `buf` (`r.len` bytes).
+/// Reads `r` from `src` into `buf` (`r.len` bytes): a file that ends short has changed.
 fn read_range(
     src: &File,
     buf: &mut [u8],
     r: ContentRef,
     content: &HostContent,
 ) -> Result<(), Error> {
-    let mut done = 0usize;
-    while let Some(part) = buf.get_mut(done..).filter(|p| !p.is_empty()) {
-        match src.read_at(part, r.offset + done as u64) {
-            Ok(0) => return Err(content.shrunk(r.content)),
-            Ok(n) => done += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                let path = content.path(r.content).unwrap_or_else(|| "?".into());
-                return Err(Error::io(&path, e));
-            }
+    src.read_exact_at(buf, r.offset).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            content.shrunk(r.content)
+        } else {
+            Error::io(content.path(r.content).unwrap_or_else(|| "?".into()), e)
         }
-    }
-    Ok(())
+    })
 }
 
 impl Gather<'_> {
@@ -264,7 +258,10 @@ impl Gather<'_> {
         let len = usize::try_from(r.len)
             .ok()
             .filter(|&n| n < GATHER)
-            .ok_or_else(|| out.content.shrunk(r.content))?;
+            .ok_or_else(|| {
+                let what = format!("a file range of {} bytes is too large to gather", r.len);
+                Error::write(out.path, std::io::Error::other(what))
+            })?;
         let at = self.room(off, len, out)?;
         self.cur.fills.push(Fill { at, r });
         Ok(())

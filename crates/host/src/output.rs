@@ -49,11 +49,12 @@ pub struct WriteStats {
 /// other output is refused before anything is opened for writing.
 ///
 /// Metadata is written with `pwrite`, gathered with the files of up to 1 MiB (read with
-/// `pread`, on a second thread where the machine has two cores) into writes of up to 4 MiB; larger files are copied from `content` with
-/// `copy_file_range` (falling back to 1 MiB `pread`/`pwrite` where the kernel refuses), and so
-/// is every file where that copy shares blocks (XFS, btrfs). A source that changed since it
-/// was scanned is an [`Error::Changed`]. The `.bmap` SHA-256s
-/// are computed by a second thread reading back what was written, behind the writer.
+/// `pread`, on a second thread where the machine has two cores) into writes of up to 4 MiB;
+/// larger files are copied from `content` with `copy_file_range` (falling back to 1 MiB
+/// `pread`/`pwrite` where the kernel refuses), and so is every file where that copy shares
+/// blocks (XFS, btrfs). A source that changed since it was scanned is an [`Error::Changed`].
+/// The `.bmap` SHA-256s are computed by a second thread reading back what was written,
+/// behind the writer.
 pub fn write_image_file(
     img: &ImageMap,
     content: &HostContent,
@@ -471,8 +472,9 @@ impl Written<'_> {
 }
 
 /// How far the output is final, for the `.bmap` hasher: the writer has passed `reached`, and
-/// gatherings from `held` on are still being filled (`u64::MAX` when none is). Both only grow:
-/// gatherings are handed over in offset order, at or after `reached`.
+/// gatherings from `held` on are still being filled (`u64::MAX` when none is). The mark, the
+/// lesser of the two, only grows: gatherings are handed over in offset order, at or after
+/// `reached`, and one handed back is written before `held` moves past it.
 pub(crate) struct Frontier {
     reached: std::cell::Cell<u64>,
     pub(crate) held: std::cell::Cell<u64>,
